@@ -1,0 +1,39 @@
+// Package lakewrite moves pipeline output writes from a Postgres row store
+// into an Apache Iceberg table: a query streamed out of Postgres in bounded
+// memory, written as one all-or-nothing Iceberg snapshot, wrapped in a
+// write-intent ledger in Postgres, routed per dataset by writer flags with
+// canaries, and keeping the watermark that incremental readers depend on.
+//
+// lakewrite is a library with no runtime of its own: it starts no goroutine
+// that outlives a call and keeps no global state. The embedding service owns
+// the pools, the catalog and the logger, and composes the packages.
+//
+// # The flow of one output write
+//
+//  1. INTENT. [ledger] opens a write intent for the dataset in a short
+//     Postgres transaction: an "open" row in pipeline_build_transactions with
+//     a pre-minted transaction id. A unique partial index admits one open
+//     intent per dataset, which serializes writers across processes.
+//  2. COMPUTE. [cursor] streams the output SELECT out of Postgres as Arrow
+//     record batches, one batch in memory at a time, either directly from the
+//     compute transaction or staged through a temporary table.
+//  3. WRITE. [facade] stamps the identity columns (__row_index, __row_id,
+//     __created_at) and commits the batches to Iceberg as exactly one
+//     snapshot that carries the transaction id in its summary, or returns an
+//     error with nothing visible.
+//  4. COMMIT. [ledger] marks the intent committed in a second short
+//     transaction, with the row count and commit time taken from the Iceberg
+//     commit result, and advances the dataset's watermark to that time.
+//
+// Any failure before step 4 aborts the intent. A crash between steps 3 and 4
+// is reconciled by the ledger's sweeper, which looks for the snapshot
+// carrying the transaction id and rolls the intent forward only when it is
+// there.
+//
+// Around the flow, [sink] decides per writer and dataset whether an output
+// goes to Postgres or Iceberg (writer flags with canary overrides), and
+// [incremental] keeps delta readers correct: an Iceberg sink forces a full
+// rebuild, and delta windows over committed transactions never skip one.
+//
+// The packages are added as they are built; this tour names each one.
+package lakewrite
