@@ -13,11 +13,14 @@ import (
 
 // Dataset is a row of the datasets table.
 type Dataset struct {
-	ID              string
-	Name            string
-	Schema          json.RawMessage // declared schema; nil when none
-	RowCount        int64
-	Status          string    // "pending" until the first commit, then "active"
+	ID       string
+	Name     string
+	Schema   json.RawMessage // declared schema; nil when none
+	RowCount int64
+	Status   string // "pending" until the first commit, then "active"
+	// Sink is where the contents live: the sink of the last committed intent
+	// ("pg", "iceberg_native"); "" until the first commit.
+	Sink            string
 	SourceWatermark time.Time // zero until the first commit
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -45,9 +48,9 @@ func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 	var d Dataset
 	var schema []byte
 	var wm *time.Time
-	err := l.db.QueryRow(ctx, `SELECT id, name, schema, row_count, status, source_watermark, created_at, updated_at
+	err := l.db.QueryRow(ctx, `SELECT id, name, schema, row_count, status, coalesce(sink, ''), source_watermark, created_at, updated_at
 		FROM `+l.table("datasets")+` WHERE id = $1`, id).
-		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &wm, &d.CreatedAt, &d.UpdatedAt)
+		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &wm, &d.CreatedAt, &d.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Dataset{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 	}

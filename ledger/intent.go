@@ -195,11 +195,11 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	if o.SnapshotID != 0 {
 		snap = &o.SnapshotID
 	}
-	var mode string
+	var mode, sink string
 	err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
 		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = $5, ended_at = now(), error = NULL
 		WHERE id = $1 AND status = 'open' AND attempt = $2
-		RETURNING write_mode`, in.ID, in.Attempt, o.RowCount, snap, o.CommittedAt).Scan(&mode)
+		RETURNING write_mode, sink`, in.ID, in.Attempt, o.RowCount, snap, o.CommittedAt).Scan(&mode, &sink)
 	if err == pgx.ErrNoRows {
 		return l.stateError(ctx, tx, in)
 	}
@@ -214,8 +214,8 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	}
 	tag, err := tx.Exec(ctx, `UPDATE `+l.table("datasets")+`
 		SET row_count = CASE WHEN $2 = 'append' THEN row_count + $3 ELSE $3 END,
-		    source_watermark = $4, status = 'active', schema = coalesce($5::jsonb, schema), updated_at = now()
-		WHERE id = $1`, in.DatasetID, mode, o.RowCount, o.CommittedAt, nullJSON(o.Schema))
+		    source_watermark = $4, status = 'active', schema = coalesce($5::jsonb, schema), sink = $6, updated_at = now()
+		WHERE id = $1`, in.DatasetID, mode, o.RowCount, o.CommittedAt, nullJSON(o.Schema), sink)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ func TestOpenCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(42), ds.RowCount)
 	require.Equal(t, "active", ds.Status)
+	require.Equal(t, "iceberg_native", ds.Sink)
 	require.True(t, ds.SourceWatermark.Equal(at), "watermark = commit time")
 	require.JSONEq(t, `{"columns":["a"]}`, string(ds.Schema))
 
