@@ -1,0 +1,55 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// The raw SQL of the control-plane schema, for teams that run their own
+// migration tool.
+func ExampleMigrations() {
+	ms, err := ledger.Migrations()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ms[0].Version, ms[0].Name)
+	// Output: 1 001_control_plane.sql
+}
+
+// One write wrapped in an intent: opened, run, committed with the outcome
+// of the write, or aborted if the write fails.
+func ExampleLedger_With() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	if _, err := ledger.Migrate(ctx, pool, ""); err != nil {
+		panic(err)
+	}
+	l, err := ledger.New(pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := l.EnsureDataset(ctx, "orders_daily", "Orders per day", nil); err != nil {
+		panic(err)
+	}
+	out, err := l.With(ctx, ledger.OpenParams{
+		DatasetID: "orders_daily", WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: ledger.ModeReplace,
+	}, func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
+		// Write the output here, carrying in.ID into the snapshot summary,
+		// and report what the commit result says.
+		return ledger.Outcome{RowCount: 1000, SnapshotID: 42, CommittedAt: time.Now()}, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(out.RowCount)
+}
