@@ -1,4 +1,4 @@
--- lakewrite control-plane schema, version 2: writer flags (package sink).
+-- lakewrite control-plane schema, version 3: writer flags (package sink).
 --
 -- Unqualified names, applied with search_path set to the configured schema.
 --
