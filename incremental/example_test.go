@@ -1,0 +1,48 @@
+package incremental_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/sink"
+)
+
+func ExampleClampReadMode() {
+	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
+		Default: sink.ModePG, Max: sink.ModeIcebergNative, Override: sink.ModeIcebergNative})
+	mode, clamped := incremental.ClampReadMode(ice, incremental.ReadDelta)
+	fmt.Println(incremental.SinkForcesFullRebuild(ice), mode, clamped)
+	// Output: true snapshot true
+}
+
+func ExampleSafeHigh() {
+	now := time.Date(2026, 7, 4, 12, 0, 10, 0, time.UTC)
+	openSince := time.Date(2026, 7, 4, 12, 0, 4, 0, time.UTC) // an intent between its Iceberg and ledger commits
+	fmt.Println(incremental.SafeHigh(now, openSince, true, time.Second).Format(time.TimeOnly))
+	fmt.Println(incremental.SafeHigh(now, time.Time{}, false, time.Second).Format(time.TimeOnly))
+	// Output:
+	// 12:00:03
+	// 12:00:09
+}
+
+func ExampleDeltaPredicate() {
+	low := time.Date(2026, 7, 4, 12, 0, 0, 0, time.UTC)
+	w := incremental.Window{Low: low, High: low.Add(time.Minute)}
+	fmt.Println(incremental.WindowAllowsDelta(w), w)
+	p, err := incremental.DeltaPredicate(w, 2, "src", "__created_at")
+	fmt.Println(p.SQL, len(p.Args), err)
+	// Output:
+	// true (2026-07-04T12:00:00Z, 2026-07-04T12:01:00Z]
+	// ("src"."__created_at" > $2 AND "src"."__created_at" <= $3) 2 <nil>
+}
+
+func ExampleWindow_Next() {
+	t0 := time.Date(2026, 7, 4, 12, 0, 0, 0, time.UTC)
+	w := incremental.Window{Low: t0, High: t0.Add(time.Second)}
+	fmt.Println(w.Next(t0.Add(3 * time.Second)))
+	fmt.Println(w.Next(t0).Empty()) // nothing safe to read yet: empty, never backwards
+	// Output:
+	// (2026-07-04T12:00:01Z, 2026-07-04T12:00:03Z]
+	// true
+}

@@ -1,0 +1,56 @@
+// Package sink decides where a write goes — the Postgres row store or an
+// Iceberg table — from writer flags stored in Postgres, and dispatches the
+// write to the matching arm.
+//
+// # Flags
+//
+// Flags exist per writer id (pipeline.output, sync.*, ingest.api, ...): cutover
+// lists are segmented per writer, never one shared list. A writer has a
+// default mode and a max mode from the ordered set pg < iceberg_native
+// ([Mode]); a (writer, dataset) override sets one dataset's mode, for
+// canaries. Raising a writer's max mode to iceberg_native while its default
+// stays pg makes the flip opt-in per dataset. [Flags] is the operator API
+// (migration 002_writer_flags.sql of package ledger holds the tables):
+//
+//	check    Flags.Check / Flags.Writer / Flags.Overrides / Flags.Writers
+//	set      Flags.SetWriter (default, max), Flags.SetOverride (canary)
+//	revert   Flags.ClearOverride, effective within the resolver TTL
+//
+// Setting a default or an override above the writer's max mode is refused
+// with a [*CeilingError] (errors.Is(err, ErrAboveCeiling)). Lowering the max
+// mode below existing overrides is allowed: it is the kill switch, and
+// resolution caps those overrides.
+//
+// # Resolution
+//
+// [Decide] is the pure rule: the override wins over the default; both are
+// capped by the max mode, and capping is reported as Clamped. A writer with no
+// flags row resolves to Postgres with Source [SourceUnknownWriter] — the safe
+// default, since Postgres is where every write went before any cutover, and an
+// error there would fail every deploy of a writer nobody has registered. A
+// dataset with no override gets the writer default.
+//
+// [Resolver] wraps a [Lookuper] (normally [*Flags]) with a cache: each
+// resolution is kept for a TTL (default 5 s, at most 10 s, so a revert takes
+// effect within 10 s), the cache is bounded, expiry is lazy (no goroutine),
+// and it is safe for concurrent use. Every decision it returns, cached or not,
+// is logged once at [DecisionLogLevel] (Info) with message "sink decision"
+// and attributes writer, dataset, sink, mode, requested, max, clamped, source,
+// reason and cached, through the injected *slog.Logger.
+//
+// # Dispatch
+//
+// [RowSink] holds one arm per sink, generic over the result type.
+// [RowSink.Run] calls the arm of a decision's sink; when that arm is nil it
+// fails with a [*MissingArmError] before any work, so raising a flag before
+// its arm exists fails the deploy loudly and writes nothing.
+//
+// The two outputs of a split flip as a pair: [Resolver.ResolvePair] (or the
+// pure [Pair]) gives both-Postgres (the combined statement) or both-Iceberg
+// (two native writes), and a [*MixedPairError] otherwise. Set or clear both
+// overrides in one [Flags.SetOverride] / [Flags.ClearOverride] call.
+//
+// Resolve once per build, before the delta block: the same [Decision] chooses
+// the read mode (package incremental: an Iceberg sink forces a full rebuild)
+// and the arm.
+package sink

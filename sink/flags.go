@@ -1,0 +1,300 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// DB is what [Flags] needs: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. Every
+// method runs one statement, so a pgx.Tx makes flag changes commit with the
+// caller's own work.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// FlagsConfig configures [NewFlags]. The zero value (or nil) is valid.
+type FlagsConfig struct {
+	// Schema holds the control-plane tables; "" means ledger.DefaultSchema
+	// ("lakewrite").
+	Schema string
+}
+
+// Flags reads and changes writer flags in Postgres: the API an operator
+// runbook calls (check -> set override -> re-deploy -> verify -> smoke;
+// revert = clear override). It does not cache; [Resolver] does. Safe for
+// concurrent use when its DB is (a pool is; a single conn or tx is not).
+type Flags struct {
+	db     DB
+	schema string
+	flags  string // qualified writer_flags
+	ovr    string // qualified writer_flag_overrides
+	dsets  string // qualified datasets
+}
+
+// WriterFlags is one writer's flags row.
+type WriterFlags struct {
+	WriterID  string
+	Default   Mode
+	Max       Mode
+	UpdatedAt time.Time // set by reads, ignored by SetWriter
+}
+
+// Override is one per-dataset override of a writer's default.
+type Override struct {
+	WriterID  string
+	DatasetID string
+	Mode      Mode
+	UpdatedAt time.Time
+}
+
+// NewFlags returns a Flags on db. It does not touch the database.
+func NewFlags(db DB, cfg *FlagsConfig) (*Flags, error) {
+	if db == nil {
+		return nil, fmt.Errorf("sink: NewFlags: %w: db is nil; pass a *pgxpool.Pool, *pgx.Conn or pgx.Tx", ErrInvalidArgument)
+	}
+	var c FlagsConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Schema == "" {
+		c.Schema = ledger.DefaultSchema
+	}
+	q := pgx.Identifier{c.Schema}.Sanitize() + "."
+	return &Flags{db: db, schema: c.Schema, flags: q + "writer_flags", ovr: q + "writer_flag_overrides", dsets: q + "datasets"}, nil
+}
+
+// SetWriter creates or replaces a writer's default and max mode. A default
+// above the max is refused with a [*CeilingError]. Lowering the max below
+// existing overrides is allowed (the kill switch): those overrides are then
+// capped at resolution and reported as clamped.
+func (f *Flags) SetWriter(ctx context.Context, w WriterFlags) error {
+	if err := nonEmpty("writer id", w.WriterID); err != nil {
+		return err
+	}
+	for _, m := range []Mode{w.Default, w.Max} {
+		if _, err := ParseMode(string(m)); err != nil {
+			return err
+		}
+	}
+	if w.Default.Compare(w.Max) > 0 {
+		return &CeilingError{WriterID: w.WriterID, Mode: w.Default, Max: w.Max}
+	}
+	_, err := f.db.Exec(ctx, `INSERT INTO `+f.flags+` (writer_id, default_mode, max_mode) VALUES ($1, $2, $3)
+		ON CONFLICT (writer_id) DO UPDATE SET default_mode = EXCLUDED.default_mode, max_mode = EXCLUDED.max_mode, updated_at = now()`,
+		w.WriterID, string(w.Default), string(w.Max))
+	return f.dbErr("set writer "+w.WriterID, err)
+}
+
+// Writer returns a writer's flags row, or an error wrapping
+// [ErrUnknownWriter].
+func (f *Flags) Writer(ctx context.Context, writerID string) (WriterFlags, error) {
+	rows, err := f.db.Query(ctx, `SELECT writer_id, default_mode, max_mode, updated_at FROM `+f.flags+` WHERE writer_id = $1`, writerID)
+	if err != nil {
+		return WriterFlags{}, f.dbErr("read writer", err)
+	}
+	ws, err := pgx.CollectRows(rows, scanWriter)
+	if err != nil {
+		return WriterFlags{}, f.dbErr("read writer", err)
+	}
+	if len(ws) == 0 {
+		return WriterFlags{}, fmt.Errorf("sink: writer %q: %w (create it with SetWriter)", writerID, ErrUnknownWriter)
+	}
+	return ws[0], nil
+}
+
+// Writers lists every writer's flags row, ordered by writer id.
+func (f *Flags) Writers(ctx context.Context) ([]WriterFlags, error) {
+	rows, err := f.db.Query(ctx, `SELECT writer_id, default_mode, max_mode, updated_at FROM `+f.flags+` ORDER BY writer_id`)
+	if err != nil {
+		return nil, f.dbErr("list writers", err)
+	}
+	ws, err := pgx.CollectRows(rows, scanWriter)
+	return ws, f.dbErr("list writers", err)
+}
+
+func scanWriter(row pgx.CollectableRow) (WriterFlags, error) {
+	var w WriterFlags
+	var def, max string
+	err := row.Scan(&w.WriterID, &def, &max, &w.UpdatedAt)
+	w.Default, w.Max = Mode(def), Mode(max)
+	return w, err
+}
+
+// SetOverride sets the override of writerID to mode for every dataset in
+// datasetIDs, in one statement: all or none. It refuses with:
+//   - a [*CeilingError] when mode is above the writer's max mode;
+//   - [ErrUnknownWriter] when the writer has no flags row;
+//   - [ErrUnknownDataset] when a dataset does not exist.
+//
+// Pass both outputs of a split together so they flip as a pair.
+func (f *Flags) SetOverride(ctx context.Context, writerID string, mode Mode, datasetIDs ...string) error {
+	if err := nonEmpty("writer id", writerID); err != nil {
+		return err
+	}
+	if _, err := ParseMode(string(mode)); err != nil {
+		return err
+	}
+	ids, err := datasetList(datasetIDs)
+	if err != nil {
+		return err
+	}
+	// The writer row is share-locked for the statement, so a concurrent
+	// SetWriter lowering the ceiling either sees this override (and caps it)
+	// or makes this statement see the new ceiling.
+	tag, err := f.db.Exec(ctx, `WITH w AS (
+			SELECT writer_id FROM `+f.flags+` WHERE writer_id = $1 AND max_mode = ANY($4::text[]) FOR SHARE)
+		INSERT INTO `+f.ovr+` (writer_id, dataset_id, mode)
+		SELECT w.writer_id, d.id, $3 FROM w, unnest($2::text[]) AS d(id)
+		ON CONFLICT (writer_id, dataset_id) DO UPDATE SET mode = EXCLUDED.mode, updated_at = now()`,
+		writerID, ids, string(mode), mode.atLeast())
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23503" { // foreign_key_violation: writer_flags is locked, so it is a dataset
+			missing, qerr := f.missingDatasets(ctx, ids)
+			if qerr != nil || len(missing) == 0 {
+				return fmt.Errorf("sink: set override of writer %q: %w: %s", writerID, ErrUnknownDataset, pe.Detail)
+			}
+			return fmt.Errorf("sink: set override of writer %q: %w: %q", writerID, ErrUnknownDataset, missing)
+		}
+		return f.dbErr("set override", err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	w, err := f.Writer(ctx, writerID)
+	if err != nil {
+		return err
+	}
+	return &CeilingError{WriterID: writerID, DatasetID: ids[0], Mode: mode, Max: w.Max}
+}
+
+func (f *Flags) missingDatasets(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := f.db.Query(ctx, `SELECT d.id FROM unnest($1::text[]) AS d(id)
+		WHERE NOT EXISTS (SELECT 1 FROM `+f.dsets+` x WHERE x.id = d.id) ORDER BY d.id`, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ClearOverride removes the overrides of writerID for datasetIDs (the
+// revert), in one statement, and returns how many existed. Clearing an
+// override that does not exist is not an error. Resolvers observe the revert
+// within their TTL.
+func (f *Flags) ClearOverride(ctx context.Context, writerID string, datasetIDs ...string) (int, error) {
+	if err := nonEmpty("writer id", writerID); err != nil {
+		return 0, err
+	}
+	ids, err := datasetList(datasetIDs)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := f.db.Exec(ctx, `DELETE FROM `+f.ovr+` WHERE writer_id = $1 AND dataset_id = ANY($2::text[])`, writerID, ids)
+	if err != nil {
+		return 0, f.dbErr("clear override", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Overrides lists the overrides of writerID ("" lists every writer's),
+// ordered by writer and dataset.
+func (f *Flags) Overrides(ctx context.Context, writerID string) ([]Override, error) {
+	rows, err := f.db.Query(ctx, `SELECT writer_id, dataset_id, mode, updated_at FROM `+f.ovr+`
+		WHERE $1 = '' OR writer_id = $1 ORDER BY writer_id, dataset_id`, writerID)
+	if err != nil {
+		return nil, f.dbErr("list overrides", err)
+	}
+	os, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Override, error) {
+		var o Override
+		var m string
+		err := row.Scan(&o.WriterID, &o.DatasetID, &m, &o.UpdatedAt)
+		o.Mode = Mode(m)
+		return o, err
+	})
+	return os, f.dbErr("list overrides", err)
+}
+
+// Lookup reads the settings of writerID for each dataset, in one statement
+// (one consistent snapshot), in the order given. It implements [Lookuper].
+func (f *Flags) Lookup(ctx context.Context, writerID string, datasetIDs ...string) ([]Setting, error) {
+	if err := nonEmpty("writer id", writerID); err != nil {
+		return nil, err
+	}
+	for _, id := range datasetIDs {
+		if err := nonEmpty("dataset id", id); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := f.db.Query(ctx, `SELECT d.id, w.writer_id IS NOT NULL, coalesce(w.default_mode, ''), coalesce(w.max_mode, ''), coalesce(o.mode, '')
+		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, n)
+		LEFT JOIN `+f.flags+` w ON w.writer_id = $1
+		LEFT JOIN `+f.ovr+` o ON o.writer_id = $1 AND o.dataset_id = d.id
+		ORDER BY d.n`, writerID, datasetIDs)
+	if err != nil {
+		return nil, f.dbErr("look up flags", err)
+	}
+	ss, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Setting, error) {
+		s := Setting{WriterID: writerID}
+		var def, max, ovr string
+		err := row.Scan(&s.DatasetID, &s.WriterKnown, &def, &max, &ovr)
+		s.Default, s.Max, s.Override = Mode(def), Mode(max), Mode(ovr)
+		return s, err
+	})
+	if err != nil {
+		return nil, f.dbErr("look up flags", err)
+	}
+	return ss, nil
+}
+
+// Check resolves (writer, dataset) from the database, bypassing any cache:
+// the "check" step of the runbook. It does not log.
+func (f *Flags) Check(ctx context.Context, writerID, datasetID string) (Decision, error) {
+	ss, err := f.Lookup(ctx, writerID, datasetID)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decide(ss[0]), nil
+}
+
+func (f *Flags) dbErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined_table, invalid_schema_name
+		return &DBError{Op: op, Err: fmt.Errorf("%w (schema %q: run ledger.Migrate): %w", ErrNotMigrated, f.schema, err)}
+	}
+	return &DBError{Op: op, Err: err}
+}
+
+func nonEmpty(what, s string) error {
+	if s == "" {
+		return fmt.Errorf("sink: %w: %s is empty", ErrInvalidArgument, what)
+	}
+	return nil
+}
+
+func datasetList(ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("sink: %w: no dataset ids", ErrInvalidArgument)
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if err := nonEmpty("dataset id", id); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,217 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults and limits of [ResolverConfig].
+const (
+	// DefaultTTL is how long a resolution is cached when ResolverConfig.TTL
+	// is zero.
+	DefaultTTL = 5 * time.Second
+	// MaxTTL is the longest TTL accepted: a revert (clearing an override)
+	// takes effect within 10 s.
+	MaxTTL = 10 * time.Second
+	// DefaultMaxEntries bounds the cache when ResolverConfig.MaxEntries is
+	// zero.
+	DefaultMaxEntries = 1024
+	// DecisionLogLevel is the level of the one log record written for every
+	// decision a Resolver returns.
+	DecisionLogLevel = slog.LevelInfo
+)
+
+// Lookuper reads flag settings; [*Flags] implements it. All settings of one
+// call must come from one consistent read.
+type Lookuper interface {
+	Lookup(ctx context.Context, writerID string, datasetIDs ...string) ([]Setting, error)
+}
+
+// ResolverConfig configures [NewResolver]. Every zero field means its
+// documented default; nil means all defaults.
+type ResolverConfig struct {
+	// TTL is how long a resolution stays cached: 0 means DefaultTTL (5 s);
+	// it must be at most MaxTTL (10 s). A flag change, a revert included,
+	// is observed at most TTL after it commits.
+	TTL time.Duration
+	// MaxEntries bounds the cache: 0 means DefaultMaxEntries. When full,
+	// expired entries are dropped, then the entry closest to expiry.
+	MaxEntries int
+	// Logger receives one record per decision returned, at
+	// DecisionLogLevel, with message "sink decision". nil discards.
+	Logger *slog.Logger
+	// Now is the clock of the cache; nil means time.Now.
+	Now func() time.Time
+}
+
+// Resolver resolves (writer, dataset) to a [Decision] through a [Lookuper],
+// caching each resolution for a TTL. Expiry is lazy (checked on access); it
+// starts no goroutine. Safe for concurrent use. Errors are not cached.
+type Resolver struct {
+	src        Lookuper
+	ttl        time.Duration
+	maxEntries int
+	log        *slog.Logger
+	now        func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	decisions []Decision
+	expires   time.Time
+}
+
+// NewResolver returns a Resolver reading flags from src (usually a *Flags).
+func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
+	if src == nil {
+		return nil, fmt.Errorf("sink: NewResolver: %w: src is nil; pass a *sink.Flags", ErrInvalidArgument)
+	}
+	var c ResolverConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	switch {
+	case c.TTL == 0:
+		c.TTL = DefaultTTL
+	case c.TTL < 0 || c.TTL > MaxTTL:
+		return nil, fmt.Errorf("sink: NewResolver: %w: TTL %v; use 0 (default %v) or a duration up to %v so a revert takes effect within %v",
+			ErrInvalidArgument, c.TTL, DefaultTTL, MaxTTL, MaxTTL)
+	}
+	switch {
+	case c.MaxEntries == 0:
+		c.MaxEntries = DefaultMaxEntries
+	case c.MaxEntries < 0:
+		return nil, fmt.Errorf("sink: NewResolver: %w: MaxEntries %d; use 0 (default %d) or a positive bound", ErrInvalidArgument, c.MaxEntries, DefaultMaxEntries)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Resolver{src: src, ttl: c.TTL, maxEntries: c.MaxEntries, log: c.Logger, now: c.Now, cache: map[string]cacheEntry{}}, nil
+}
+
+// Resolve returns where a write of datasetID by writerID goes: the override
+// wins over the writer default, both capped by the writer's max mode
+// (reported as Clamped); an unknown writer resolves to Postgres with
+// Source SourceUnknownWriter. The decision is logged.
+//
+// Resolve once per build, before the delta block, and use that one decision
+// for both the read mode (incremental.ClampReadMode) and RowSink.Run.
+func (r *Resolver) Resolve(ctx context.Context, writerID, datasetID string) (Decision, error) {
+	ds, err := r.resolve(ctx, writerID, datasetID)
+	if err != nil {
+		return Decision{}, err
+	}
+	return ds[0], nil
+}
+
+// ResolvePair resolves the two outputs of a split together, from one
+// consistent read of the flags (cached as a pair), and combines them with
+// [Pair]: mixed sinks give a [*MixedPairError].
+func (r *Resolver) ResolvePair(ctx context.Context, writerID, firstDatasetID, secondDatasetID string) (PairDecision, error) {
+	if firstDatasetID == secondDatasetID {
+		return PairDecision{}, fmt.Errorf("sink: ResolvePair: %w: both outputs are dataset %q", ErrInvalidArgument, firstDatasetID)
+	}
+	ds, err := r.resolve(ctx, writerID, firstDatasetID, secondDatasetID)
+	if err != nil {
+		return PairDecision{}, err
+	}
+	return Pair(ds[0], ds[1])
+}
+
+// Invalidate empties the cache, so the next resolution reads the flags.
+func (r *Resolver) Invalidate() {
+	r.mu.Lock()
+	clear(r.cache)
+	r.mu.Unlock()
+}
+
+func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...string) ([]Decision, error) {
+	if err := nonEmpty("writer id", writerID); err != nil {
+		return nil, err
+	}
+	for _, id := range datasetIDs {
+		if err := nonEmpty("dataset id", id); err != nil {
+			return nil, err
+		}
+	}
+	key := writerID + "\x00" + strings.Join(datasetIDs, "\x00")
+	r.mu.Lock()
+	e, ok := r.cache[key]
+	if ok && !r.now().Before(e.expires) {
+		delete(r.cache, key)
+		ok = false
+	}
+	r.mu.Unlock()
+	if ok {
+		r.logDecisions(ctx, e.decisions, true)
+		return e.decisions, nil
+	}
+
+	ss, err := r.src.Lookup(ctx, writerID, datasetIDs...)
+	if err != nil {
+		return nil, err
+	}
+	if len(ss) != len(datasetIDs) {
+		return nil, fmt.Errorf("sink: flag lookup returned %d settings for %d datasets", len(ss), len(datasetIDs))
+	}
+	ds := make([]Decision, len(ss))
+	for i, s := range ss {
+		ds[i] = Decide(s)
+	}
+
+	r.mu.Lock()
+	r.put(key, ds)
+	r.mu.Unlock()
+	r.logDecisions(ctx, ds, false)
+	return ds, nil
+}
+
+// put stores ds under key; r.mu is held.
+func (r *Resolver) put(key string, ds []Decision) {
+	now := r.now()
+	if _, ok := r.cache[key]; !ok && len(r.cache) >= r.maxEntries {
+		for k, e := range r.cache {
+			if !now.Before(e.expires) {
+				delete(r.cache, k)
+			}
+		}
+		for len(r.cache) >= r.maxEntries {
+			var victim string
+			var first time.Time
+			for k, e := range r.cache {
+				if victim == "" || e.expires.Before(first) {
+					victim, first = k, e.expires
+				}
+			}
+			delete(r.cache, victim)
+		}
+	}
+	r.cache[key] = cacheEntry{decisions: ds, expires: now.Add(r.ttl)}
+}
+
+// Len returns the number of cached resolutions, expired ones not yet dropped
+// included.
+func (r *Resolver) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.cache)
+}
+
+func (r *Resolver) logDecisions(ctx context.Context, ds []Decision, cached bool) {
+	if !r.log.Enabled(ctx, DecisionLogLevel) {
+		return
+	}
+	for _, d := range ds {
+		r.log.LogAttrs(ctx, DecisionLogLevel, "sink decision", append(d.LogAttrs(), slog.Bool("cached", cached))...)
+	}
+}
