@@ -39,3 +39,11 @@ func TestSmoke(t *testing.T) {
 		require.Equal(t, 15, c)
 	}
 }
+
+func rowToAny(row pgx.CollectableRow) (any, error) {
+	v, err := row.Values()
+	if err != nil {
+		return nil, err
+	}
+	return v[0], nil
+}

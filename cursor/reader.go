@@ -38,7 +38,7 @@ type reader struct {
 
 var _ array.RecordReader = (*reader)(nil)
 
-func (r *reader) Schema() *arrow.Schema           { return r.schema }
+func (r *reader) Schema() *arrow.Schema          { return r.schema }
 func (r *reader) RecordBatch() arrow.RecordBatch { return r.cur }
 
 // Record is the deprecated spelling of RecordBatch.
