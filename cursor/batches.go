@@ -181,6 +181,12 @@ func (b *batcher) init() error {
 	}
 	fds := b.r.rows.FieldDescriptions()
 	if len(fds) != len(b.s.cols) {
+		// pgx may defer an execution error (a cancel, a runaway guard) to
+		// the rows; surface that rather than the mismatch.
+		b.r.rows.Close()
+		if err := b.r.rows.Err(); err != nil {
+			return wrapErr("query", err, b.r.qctx)
+		}
 		return &QueryError{Op: "query", Err: fmt.Errorf("result has %d columns, described %d", len(fds), len(b.s.cols))}
 	}
 	for i, fd := range fds {

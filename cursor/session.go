@@ -41,7 +41,6 @@ type acquirer interface {
 type session struct {
 	conn     *pgx.Conn
 	poolConn *pgxpool.Conn // acquired by us, released at the end
-	ownsConn bool          // we may close the connection when cleanup fails
 	callerTx pgx.Tx        // the caller's tx (savepoint mode)
 	beginner DB            // generic Begin-er
 }
@@ -69,7 +68,7 @@ func acquire(ctx context.Context, db DB, mode Mode) (*session, error) {
 		if err != nil {
 			return nil, &QueryError{Op: "acquire", Err: err}
 		}
-		return &session{conn: pc.Conn(), poolConn: pc, ownsConn: true}, nil
+		return &session{conn: pc.Conn(), poolConn: pc}, nil
 	default:
 		if mode == Staged {
 			return nil, ErrStagedNeedsSession
@@ -95,18 +94,21 @@ func (s *session) begin(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 	}
 }
 
-// release gives the connection back. When broken is true and we own the
-// connection, it is closed first so that the pool discards it (and with it
-// any temporary table or half-ended transaction).
+// release gives the connection back. When broken is true and we acquired
+// the connection, it is taken out of the pool and closed here, synchronously
+// (the pool would otherwise destroy it in a goroutine of its own), so that
+// any temporary table or half-ended transaction dies with the session.
 func (s *session) release(ctx context.Context, broken bool) {
 	if s.poolConn == nil {
 		return
 	}
-	if broken && s.ownsConn && !s.conn.IsClosed() {
-		_ = s.conn.Close(ctx)
-	}
-	s.poolConn.Release()
+	pc := s.poolConn
 	s.poolConn = nil
+	if broken {
+		_ = pc.Hijack().Close(ctx)
+		return
+	}
+	pc.Release()
 }
 
 func stageTableName() string {
