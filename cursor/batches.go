@@ -155,15 +155,14 @@ func (s *Stream) All() iter.Seq2[arrow.RecordBatch, error] {
 // batcher is the pull side of a Stream: open on first next, decode one
 // batch per next, finish once.
 type batcher struct {
-	s       *Stream
-	r       *run
-	rb      *array.RecordBuilder
-	decs    []decoder
-	strs    []*array.BinaryBuilder // variable-width builders, to pre-size
-	strLen  []int                  // data bytes of the previous batch
-	opened  bool
-	ended   bool
-	lastErr error
+	s      *Stream
+	r      *run
+	rb     *array.RecordBuilder
+	decs   []decoder
+	strs   []*array.BinaryBuilder // variable-width builders, to pre-size
+	strLen []int                  // data bytes of the previous batch
+	opened bool
+	ended  bool
 }
 
 func (s *Stream) start() *batcher {

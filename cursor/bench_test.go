@@ -108,7 +108,7 @@ func BenchmarkStream(b *testing.B) {
 	}
 	b.Run("batches/direct", func(b *testing.B) { run(b, batches(cursor.Direct, 0)) })
 	b.Run("batches/staged", func(b *testing.B) { run(b, batches(cursor.Staged, 0)) })
-	b.Run("batches/direct/size=1024", func(b *testing.B) { run(b, batches(cursor.Direct, 1024)) })
+	b.Run("batches/direct/size=4096", func(b *testing.B) { run(b, batches(cursor.Direct, 4096)) })
 	b.Run("batches/direct/size=65536", func(b *testing.B) { run(b, batches(cursor.Direct, 65536)) })
 	b.Run("raw-values", func(b *testing.B) {
 		// Reference: the same query read with pgx RawValues and no decoding.
