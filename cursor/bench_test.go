@@ -163,7 +163,7 @@ func BenchmarkStream(b *testing.B) {
 			}
 		})
 	})
-	b.Run("rows/scan", func(b *testing.B) {
+	b.Run("rows/scan-4-of-7-columns", func(b *testing.B) {
 		run(b, func() int {
 			n := 0
 			q := `SELECT id, name, flag, category FROM bench`
