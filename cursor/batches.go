@@ -1,0 +1,278 @@
+package cursor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Stream is a query prepared for streaming as Arrow record batches. Its
+// schema is known before the first batch; the query runs only when All is
+// ranged or the RecordReader is read. A Stream is single-use.
+type Stream struct {
+	ctx    context.Context
+	db     DB
+	sql    string
+	args   []any
+	o      Options
+	cols   []column
+	schema *arrow.Schema
+	used   atomic.Bool
+}
+
+// Batches describes sql (with args, which may start with a pgx.QueryRewriter
+// such as pgx.NamedArgs) on db and returns a Stream whose Schema is known.
+// Describing does not execute the query and holds no connection afterwards;
+// an invalid query or an unsupported column type is reported here, as a
+// *QueryError or an *UnsupportedTypeError. ctx governs the whole stream,
+// including the later ranging of All.
+func Batches(ctx context.Context, db DB, sql string, args []any, opts *Options) (*Stream, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	fds, types, err := describe(ctx, db, o.Mode, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	cols, schema, err := planColumns(fds, types, &o)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{ctx: ctx, db: db, sql: sql, args: args, o: o, cols: cols, schema: schema}, nil
+}
+
+// describe prepares sql as the unnamed statement and loads the pg_type rows
+// of its result columns. In a caller's transaction it runs in a savepoint,
+// so a bad query does not abort that transaction.
+func describe(ctx context.Context, db DB, mode Mode, sql string, args []any) (_ []pgconn.FieldDescription, _ map[uint32]*pgType, err error) {
+	s, err := acquire(ctx, db, mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn := s.conn
+	var tx pgx.Tx
+	if s.callerTx != nil || s.beginner != nil {
+		if tx, err = s.begin(ctx, pgx.TxOptions{}); err != nil {
+			s.release(ctx, false)
+			return nil, nil, &QueryError{Op: "describe", Err: err}
+		}
+		conn = tx.Conn()
+	}
+	defer func() {
+		cctx, cancel := cleanupContext(ctx, DefaultCleanupTimeout)
+		defer cancel()
+		broken := false
+		if tx != nil {
+			if rerr := tx.Rollback(cctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+				broken = true
+				if err == nil {
+					err = &QueryError{Op: "describe", Err: rerr}
+				}
+			}
+		}
+		s.release(cctx, broken || conn.IsClosed())
+	}()
+	sql, _, err = rewrite(ctx, conn, sql, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	sd, err := conn.PgConn().Prepare(ctx, "", sql, nil)
+	if err != nil {
+		return nil, nil, &QueryError{Op: "describe", Err: err}
+	}
+	oids := make([]uint32, len(sd.Fields))
+	for i, f := range sd.Fields {
+		oids[i] = f.DataTypeOID
+	}
+	types, err := lookupTypes(ctx, conn, oids)
+	if err != nil {
+		return nil, nil, &QueryError{Op: "describe", Err: err}
+	}
+	return sd.Fields, types, nil
+}
+
+// Schema is the Arrow schema of every batch: one nullable field per result
+// column, carrying MetaPGType (and MetaJSON) in its metadata.
+func (s *Stream) Schema() *arrow.Schema { return s.schema }
+
+// All runs the query and yields its rows as record batches of at most
+// Options.BatchSize rows (none for an empty result).
+//
+// Ownership: each yielded batch belongs to the consumer, who must Release
+// it (this matches array.ReaderFromIter and iceberg-go's table.WriteRecords,
+// which release what they consume). At most one batch is being built while
+// the consumer holds the previous ones, so memory stays bounded as long as
+// the consumer releases them.
+//
+// A streaming error is yielded once, after the connection has been cleaned
+// up, and ends the sequence. Rows yielded before an error are not a complete
+// result. The sequence is single-use: ranging it (or the Stream) again
+// yields ErrAlreadyConsumed.
+func (s *Stream) All() iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		if !s.used.CompareAndSwap(false, true) {
+			yield(nil, ErrAlreadyConsumed)
+			return
+		}
+		b := s.start()
+		finished := false
+		defer func() {
+			if !finished { // the consumer panicked
+				b.finish(errors.New("cursor: consumer panicked"), true)
+			}
+		}()
+		for {
+			rec, err := b.next()
+			if err != nil {
+				finished = true
+				yield(nil, b.finish(err, false))
+				return
+			}
+			if rec == nil {
+				finished = true
+				if err := b.finish(nil, false); err != nil {
+					yield(nil, err)
+				}
+				return
+			}
+			if !yield(rec, nil) {
+				finished = true
+				b.finish(nil, true)
+				return
+			}
+		}
+	}
+}
+
+// batcher is the pull side of a Stream: open on first next, decode one
+// batch per next, finish once.
+type batcher struct {
+	s      *Stream
+	r      *run
+	rb     *array.RecordBuilder
+	decs   []decoder
+	strs   []*array.BinaryBuilder // variable-width builders, to pre-size
+	strLen []int                  // data bytes of the previous batch
+	opened bool
+	ended  bool
+}
+
+func (s *Stream) start() *batcher {
+	return &batcher{s: s, r: &run{o: s.o, db: s.db, sql: s.sql, args: s.args}}
+}
+
+func (b *batcher) init() error {
+	b.opened = true
+	formats := make(pgx.QueryResultFormats, len(b.s.cols))
+	for i, c := range b.s.cols {
+		formats[i] = c.format
+	}
+	if err := b.r.open(b.s.ctx, pgx.QueryExecModeDescribeExec, formats); err != nil {
+		return err
+	}
+	fds := b.r.rows.FieldDescriptions()
+	if len(fds) != len(b.s.cols) {
+		// pgx may defer an execution error (a cancel, a runaway guard) to
+		// the rows; surface that rather than the mismatch.
+		b.r.rows.Close()
+		if err := b.r.rows.Err(); err != nil {
+			return wrapErr("query", err, b.r.qctx)
+		}
+		return &QueryError{Op: "query", Err: fmt.Errorf("result has %d columns, described %d", len(fds), len(b.s.cols))}
+	}
+	for i, fd := range fds {
+		if fd.DataTypeOID != b.s.cols[i].oid {
+			return &QueryError{Op: "query", Err: fmt.Errorf("column %q changed type since Batches described it (oid %d, was %d)", fd.Name, fd.DataTypeOID, b.s.cols[i].oid)}
+		}
+	}
+	b.rb = array.NewRecordBuilder(b.s.o.Allocator, b.s.schema)
+	b.decs = make([]decoder, len(b.s.cols))
+	for i := range b.s.cols {
+		c := &b.s.cols[i]
+		fb := b.rb.Field(i)
+		b.decs[i] = newDecoder(c.kind, c, fb)
+		switch v := fb.(type) {
+		case *array.StringBuilder:
+			b.strs = append(b.strs, v.BinaryBuilder)
+		case *array.BinaryBuilder:
+			b.strs = append(b.strs, v)
+		}
+	}
+	b.strLen = make([]int, len(b.strs))
+	return nil
+}
+
+// next returns the next batch, nil at the end, or the error that ended the
+// stream.
+func (b *batcher) next() (arrow.RecordBatch, error) {
+	if b.ended {
+		return nil, nil
+	}
+	if !b.opened {
+		if err := b.init(); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.r.checkDuration(); err != nil {
+		return nil, err
+	}
+	size := b.s.o.BatchSize
+	b.rb.Reserve(size)
+	for i, sb := range b.strs {
+		if b.strLen[i] > 0 {
+			sb.ReserveData(b.strLen[i] + b.strLen[i]/8)
+		}
+	}
+	rows := b.r.rows
+	count := 0
+	for count < size && rows.Next() {
+		if err := b.r.limitRows(); err != nil {
+			return nil, err
+		}
+		raw := rows.RawValues()
+		for i, d := range b.decs {
+			if err := d.decode(raw[i]); err != nil {
+				c := &b.s.cols[i]
+				return nil, &DecodeError{Column: c.name, TypeName: c.typeName, Row: b.r.n - 1, Err: err}
+			}
+		}
+		count++
+	}
+	if count < size {
+		if err := rows.Err(); err != nil {
+			return nil, wrapErr("stream", err, b.r.qctx)
+		}
+		b.r.done = true
+		b.ended = true
+		if count == 0 {
+			return nil, nil
+		}
+	}
+	for i, sb := range b.strs {
+		b.strLen[i] = sb.DataLen()
+	}
+	return b.rb.NewRecordBatch(), nil
+}
+
+// finish cleans up and returns the error to report: err itself, or a
+// cleanup error when the stream had succeeded.
+func (b *batcher) finish(err error, stopped bool) error {
+	if b.rb != nil {
+		b.rb.Release()
+		b.rb = nil
+	}
+	b.ended = true
+	cerr := b.r.close(b.s.ctx, err, stopped)
+	if err != nil {
+		return err
+	}
+	return cerr
+}

@@ -1,0 +1,414 @@
+package cursor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// Decoders turn one binary wire value (nil = NULL) into one Arrow value,
+// appended straight to the column's builder: no per-row []any, no pgtype
+// values on this path.
+
+var be = binary.BigEndian
+
+// pgEpochMicros is 2000-01-01 in Unix microseconds; pgEpochDays in Unix days.
+const (
+	pgEpochMicros = 946684800000000
+	pgEpochDays   = 10957
+)
+
+var errShort = errors.New("malformed binary value (wrong length)")
+
+type decoder interface {
+	decode(v []byte) error
+}
+
+func newDecoder(k kind, c *column, b array.Builder) decoder {
+	switch k {
+	case kBool:
+		return boolDec{b.(*array.BooleanBuilder)}
+	case kInt2:
+		return int2Dec{b.(*array.Int16Builder)}
+	case kInt4:
+		return int4Dec{b.(*array.Int32Builder)}
+	case kInt8:
+		return int8Dec{b.(*array.Int64Builder)}
+	case kFloat4:
+		return float4Dec{b.(*array.Float32Builder)}
+	case kFloat8:
+		return float8Dec{b.(*array.Float64Builder)}
+	case kNumeric:
+		return &numericDec{b: b.(*array.Decimal128Builder), prec: c.prec, scale: c.scale}
+	case kString, kText:
+		return stringDec{b.(*array.StringBuilder).BinaryBuilder}
+	case kJSONB:
+		return jsonbDec{b.(*array.StringBuilder).BinaryBuilder}
+	case kUUID:
+		return uuidDec{b.(*array.FixedSizeBinaryBuilder)}
+	case kBytea:
+		return stringDec{b.(*array.BinaryBuilder)}
+	case kDate:
+		return dateDec{b.(*array.Date32Builder)}
+	case kTimestamp, kTimestamptz:
+		return tsDec{b.(*array.TimestampBuilder)}
+	case kTime:
+		return timeDec{b.(*array.Time64Builder)}
+	case kList:
+		lb := b.(*array.ListBuilder)
+		return &listDec{b: lb, elem: newDecoder(c.elem, c, lb.ValueBuilder())}
+	}
+	panic(fmt.Sprintf("cursor: no decoder for kind %d", k))
+}
+
+type boolDec struct{ b *array.BooleanBuilder }
+
+func (d boolDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 1 {
+		return errShort
+	}
+	d.b.Append(v[0] != 0)
+	return nil
+}
+
+type int2Dec struct{ b *array.Int16Builder }
+
+func (d int2Dec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 2 {
+		return errShort
+	}
+	d.b.Append(int16(be.Uint16(v)))
+	return nil
+}
+
+type int4Dec struct{ b *array.Int32Builder }
+
+func (d int4Dec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 4 {
+		return errShort
+	}
+	d.b.Append(int32(be.Uint32(v)))
+	return nil
+}
+
+type int8Dec struct{ b *array.Int64Builder }
+
+func (d int8Dec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 8 {
+		return errShort
+	}
+	d.b.Append(int64(be.Uint64(v)))
+	return nil
+}
+
+type float4Dec struct{ b *array.Float32Builder }
+
+func (d float4Dec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 4 {
+		return errShort
+	}
+	d.b.Append(math.Float32frombits(be.Uint32(v)))
+	return nil
+}
+
+type float8Dec struct{ b *array.Float64Builder }
+
+func (d float8Dec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 8 {
+		return errShort
+	}
+	d.b.Append(math.Float64frombits(be.Uint64(v)))
+	return nil
+}
+
+// stringDec appends the bytes as they are: text, varchar, bpchar, name,
+// enum and json are sent as their text in binary format; bytea as its bytes.
+type stringDec struct{ b *array.BinaryBuilder }
+
+func (d stringDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	d.b.Append(v)
+	return nil
+}
+
+// jsonbDec strips the version byte (1) of binary jsonb.
+type jsonbDec struct{ b *array.BinaryBuilder }
+
+func (d jsonbDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) < 1 || v[0] != 1 {
+		return fmt.Errorf("unknown binary jsonb version")
+	}
+	d.b.Append(v[1:])
+	return nil
+}
+
+type uuidDec struct{ b *array.FixedSizeBinaryBuilder }
+
+func (d uuidDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 16 {
+		return errShort
+	}
+	d.b.Append(v)
+	return nil
+}
+
+type dateDec struct{ b *array.Date32Builder }
+
+func (d dateDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 4 {
+		return errShort
+	}
+	days := int32(be.Uint32(v))
+	if days == math.MaxInt32 || days == math.MinInt32 {
+		return outOfRange("date ±infinity")
+	}
+	d.b.Append(arrow.Date32(days + pgEpochDays))
+	return nil
+}
+
+type tsDec struct{ b *array.TimestampBuilder }
+
+func (d tsDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 8 {
+		return errShort
+	}
+	us := int64(be.Uint64(v))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return outOfRange("timestamp ±infinity")
+	}
+	d.b.Append(arrow.Timestamp(us + pgEpochMicros))
+	return nil
+}
+
+type timeDec struct{ b *array.Time64Builder }
+
+func (d timeDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) != 8 {
+		return errShort
+	}
+	d.b.Append(arrow.Time64(int64(be.Uint64(v))))
+	return nil
+}
+
+// listDec decodes the binary array format: ndim, has-null flag, element oid,
+// (length, lower bound) per dimension, then (length, bytes) per element.
+type listDec struct {
+	b    *array.ListBuilder
+	elem decoder
+}
+
+func (d *listDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	if len(v) < 12 {
+		return errShort
+	}
+	ndim := int32(be.Uint32(v))
+	if ndim == 0 {
+		d.b.Append(true)
+		return nil
+	}
+	if ndim != 1 {
+		return outOfRange("%d-dimensional array (only one dimension maps to an Arrow list)", ndim)
+	}
+	if len(v) < 20 {
+		return errShort
+	}
+	n := int(int32(be.Uint32(v[12:])))
+	p := v[20:]
+	d.b.Append(true)
+	for range n {
+		if len(p) < 4 {
+			return errShort
+		}
+		l := int32(be.Uint32(p))
+		p = p[4:]
+		var ev []byte
+		if l >= 0 {
+			if int(l) > len(p) {
+				return errShort
+			}
+			ev, p = p[:l:l], p[l:]
+		}
+		if err := d.elem.decode(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// numericDec decodes binary numeric (base-10000 digits) into decimal128 at
+// the column's scale, exactly: a value that would need rounding, or that
+// exceeds the precision, is an error.
+type numericDec struct {
+	b     *array.Decimal128Builder
+	prec  int32
+	scale int32
+}
+
+func (d *numericDec) decode(v []byte) error {
+	if v == nil {
+		d.b.AppendNull()
+		return nil
+	}
+	n, err := decodeNumeric(v, d.prec, d.scale)
+	if err != nil {
+		return err
+	}
+	d.b.Append(n)
+	return nil
+}
+
+var pow10u64 = func() (t [20]uint64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
+
+func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
+	if len(v) < 8 {
+		return decimal128.Num{}, errShort
+	}
+	ndigits := int(int16(be.Uint16(v)))
+	weight := int(int16(be.Uint16(v[2:])))
+	sign := be.Uint16(v[4:])
+	switch sign {
+	case 0x0000, 0x4000:
+	case 0xC000:
+		return decimal128.Num{}, outOfRange("numeric NaN")
+	case 0xD000, 0xF000:
+		return decimal128.Num{}, outOfRange("numeric ±Infinity")
+	default:
+		return decimal128.Num{}, fmt.Errorf("bad numeric sign 0x%x", sign)
+	}
+	if ndigits < 0 || len(v) != 8+2*ndigits {
+		return decimal128.Num{}, errShort
+	}
+	if ndigits == 0 {
+		return decimal128.Num{}, nil
+	}
+	digits := v[8:]
+	// value = D * 10^exp, D the digits read as one base-10000 integer.
+	exp := 4*(weight-ndigits+1) + int(scale)
+
+	// Fast path: everything fits in uint64.
+	var u uint64
+	fast := ndigits <= 4 // 10000^4 = 1e16 < 2^64
+	if fast {
+		for i := range ndigits {
+			u = u*10000 + uint64(be.Uint16(digits[2*i:]))
+		}
+		switch {
+		case exp > 0:
+			if exp >= len(pow10u64) || u > math.MaxUint64/pow10u64[exp] {
+				fast = false
+			} else {
+				u *= pow10u64[exp]
+			}
+		case exp < 0:
+			if -exp >= len(pow10u64) {
+				fast = false
+			} else {
+				p := pow10u64[-exp]
+				if u%p != 0 {
+					return decimal128.Num{}, outOfRange("numeric value has more than %d fractional digits", scale)
+				}
+				u /= p
+			}
+		}
+		if fast {
+			if prec < 20 && u >= pow10u64[prec] {
+				return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
+			}
+			n := decimal128.FromU64(u)
+			if sign == 0x4000 {
+				n = n.Negate()
+			}
+			return n, nil
+		}
+	}
+	// Slow path (rare: more than 16 significant digits, or large exponents).
+	var bi big.Int
+	tenK := big.NewInt(10000)
+	for i := range ndigits {
+		bi.Mul(&bi, tenK)
+		bi.Add(&bi, big.NewInt(int64(be.Uint16(digits[2*i:]))))
+	}
+	ten := big.NewInt(10)
+	if exp > 0 {
+		if exp > 80 {
+			return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
+		}
+		bi.Mul(&bi, new(big.Int).Exp(ten, big.NewInt(int64(exp)), nil))
+	} else if exp < 0 {
+		var rem big.Int
+		bi.QuoRem(&bi, new(big.Int).Exp(ten, big.NewInt(int64(-exp)), nil), &rem)
+		if rem.Sign() != 0 {
+			return decimal128.Num{}, outOfRange("numeric value has more than %d fractional digits", scale)
+		}
+	}
+	if bi.CmpAbs(new(big.Int).Exp(ten, big.NewInt(int64(prec)), nil)) >= 0 {
+		return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
+	}
+	if sign == 0x4000 {
+		bi.Neg(&bi)
+	}
+	return decimal128.FromBigInt(&bi), nil
+}

@@ -1,0 +1,95 @@
+package cursor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Test for them with errors.Is.
+var (
+	// ErrAlreadyConsumed is yielded when a single-use sequence (Rows, or a
+	// Stream's All or RecordReader) is ranged a second time.
+	ErrAlreadyConsumed = errors.New("cursor: sequence already consumed (sequences are single-use)")
+
+	// ErrRunaway matches every *LimitError: the stream exceeded
+	// Options.MaxRows or Options.MaxDuration.
+	ErrRunaway = errors.New("cursor: runaway stream")
+
+	// ErrStagedNeedsSession is returned when Mode is Staged and the source is
+	// a transaction (or another Begin-er that is not a pool or connection):
+	// staged mode commits its own compute transaction, which it must not do to
+	// a transaction the caller owns.
+	ErrStagedNeedsSession = errors.New("cursor: staged mode needs a pool or a connection, not a transaction")
+
+	// ErrConnInTransaction is returned when the source is a *pgx.Conn or a
+	// *pgxpool.Conn that is already inside a transaction; pass the pgx.Tx
+	// instead.
+	ErrConnInTransaction = errors.New("cursor: connection is inside a transaction; pass the pgx.Tx instead")
+
+	// ErrOutOfRange matches every *DecodeError caused by a value that has no
+	// exact representation in the column's Arrow type (numeric overflow or a
+	// value that would need rounding, NaN, ±Infinity dates or timestamps,
+	// multi-dimensional arrays).
+	ErrOutOfRange = errors.New("cursor: value out of range for its Arrow type")
+)
+
+// QueryError is an error reported by PostgreSQL or the connection while
+// describing, staging, running or cleaning up the query. Unwrap gives the
+// underlying error (for example a *pgconn.PgError).
+type QueryError struct {
+	Op  string // "describe", "stage", "query", "stream", "cleanup"
+	Err error
+}
+
+func (e *QueryError) Error() string { return "cursor: " + e.Op + ": " + e.Err.Error() }
+func (e *QueryError) Unwrap() error { return e.Err }
+
+// UnsupportedTypeError names a result column whose PostgreSQL type has no
+// Arrow mapping. Set Options.UnknownAsText to receive such columns as text.
+type UnsupportedTypeError struct {
+	Column   string
+	Index    int
+	TypeName string // pg_type.typname
+	OID      uint32
+}
+
+func (e *UnsupportedTypeError) Error() string {
+	return fmt.Sprintf("cursor: column %q (#%d) has unsupported PostgreSQL type %s (oid %d); cast it in SQL or set Options.UnknownAsText",
+		e.Column, e.Index, e.TypeName, e.OID)
+}
+
+// LimitError reports that a stream hit an opt-in guard. errors.Is(err,
+// ErrRunaway) is true.
+type LimitError struct {
+	MaxRows     int64         // set when the row limit was hit
+	MaxDuration time.Duration // set when the duration limit was hit
+}
+
+func (e *LimitError) Error() string {
+	if e.MaxRows > 0 {
+		return fmt.Sprintf("cursor: runaway stream: more than %d rows (Options.MaxRows)", e.MaxRows)
+	}
+	return fmt.Sprintf("cursor: runaway stream: ran longer than %s (Options.MaxDuration)", e.MaxDuration)
+}
+
+// Is makes errors.Is(err, ErrRunaway) true.
+func (e *LimitError) Is(target error) bool { return target == ErrRunaway }
+
+// DecodeError reports a value that could not be decoded into its Arrow
+// column. Row is the 0-based row number in the stream.
+type DecodeError struct {
+	Column   string
+	TypeName string
+	Row      int64
+	Err      error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("cursor: column %q (%s) row %d: %v", e.Column, e.TypeName, e.Row, e.Err)
+}
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+func outOfRange(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrOutOfRange}, a...)...)
+}

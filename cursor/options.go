@@ -1,0 +1,98 @@
+package cursor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Mode selects how the query is run. See the package documentation.
+type Mode int
+
+const (
+	// Direct runs the query in the compute transaction and streams its result
+	// as it arrives. The transaction stays open for the whole stream.
+	Direct Mode = iota
+	// Staged materializes the result into a temporary table, commits the
+	// compute transaction, then streams the table in a short read-only
+	// transaction on the same session and drops it.
+	Staged
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Direct:
+		return "direct"
+	case Staged:
+		return "staged"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultBatchSize      = 16384
+	DefaultNumericScale   = 18
+	DefaultCleanupTimeout = 10 * time.Second
+)
+
+// Options configure a stream. The zero value (or a nil *Options) means the
+// documented defaults.
+type Options struct {
+	// Mode is Direct (default) or Staged.
+	Mode Mode
+	// BatchSize is the maximum number of rows per record batch
+	// (default DefaultBatchSize). Unused by Rows.
+	BatchSize int
+	// MaxRows, when > 0, fails the stream with a *LimitError once it would
+	// produce more than MaxRows rows.
+	MaxRows int64
+	// MaxDuration, when > 0, fails the stream with a *LimitError once it has
+	// run longer than this, counted from the start of ranging (staging
+	// included).
+	MaxDuration time.Duration
+	// Allocator for Arrow memory (default memory.DefaultAllocator).
+	Allocator memory.Allocator
+	// UnknownAsText streams columns of unsupported types as their text
+	// representation (Arrow string) instead of failing with
+	// *UnsupportedTypeError.
+	UnknownAsText bool
+	// NumericScale is the Arrow scale used for unconstrained numeric columns,
+	// which become decimal128(38, NumericScale) (default DefaultNumericScale,
+	// 18). A value that does not fit exactly is an error, never rounded.
+	NumericScale int
+	// CleanupTimeout bounds the cleanup (draining, rollback, drop of the
+	// staging table), which runs under context.WithoutCancel
+	// (default DefaultCleanupTimeout).
+	CleanupTimeout time.Duration
+}
+
+func (o *Options) resolve() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Mode != Direct && r.Mode != Staged {
+		return r, fmt.Errorf("cursor: Options.Mode %d is not Direct or Staged", int(r.Mode))
+	}
+	if r.BatchSize < 0 || r.MaxRows < 0 || r.MaxDuration < 0 || r.CleanupTimeout < 0 {
+		return r, fmt.Errorf("cursor: Options.BatchSize, MaxRows, MaxDuration and CleanupTimeout must not be negative (0 means default or no limit)")
+	}
+	if r.NumericScale < 0 || r.NumericScale > 38 {
+		return r, fmt.Errorf("cursor: Options.NumericScale %d must be within 0..38", r.NumericScale)
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.NumericScale == 0 {
+		r.NumericScale = DefaultNumericScale
+	}
+	if r.CleanupTimeout == 0 {
+		r.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if r.Allocator == nil {
+		r.Allocator = memory.DefaultAllocator
+	}
+	return r, nil
+}
