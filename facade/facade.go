@@ -252,8 +252,10 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 	for _, c := range cols {
 		want[c.field.Name] = c
 	}
-	// Pass 1: drop columns gone or retyped, relax nullability.
-	drop := txn.UpdateSchema(true, false)
+	// One schema update: drop columns gone or retyped, relax nullability,
+	// add new and retyped columns. A replace rewrites every row, so
+	// incompatible changes (retype, new required column) are sound.
+	upd := txn.UpdateSchema(true, true)
 	changed := false
 	readd := map[string]bool{}
 	for _, fld := range cur.Fields() {
@@ -263,41 +265,32 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		c, ok := want[fld.Name]
 		switch {
 		case !ok:
-			drop.DeleteColumn([]string{fld.Name})
+			upd.DeleteColumn([]string{fld.Name})
 			changed = true
 		case !sameType(fld.Type, c.typ):
-			drop.DeleteColumn([]string{fld.Name})
+			upd.DeleteColumn([]string{fld.Name})
 			readd[fld.Name] = true
 			changed = true
 		case fld.Required && !c.required:
-			drop.UpdateColumn([]string{fld.Name}, table.ColumnUpdate{Required: iceberg.Optional[bool]{Val: false, Valid: true}})
+			upd.UpdateColumn([]string{fld.Name}, table.ColumnUpdate{Required: iceberg.Optional[bool]{Val: false, Valid: true}})
 			changed = true
 		}
 	}
-	if changed {
-		if err := drop.Commit(); err != nil {
-			return fmt.Errorf("facade: evolve schema of %q: %w", dataset, err)
-		}
-	}
-	// Pass 2: add new columns (a replace rewrites every row, so adding a
-	// required column is sound).
-	add := txn.UpdateSchema(true, true)
-	changed = false
 	for _, c := range cols {
 		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
 			continue
 		}
-		add.AddColumn([]string{c.field.Name}, c.typ, docFor(c), c.required, nil)
+		upd.AddColumn([]string{c.field.Name}, c.typ, docFor(c), c.required, nil)
 		changed = true
 	}
 	for _, id := range identityFields() {
 		if _, ok := cur.FindFieldByName(id.Name); !ok {
-			add.AddColumn([]string{id.Name}, id.Type, id.Doc, true, nil)
+			upd.AddColumn([]string{id.Name}, id.Type, id.Doc, true, nil)
 			changed = true
 		}
 	}
 	if changed {
-		if err := add.Commit(); err != nil {
+		if err := upd.Commit(); err != nil {
 			return fmt.Errorf("facade: evolve schema of %q: %w", dataset, err)
 		}
 	}
@@ -456,7 +449,7 @@ func (o *observedCatalog) outcome() (bool, error) {
 // iceberg-go's SQL catalog reports a failed requirement (branch moved) as
 // a plain "requirement failed" error, not ErrCommitFailed.
 func isConflict(err error) bool {
-	return errors.Is(err, table.ErrCommitFailed) || strings.HasPrefix(err.Error(), "requirement failed")
+	return errors.Is(err, table.ErrCommitFailed) || strings.HasPrefix(strings.ToLower(err.Error()), "requirement failed")
 }
 
 type icebergStaged struct {
@@ -628,6 +621,7 @@ func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitRe
 		DatasetID: s.target.DatasetID, TxnID: s.req.TxnID, Mode: s.req.Mode, Rows: s.info.Rows,
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.info.Checksum,
+		Summary: maps.Clone(map[string]string(snap.Summary.Properties)),
 	}, nil
 }
 

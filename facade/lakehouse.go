@@ -93,6 +93,8 @@ type CommitResult struct {
 	// Checksum of the business columns of the rows written (see Checksum).
 	// Zero when the result was recovered from a snapshot without one.
 	Checksum Checksum
+	// Summary is the snapshot summary (lakewrite.* keys and Iceberg's own).
+	Summary map[string]string
 	// Replayed is true when an append found its txn id already committed
 	// and returned that earlier result instead of writing.
 	Replayed bool

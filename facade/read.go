@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datas
 	res := CommitResult{
 		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: Mode(props[SummaryMode]),
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
-		Schema: snapshotSchema(tbl, snap),
+		Schema: snapshotSchema(tbl, snap), Summary: maps.Clone(map[string]string(props)),
 	}
 	var err error
 	if v, ok := props[SummaryRows]; ok {

@@ -296,7 +296,7 @@ func widen[F int8 | int16 | uint8 | uint16 | uint32](mem memory.Allocator, src a
 	if src.NullN() > 0 {
 		// copy the validity bitmap so the result owns an offset-0 view
 		vb := memory.NewResizableBuffer(mem)
-		vb.Resize((n+7)/8)
+		vb.Resize((n + 7) / 8)
 		bm := vb.Bytes()
 		clear(bm)
 		for i := range n {
