@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -128,4 +128,81 @@ func referenced(t *testing.T, f *facade.Facade, dataset string) map[string]bool 
 	return out
 }
 
-var _ = os.Remove
+type arrowBatch = arrow.RecordBatch
+
+func TestNoOrphansAfterFailures(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	tgt := facade.Target{DatasetID: "orph"}
+	bs := contract.Batches(e.mem, contract.Schema(), 0, 2000, 200, 2000)
+	defer func() {
+		for _, b := range bs {
+			b.Release()
+		}
+	}()
+	_, err := e.f.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.NoError(t, err)
+	// small files so a failure mid-stream has written complete files
+	small, err := facade.New(e.cat, &facade.Config{Allocator: e.mem, TargetFileSize: 1, RowGroupRows: 100, CommitRetries: -1})
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	failing := func(yield func(arrowBatch, error) bool) {
+		for i, b := range bs {
+			if i == 7 {
+				yield(nil, boom)
+				return
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+	_, err = small.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: failing})
+	require.ErrorIs(t, err, boom)
+	e.cat.fail("orph", facade.ErrCommitConflict, 1, false)
+	_, err = small.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Append, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.ErrorIs(t, err, facade.ErrCommitConflict)
+	ref := referenced(t, e.f, "orph")
+	files := dataFiles(t, e.warehouse)
+	require.NotEmpty(t, ref)
+	for _, p := range files {
+		require.True(t, ref[p], "orphan data file left behind: %s", p)
+	}
+	require.Len(t, files, len(ref))
+}
+
+func TestUnknownCommitThatLandedIsReconciled(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	bs := contract.Batches(e.mem, contract.Schema(), 0, 100, 100, 100)
+	defer bs[0].Release()
+	e.cat.fail("landed", facade.ErrCommitStateUnknown, 1, true)
+	res, err := e.f.Write(ctx, facade.Target{DatasetID: "landed"}, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs), TxnID: "t1"})
+	require.NoError(t, err, "the write-id in the summary proves the commit landed")
+	got, found, err := e.f.FindTxn(ctx, "landed", "t1")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, res.SnapshotID, got.SnapshotID)
+}
+
+func TestRetryOnConflictLands(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	bs := contract.Batches(e.mem, contract.Schema(), 0, 100, 100, 100)
+	defer bs[0].Release()
+	_, err := e.f.Write(ctx, facade.Target{DatasetID: "retry"}, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.NoError(t, err)
+	e.cat.fail("retry", facade.ErrCommitConflict, 2, false)
+	res, err := e.f.Write(ctx, facade.Target{DatasetID: "retry"}, facade.WriteRequest{Mode: facade.Append, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Rows)
+	c, err := e.f.Checksum(ctx, "retry", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 200, c.Rows)
+}
