@@ -1,0 +1,131 @@
+package facade
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Config configures a Facade. The zero value is usable: every zero field
+// means the documented default.
+type Config struct {
+	// Namespace holds the tables of the default naming. Default: ["lakewrite"].
+	Namespace []string
+	// Naming maps a dataset id to a table identifier (namespace..., table).
+	// It must return an error wrapping ErrInvalidDatasetID for ids it
+	// rejects. Default: DefaultNaming(Namespace).
+	Naming func(datasetID string) (table.Identifier, error)
+	// Allocator for the Arrow memory the facade allocates (stamped columns,
+	// scans). Default: memory.DefaultAllocator.
+	Allocator memory.Allocator
+	// Logger for commit retries and cleanup failures. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock stamped into __created_at. Default: time.Now.
+	Now func() time.Time
+	// CommitRetries is how many times a clean commit conflict
+	// (iceberg-go ErrCommitFailed) is retried against the refreshed table.
+	// Default 4; a negative value disables retries. Unknown commit states
+	// are never retried.
+	CommitRetries int
+	// RetryMinWait / RetryMaxWait bound the jittered exponential backoff
+	// between commit attempts. Defaults: 50ms and 2s.
+	RetryMinWait, RetryMaxWait time.Duration
+	// TargetFileSize rolls data files at about this many bytes. Default 128 MiB.
+	TargetFileSize int64
+	// RowGroupRows caps the rows per Parquet row group, which bounds the
+	// writer's buffered memory. Default 262144.
+	RowGroupRows int
+	// WriteQueue is the number of stamped batches queued ahead of the
+	// Parquet writer (iceberg-go's default is 64). Default 2.
+	WriteQueue int
+	// Compression codec of new tables (write.parquet.compression-codec).
+	// Default "zstd".
+	Compression string
+	// TableProperties are added to tables the facade creates.
+	TableProperties iceberg.Properties
+	// OrdinalSlots sizes the fixed table used to number equal rows for
+	// __row_id (4 bytes per slot). Default DefaultOrdinalSlots (1<<20).
+	OrdinalSlots int
+}
+
+type settings struct {
+	Config
+}
+
+func (c *Config) settings() (settings, error) {
+	var s settings
+	if c != nil {
+		s.Config = *c
+	}
+	if len(s.Namespace) == 0 {
+		s.Namespace = []string{"lakewrite"}
+	}
+	if s.Naming == nil {
+		s.Naming = DefaultNaming(s.Namespace)
+	}
+	if s.Allocator == nil {
+		s.Allocator = memory.DefaultAllocator
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	switch {
+	case s.CommitRetries == 0:
+		s.CommitRetries = 4
+	case s.CommitRetries < 0:
+		s.CommitRetries = 0
+	}
+	if s.RetryMinWait <= 0 {
+		s.RetryMinWait = 50 * time.Millisecond
+	}
+	if s.RetryMaxWait <= 0 {
+		s.RetryMaxWait = 2 * time.Second
+	}
+	if s.RetryMinWait > s.RetryMaxWait {
+		return s, fmt.Errorf("facade: Config.RetryMinWait (%v) exceeds RetryMaxWait (%v): lower the first or raise the second", s.RetryMinWait, s.RetryMaxWait)
+	}
+	if s.TargetFileSize <= 0 {
+		s.TargetFileSize = 128 << 20
+	}
+	if s.RowGroupRows <= 0 {
+		s.RowGroupRows = 256 << 10
+	}
+	if s.WriteQueue <= 0 {
+		s.WriteQueue = 2
+	}
+	if s.Compression == "" {
+		s.Compression = "zstd"
+	}
+	if s.OrdinalSlots <= 0 {
+		s.OrdinalSlots = DefaultOrdinalSlots
+	}
+	return s, nil
+}
+
+var datasetIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_\-]{0,127}$`)
+
+// ValidDatasetID reports whether id is accepted by DefaultNaming: 1 to 128
+// characters of [A-Za-z0-9_-], starting with a letter or digit. Such ids are
+// safe as SQL identifiers, path segments and table names.
+func ValidDatasetID(id string) bool { return datasetIDPattern.MatchString(id) }
+
+// DefaultNaming maps dataset id "d" to table (namespace..., "d"), rejecting
+// ids that ValidDatasetID rejects with ErrInvalidDatasetID.
+func DefaultNaming(namespace []string) func(string) (table.Identifier, error) {
+	ns := append([]string(nil), namespace...)
+	return func(id string) (table.Identifier, error) {
+		if !ValidDatasetID(id) {
+			return nil, fmt.Errorf("%w: %q (want 1-128 characters of [A-Za-z0-9_-], starting with a letter or digit)", ErrInvalidDatasetID, id)
+		}
+		return append(append(table.Identifier{}, ns...), id), nil
+	}
+}

@@ -1,0 +1,671 @@
+package facade
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// Facade is the iceberg-go implementation of Lakehouse. It is safe for
+// concurrent use; it starts no goroutine that outlives a call.
+type Facade struct {
+	cat catalog.Catalog
+	s   settings
+}
+
+var _ Lakehouse = (*Facade)(nil)
+
+// New returns a Facade writing through cat. A nil cfg means all defaults.
+func New(cat catalog.Catalog, cfg *Config) (*Facade, error) {
+	if cat == nil {
+		return nil, errors.New("facade: New needs a catalog (see OpenSQLCatalog, OpenRESTCatalog)")
+	}
+	s, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	return &Facade{cat: cat, s: s}, nil
+}
+
+// Catalog returns the catalog the facade writes through.
+func (f *Facade) Catalog() catalog.Catalog { return f.cat }
+
+// TableIdentifier returns the table identifier of a dataset.
+func (f *Facade) TableIdentifier(datasetID string) (table.Identifier, error) {
+	return f.s.Naming(datasetID)
+}
+
+// LoadTable loads the table of a dataset (ErrDatasetNotFound when absent).
+func (f *Facade) LoadTable(ctx context.Context, datasetID string) (*table.Table, error) {
+	ident, err := f.s.Naming(datasetID)
+	if err != nil {
+		return nil, err
+	}
+	return f.load(ctx, datasetID, ident)
+}
+
+func (f *Facade) load(ctx context.Context, datasetID string, ident table.Identifier) (*table.Table, error) {
+	tbl, err := f.cat.LoadTable(ctx, ident)
+	if errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace) {
+		return nil, fmt.Errorf("%w: %q (table %s)", ErrDatasetNotFound, datasetID, strings.Join(ident, "."))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err)
+	}
+	return tbl, nil
+}
+
+// Write stages and commits one write: one snapshot, or an error and nothing
+// visible.
+func (f *Facade) Write(ctx context.Context, target Target, req WriteRequest) (CommitResult, error) {
+	st, err := f.Stage(ctx, target, req)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	return st.Commit(ctx)
+}
+
+func validateRequest(req WriteRequest) error {
+	switch req.Mode {
+	case Replace, Append:
+	default:
+		return fmt.Errorf("%w: mode %q (want %q or %q)", ErrInvalidRequest, req.Mode, Replace, Append)
+	}
+	if req.Schema == nil {
+		return fmt.Errorf("%w: no schema", ErrInvalidRequest)
+	}
+	if req.Rows == nil {
+		return fmt.Errorf("%w: no rows (use an empty sequence for an empty write)", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// Stage writes the data files of req and prepares its snapshot. Input
+// errors, a failing stream and context cancellation leave the table
+// untouched and delete the files written so far. The first write of a
+// dataset creates its table (with no snapshot) before writing.
+func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (Staged, error) {
+	ident, err := f.s.Naming(target.DatasetID)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateRequest(req); err != nil {
+		return nil, err
+	}
+	cols, rowIDIdx, createdIdx, err := requestColumns(req.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
+	}
+	if req.Mode == Append && req.TxnID != "" {
+		res, found, err := f.FindTxn(ctx, target.DatasetID, req.TxnID)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			res.Replayed = true
+			return &replayStaged{info: StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, Mode: req.Mode,
+				Rows: res.Rows, DataFiles: res.DataFiles, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
+		}
+	}
+	tbl, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
+	if err != nil {
+		return nil, err
+	}
+	txn := tbl.NewTransaction()
+	if err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols); err != nil {
+		return nil, err
+	}
+	stagedTbl, err := txn.StagedTable()
+	if err != nil {
+		return nil, fmt.Errorf("facade: stage schema: %w", err)
+	}
+	writeSchema, err := table.SchemaToArrowSchema(stagedTbl.Schema(), nil, true, false)
+	if err != nil {
+		return nil, fmt.Errorf("facade: table schema to arrow: %w", err)
+	}
+	required := map[string]bool{}
+	for _, fld := range stagedTbl.Schema().Fields() {
+		if fld.Required && !isIdentity(fld.Name) {
+			required[fld.Name] = true
+		}
+	}
+	var rowBase int64
+	if req.Mode == Append {
+		if rowBase, err = nextRowIndex(ctx, tbl); err != nil {
+			return nil, err
+		}
+	}
+	createdAt := f.s.Now().UTC().Truncate(time.Microsecond)
+	writeID := uuid.New()
+	st := newStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
+		rowBase, createdAt.UnixMicro(), f.s.OrdinalSlots)
+
+	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, req.Rows, st, writeID)
+	if err != nil {
+		f.deleteFiles(tbl, files)
+		return nil, err
+	}
+	info := StageInfo{
+		DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID.String(), Mode: req.Mode,
+		Rows: st.sum.Rows, BaseSnapshotID: -1, Schema: withPgMetadata(writeSchema, stagedTbl.Schema()),
+		Checksum: st.sum, CreatedAt: createdAt,
+	}
+	if snap := tbl.CurrentSnapshot(); snap != nil {
+		info.BaseSnapshotID = snap.SnapshotID
+	}
+	for _, df := range files {
+		info.DataFiles = append(info.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})
+	}
+	return &icebergStaged{
+		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
+		files: files, info: info, props: f.summary(target, req, info),
+	}, nil
+}
+
+func (f *Facade) summary(target Target, req WriteRequest, info StageInfo) iceberg.Properties {
+	p := iceberg.Properties{}
+	for k, v := range req.Metadata {
+		p[SummaryMetaPrefix+k] = v
+	}
+	refs, _ := json.Marshal(append([]string{}, req.SourceRefs...))
+	maps.Copy(p, iceberg.Properties{
+		SummaryTxnID:      req.TxnID,
+		SummaryWriterID:   target.WriterID,
+		SummaryWorkspace:  target.Workspace,
+		SummarySourceRefs: string(refs),
+		SummaryMode:       string(req.Mode),
+		SummaryWriteID:    info.WriteID,
+		SummaryCreatedAt:  info.CreatedAt.Format(time.RFC3339Nano),
+		SummaryRows:       strconv.FormatInt(info.Rows, 10),
+		SummaryChecksum:   info.Checksum.String(),
+	})
+	return p
+}
+
+func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []column) (*table.Table, error) {
+	tbl, err := f.cat.LoadTable(ctx, ident)
+	if err == nil {
+		return tbl, nil
+	}
+	if !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) {
+		return nil, fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err)
+	}
+	ns := catalog.NamespaceFromIdent(ident)
+	if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		return nil, fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err)
+	}
+	props := iceberg.Properties{
+		table.PropertyFormatVersion: "2",
+		table.ParquetCompressionKey: f.s.Compression,
+		// lakewrite retries conflicts itself (see Staged.Commit).
+		table.CommitNumRetriesKey: "0",
+		"lakewrite.dataset-id":    datasetID,
+	}
+	maps.Copy(props, f.s.TableProperties)
+	tbl, err = f.cat.CreateTable(ctx, ident, newTableSchema(cols), catalog.WithProperties(props))
+	if errors.Is(err, catalog.ErrTableAlreadyExists) {
+		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
+	}
+	if err != nil {
+		return nil, fmt.Errorf("facade: create table %s: %w", strings.Join(ident, "."), err)
+	}
+	return tbl, nil
+}
+
+// prepareSchema checks (append) or evolves (replace) the table schema in
+// txn for the write's business columns.
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) error {
+	if mode == Append {
+		if err := appendMismatch(dataset, cur, cols); err != nil {
+			return err
+		}
+		var missing []string
+		for _, id := range identityFields() {
+			if _, ok := cur.FindFieldByName(id.Name); !ok {
+				missing = append(missing, id.Name)
+			}
+		}
+		if len(missing) > 0 {
+			return &SchemaMismatchError{Dataset: dataset, Columns: missing, Detail: "identity columns missing from the table (replace first)"}
+		}
+		return nil
+	}
+	want := map[string]column{}
+	for _, c := range cols {
+		want[c.field.Name] = c
+	}
+	// One schema update: drop columns gone or retyped, relax nullability,
+	// add new and retyped columns. A replace rewrites every row, so
+	// incompatible changes (retype, new required column) are sound.
+	upd := txn.UpdateSchema(true, true)
+	changed := false
+	readd := map[string]bool{}
+	for _, fld := range cur.Fields() {
+		if isIdentity(fld.Name) {
+			continue
+		}
+		c, ok := want[fld.Name]
+		switch {
+		case !ok:
+			upd.DeleteColumn([]string{fld.Name})
+			changed = true
+		case !sameType(fld.Type, c.typ):
+			upd.DeleteColumn([]string{fld.Name})
+			readd[fld.Name] = true
+			changed = true
+		case fld.Required && !c.required:
+			upd.UpdateColumn([]string{fld.Name}, table.ColumnUpdate{Required: iceberg.Optional[bool]{Val: false, Valid: true}})
+			changed = true
+		}
+	}
+	for _, c := range cols {
+		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
+			continue
+		}
+		upd.AddColumn([]string{c.field.Name}, c.typ, docFor(c), c.required, nil)
+		changed = true
+	}
+	for _, id := range identityFields() {
+		if _, ok := cur.FindFieldByName(id.Name); !ok {
+			upd.AddColumn([]string{id.Name}, id.Type, id.Doc, true, nil)
+			changed = true
+		}
+	}
+	if changed {
+		if err := upd.Commit(); err != nil {
+			return fmt.Errorf("facade: evolve schema of %q: %w", dataset, err)
+		}
+	}
+	return nil
+}
+
+// nextRowIndex is max(__row_index)+1 of the current snapshot, from the
+// data files' upper bounds (falling back to the snapshot's total-records
+// when a file has no bound).
+func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return 0, nil
+	}
+	fld, ok := tbl.Schema().FindFieldByName(ColRowIndex)
+	if !ok {
+		return 0, fmt.Errorf("facade: table has no %s column", ColRowIndex)
+	}
+	tasks, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("facade: plan files: %w", err)
+	}
+	next := int64(0)
+	for _, t := range tasks {
+		if t.File.Count() == 0 {
+			continue
+		}
+		b, ok := t.File.UpperBoundValues()[fld.ID]
+		if !ok || len(b) != 8 {
+			total, _ := strconv.ParseInt(snap.Summary.Properties["total-records"], 10, 64)
+			return total, nil
+		}
+		v := int64(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
+		next = max(next, v+1)
+	}
+	return next, nil
+}
+
+// writeFiles stamps the rows and writes them as data files. The stream
+// handed to iceberg-go never carries an error and never sees the caller's
+// cancellation: on any failure the stream simply ends, so every file the
+// writer produced is returned (and deleted by the caller) instead of
+// leaking as an orphan (NOTES pitfall 7).
+func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema,
+	rows iter.Seq2[arrow.RecordBatch, error], st *stamper, writeID uuid.UUID) ([]iceberg.DataFile, error) {
+	var (
+		mu     sync.Mutex
+		srcErr error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if srcErr == nil {
+			srcErr = err
+		}
+		mu.Unlock()
+	}
+	feed := func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range rows {
+			if err != nil {
+				fail(err)
+				return
+			}
+			if err := context.Cause(ctx); err != nil {
+				fail(err)
+				return
+			}
+			if rec.NumRows() == 0 {
+				continue
+			}
+			out, err := st.stamp(rec)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !yield(out, nil) { // WriteRecords releases out
+				return
+			}
+		}
+		if err := context.Cause(ctx); err != nil {
+			fail(err)
+		}
+	}
+	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)
+	var (
+		files []iceberg.DataFile
+		werr  error
+	)
+	for df, err := range table.WriteRecords(wctx, tbl, sc, feed,
+		table.WithWriteUUID(writeID),
+		table.WithRecordBatchBufferSize(f.s.WriteQueue),
+		table.WithTargetFileSize(f.s.TargetFileSize),
+		table.WithParquetRowGroupLimit(f.s.RowGroupRows),
+		table.WithMaxWriteWorkers(1),
+	) {
+		if err != nil {
+			werr = errors.Join(werr, err)
+			continue
+		}
+		files = append(files, df)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if srcErr != nil {
+		return files, srcErr
+	}
+	if werr != nil {
+		return files, fmt.Errorf("facade: write data files: %w", werr)
+	}
+	return files, nil
+}
+
+func (f *Facade) deleteFiles(tbl *table.Table, files []iceberg.DataFile) {
+	if len(files) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		f.s.Logger.Warn("facade: cannot delete staged files", "err", err, "files", len(files))
+		return
+	}
+	for _, df := range files {
+		if err := fs.Remove(df.FilePath()); err != nil {
+			f.s.Logger.Warn("facade: cannot delete staged file", "path", df.FilePath(), "err", err)
+		}
+	}
+}
+
+// observedCatalog records whether CommitTable ran and how it ended, so a
+// commit error can be told apart: not sent (nothing committed), clean
+// conflict, or unknown outcome.
+type observedCatalog struct {
+	catalog.Catalog
+	mu     sync.Mutex
+	called bool
+	err    error
+}
+
+func (o *observedCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	m, loc, err := o.Catalog.CommitTable(ctx, ident, reqs, updates)
+	o.mu.Lock()
+	o.called, o.err = true, err
+	o.mu.Unlock()
+	return m, loc, err
+}
+
+func (o *observedCatalog) outcome() (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.called, o.err
+}
+
+// isConflict: the catalog refused the commit before changing anything.
+// iceberg-go's SQL catalog reports a failed requirement (branch moved) as
+// a plain "requirement failed" error, not ErrCommitFailed.
+func isConflict(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || strings.HasPrefix(strings.ToLower(err.Error()), "requirement failed")
+}
+
+type icebergStaged struct {
+	f       *Facade
+	target  Target
+	ident   table.Identifier
+	req     WriteRequest
+	cols    []column
+	base    *table.Table
+	rowBase int64
+	files   []iceberg.DataFile
+	info    StageInfo
+	props   iceberg.Properties
+
+	mu   sync.Mutex
+	done bool
+}
+
+func (s *icebergStaged) Info() StageInfo { return s.info }
+
+func (s *icebergStaged) finish() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return ErrAlreadyFinished
+	}
+	s.done = true
+	return nil
+}
+
+func (s *icebergStaged) Abort(context.Context) error {
+	if err := s.finish(); err != nil {
+		return err
+	}
+	s.f.deleteFiles(s.base, s.files)
+	return nil
+}
+
+// build prepares the snapshot of this write on tbl.
+func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Transaction, error) {
+	txn := tbl.NewTransaction()
+	if err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols); err != nil {
+		return nil, err
+	}
+	var old []iceberg.DataFile
+	if s.req.Mode == Replace && tbl.CurrentSnapshot() != nil {
+		tasks, err := tbl.Scan().PlanFiles(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("facade: plan files: %w", err)
+		}
+		for _, t := range tasks {
+			old = append(old, t.File)
+		}
+	}
+	var err error
+	switch {
+	case len(old) > 0:
+		err = txn.ReplaceDataFilesWithDataFiles(ctx, old, s.files, s.props)
+	case len(s.files) > 0:
+		err = txn.AddDataFiles(ctx, s.files, s.props)
+	default:
+		err = txn.AddFiles(ctx, nil, s.props, false) // an empty snapshot
+	}
+	if err != nil {
+		return nil, fmt.Errorf("facade: prepare snapshot: %w", err)
+	}
+	return txn, nil
+}
+
+// Commit commits the staged snapshot, retrying clean conflicts against the
+// refreshed table (a replace always; an append only while the table's row
+// indices still continue where the staged rows begin).
+func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
+	if err := s.finish(); err != nil {
+		return CommitResult{}, err
+	}
+	f := s.f
+	tbl := s.base
+	var lastErr error
+	attempts := 0
+	for attempt := 0; attempt <= f.s.CommitRetries; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, backoff(attempt, f.s.RetryMinWait, f.s.RetryMaxWait)); err != nil {
+				f.deleteFiles(s.base, s.files)
+				return CommitResult{}, err
+			}
+			fresh, err := f.load(ctx, s.target.DatasetID, s.ident)
+			if err != nil {
+				f.deleteFiles(s.base, s.files)
+				return CommitResult{}, err
+			}
+			if fresh.Schema().ID != s.base.Schema().ID {
+				lastErr = errors.New("table schema changed concurrently")
+				break
+			}
+			if s.req.Mode == Append {
+				if s.req.TxnID != "" {
+					if snap := findInAncestry(fresh, SummaryTxnID, s.req.TxnID); snap != nil {
+						f.deleteFiles(s.base, s.files)
+						res, err := f.resultFromSnapshot(ctx, fresh, s.target.DatasetID, snap, true)
+						res.Replayed = true
+						return res, err
+					}
+				}
+				next, err := nextRowIndex(ctx, fresh)
+				if err != nil {
+					f.deleteFiles(s.base, s.files)
+					return CommitResult{}, err
+				}
+				if next != s.rowBase {
+					lastErr = fmt.Errorf("a concurrent append moved __row_index from %d to %d", s.rowBase, next)
+					break
+				}
+			}
+			tbl = fresh
+		}
+		attempts++
+		obs := &observedCatalog{Catalog: f.cat}
+		t := table.New(s.ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
+		txn, err := s.build(ctx, t)
+		if err != nil {
+			f.deleteFiles(s.base, s.files)
+			return CommitResult{}, err
+		}
+		newTbl, err := txn.Commit(ctx)
+		called, cerr := obs.outcome()
+		switch {
+		case called && cerr == nil:
+			if newTbl == nil || newTbl.CurrentSnapshot() == nil {
+				return f.reconcile(ctx, s, attempts, err)
+			}
+			return s.result(newTbl, newTbl.CurrentSnapshot())
+		case !called:
+			// nothing reached the catalog: nothing committed
+			f.deleteFiles(s.base, s.files)
+			return CommitResult{}, fmt.Errorf("facade: commit %q: %w", s.target.DatasetID, err)
+		case isConflict(cerr):
+			lastErr = cerr
+			f.s.Logger.Info("facade: commit conflict", "dataset", s.target.DatasetID, "attempt", attempts, "err", cerr)
+			continue
+		default:
+			return f.reconcile(ctx, s, attempts, cerr)
+		}
+	}
+	f.deleteFiles(s.base, s.files)
+	return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: attempts, Kind: ErrCommitConflict, Err: lastErr}
+}
+
+// reconcile looks for this write's snapshot after an ambiguous commit
+// error: found means committed; otherwise the outcome stays unknown and
+// the files are kept.
+func (f *Facade) reconcile(ctx context.Context, s *icebergStaged, attempts int, cause error) (CommitResult, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if tbl, err := f.cat.LoadTable(rctx, s.ident); err == nil {
+		if snap := findInAncestry(tbl, SummaryWriteID, s.info.WriteID); snap != nil {
+			return s.result(tbl, snap)
+		}
+	}
+	return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: attempts, Kind: ErrCommitStateUnknown, Err: cause}
+}
+
+func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitResult, error) {
+	if snap.Summary == nil || snap.Summary.Properties[SummaryWriteID] != s.info.WriteID {
+		return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: ErrCommitStateUnknown,
+			Err: errors.New("the committed head is not this write's snapshot")}
+	}
+	return CommitResult{
+		DatasetID: s.target.DatasetID, TxnID: s.req.TxnID, Mode: s.req.Mode, Rows: s.info.Rows,
+		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
+		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.info.Checksum,
+		Summary: maps.Clone(map[string]string(snap.Summary.Properties)),
+	}, nil
+}
+
+type replayStaged struct {
+	info StageInfo
+	mu   sync.Mutex
+	done bool
+}
+
+func (r *replayStaged) Info() StageInfo { return r.info }
+func (r *replayStaged) Commit(context.Context) (CommitResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return CommitResult{}, ErrAlreadyFinished
+	}
+	r.done = true
+	return *r.info.Replay, nil
+}
+func (r *replayStaged) Abort(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return ErrAlreadyFinished
+	}
+	r.done = true
+	return nil
+}
+
+func backoff(attempt int, lo, hi time.Duration) time.Duration {
+	ceil := lo << min(attempt-1, 20)
+	if ceil > hi || ceil <= 0 {
+		ceil = hi
+	}
+	return lo + rand.N(ceil-lo+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

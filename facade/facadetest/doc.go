@@ -1,0 +1,11 @@
+// Package facadetest is an in-memory implementation of facade.Lakehouse for
+// the unit tests of code that writes through the facade: snapshots with
+// summaries, txn-id lookup, read-back, checksums, idempotent appends and
+// identity stamping identical to the Iceberg backend (it uses the same
+// facade.PlanSchema and facade.IdentityStamper), plus fault injection:
+// fail at input batch N, fail the commit with a clean conflict, or with
+// "commit state unknown" (optionally having landed).
+//
+// It passes the same contract suite as the Iceberg backend. Call Close to
+// release the Arrow memory it holds.
+package facadetest

@@ -1,0 +1,494 @@
+package facadetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lakewrite/lakewrite/facade"
+)
+
+// Config configures the double; the zero value is usable.
+type Config struct {
+	// Allocator for stamped batches. Default memory.DefaultAllocator.
+	Allocator memory.Allocator
+	// Now stamps __created_at and snapshot times. Default time.Now.
+	Now func() time.Time
+}
+
+// Fault is a one-shot failure for the next write of a dataset.
+type Fault struct {
+	// FailAtBatch makes the input stream fail when batch N (1-based) is
+	// reached, as a failing producer would.
+	FailAtBatch int
+	// Commit makes the commit fail with facade.ErrCommitConflict or
+	// facade.ErrCommitStateUnknown (or any other error, returned as is).
+	Commit error
+	// Landed, with Commit = ErrCommitStateUnknown, commits the snapshot
+	// anyway before reporting the unknown state (a lost response).
+	Landed bool
+}
+
+// ErrInjected is the error of an injected input failure.
+var ErrInjected = errors.New("facadetest: injected failure")
+
+// Snapshot is one committed snapshot of a dataset.
+type Snapshot struct {
+	ID          int64
+	ParentID    int64 // 0 for the first
+	CommittedAt time.Time
+	Summary     map[string]string
+	Schema      *arrow.Schema
+	Rows        int64
+	batches     []arrow.RecordBatch // the whole table at this snapshot
+	added       []facade.DataFile
+	checksum    facade.Checksum
+}
+
+type dataset struct {
+	schema    *arrow.Schema // nil until the first write
+	snapshots []*Snapshot
+	nextIndex int64
+}
+
+func (d *dataset) current() *Snapshot {
+	if len(d.snapshots) == 0 {
+		return nil
+	}
+	return d.snapshots[len(d.snapshots)-1]
+}
+
+// Lakehouse is the in-memory double. Safe for concurrent use.
+type Lakehouse struct {
+	mem memory.Allocator
+	now func() time.Time
+
+	mu       sync.Mutex
+	datasets map[string]*dataset
+	faults   map[string]Fault
+	nextID   int64
+	writes   int64
+}
+
+var _ facade.Lakehouse = (*Lakehouse)(nil)
+
+// New returns an empty double.
+func New(cfg *Config) *Lakehouse {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Allocator == nil {
+		c.Allocator = memory.DefaultAllocator
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Lakehouse{mem: c.Allocator, now: c.Now, datasets: map[string]*dataset{}, faults: map[string]Fault{}}
+}
+
+// InjectFault arms a one-shot fault for the next write of datasetID.
+func (l *Lakehouse) InjectFault(datasetID string, f Fault) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.faults[datasetID] = f
+}
+
+// Snapshots returns the dataset's snapshots, oldest first.
+func (l *Lakehouse) Snapshots(datasetID string) []Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Snapshot
+	if d := l.datasets[datasetID]; d != nil {
+		for _, s := range d.snapshots {
+			c := *s
+			c.batches = nil
+			c.Summary = maps.Clone(s.Summary)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Close releases every batch held.
+func (l *Lakehouse) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range l.datasets {
+		for _, s := range d.snapshots {
+			for _, b := range s.batches {
+				b.Release()
+			}
+		}
+	}
+	l.datasets = map[string]*dataset{}
+}
+
+func (l *Lakehouse) takeFault(id string) Fault {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.faults[id]
+	delete(l.faults, id)
+	return f
+}
+
+// Write is Stage then Commit.
+func (l *Lakehouse) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
+	st, err := l.Stage(ctx, target, req)
+	if err != nil {
+		return facade.CommitResult{}, err
+	}
+	return st.Commit(ctx)
+}
+
+// Stage consumes and stamps the rows; nothing is visible until Commit.
+func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
+	if !facade.ValidDatasetID(target.DatasetID) {
+		return nil, fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, target.DatasetID)
+	}
+	switch {
+	case req.Mode != facade.Replace && req.Mode != facade.Append:
+		return nil, fmt.Errorf("%w: mode %q", facade.ErrInvalidRequest, req.Mode)
+	case req.Schema == nil || req.Rows == nil:
+		return nil, fmt.Errorf("%w: schema and rows are required", facade.ErrInvalidRequest)
+	}
+	fault := l.takeFault(target.DatasetID)
+	if req.Mode == facade.Append && req.TxnID != "" {
+		res, found, err := l.FindTxn(ctx, target.DatasetID, req.TxnID)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			res.Replayed = true
+			return &staged{l: l, replay: &res, info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID,
+				Mode: req.Mode, Rows: res.Rows, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
+		}
+	}
+	l.mu.Lock()
+	d := l.datasets[target.DatasetID]
+	var cur *arrow.Schema
+	base, baseSnap := int64(0), int64(-1)
+	if d != nil {
+		cur = d.schema
+		if s := d.current(); s != nil {
+			baseSnap = s.ID
+		}
+		if req.Mode == facade.Append {
+			base = d.nextIndex
+		}
+	}
+	l.writes++
+	writeID := fmt.Sprintf("write-%d", l.writes)
+	l.mu.Unlock()
+
+	sc, err := facade.PlanSchema(target.DatasetID, req.Mode, cur, req.Schema)
+	if err != nil {
+		return nil, err
+	}
+	createdAt := l.now().UTC().Truncate(time.Microsecond)
+	st, err := facade.NewIdentityStamper(l.mem, target.DatasetID, req.Schema, sc, base, createdAt)
+	if err != nil {
+		return nil, err
+	}
+	var out []arrow.RecordBatch
+	release := func() {
+		for _, b := range out {
+			b.Release()
+		}
+	}
+	n := 0
+	for rec, err := range req.Rows {
+		if err == nil {
+			err = context.Cause(ctx)
+		}
+		n++
+		if err == nil && fault.FailAtBatch > 0 && n >= fault.FailAtBatch {
+			err = fmt.Errorf("%w at batch %d", ErrInjected, n)
+		}
+		if err != nil {
+			release()
+			return nil, err
+		}
+		if rec.NumRows() == 0 {
+			continue
+		}
+		b, err := st.Stamp(rec)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	if err := context.Cause(ctx); err != nil {
+		release()
+		return nil, err
+	}
+	sum := st.Checksum()
+	files := []facade.DataFile{}
+	if sum.Rows > 0 {
+		files = append(files, facade.DataFile{Path: "mem://" + target.DatasetID + "/" + writeID, Rows: sum.Rows})
+	}
+	return &staged{l: l, target: target, req: req, batches: out, fault: fault, base: base, next: st.Next(), schema: sc,
+		info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID, Mode: req.Mode,
+			Rows: sum.Rows, BaseSnapshotID: baseSnap, DataFiles: files, Schema: sc, Checksum: sum, CreatedAt: createdAt}}, nil
+}
+
+type staged struct {
+	l       *Lakehouse
+	target  facade.Target
+	req     facade.WriteRequest
+	batches []arrow.RecordBatch
+	fault   Fault
+	base    int64
+	next    int64
+	schema  *arrow.Schema
+	info    facade.StageInfo
+	replay  *facade.CommitResult
+
+	mu   sync.Mutex
+	done bool
+}
+
+func (s *staged) Info() facade.StageInfo { return s.info }
+
+func (s *staged) finish() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return facade.ErrAlreadyFinished
+	}
+	s.done = true
+	return nil
+}
+
+func (s *staged) Abort(context.Context) error {
+	if err := s.finish(); err != nil {
+		return err
+	}
+	for _, b := range s.batches {
+		b.Release()
+	}
+	return nil
+}
+
+func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
+	if err := s.finish(); err != nil {
+		return facade.CommitResult{}, err
+	}
+	if s.replay != nil {
+		return *s.replay, nil
+	}
+	drop := func() {
+		for _, b := range s.batches {
+			b.Release()
+		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		drop()
+		return facade.CommitResult{}, err
+	}
+	if f := s.fault.Commit; f != nil && !(errors.Is(f, facade.ErrCommitStateUnknown) && s.fault.Landed) {
+		drop()
+		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: kindOf(f), Err: f}
+	}
+	l := s.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.datasets[s.target.DatasetID]
+	if d == nil {
+		d = &dataset{}
+		l.datasets[s.target.DatasetID] = d
+	}
+	cur := d.current()
+	if s.req.Mode == facade.Append {
+		if d.nextIndex != s.base {
+			drop()
+			return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1,
+				Kind: facade.ErrCommitConflict, Err: errors.New("a concurrent append moved __row_index")}
+		}
+	}
+	l.nextID++
+	snap := &Snapshot{ID: l.nextID, CommittedAt: l.now().UTC().Truncate(time.Millisecond), Schema: s.schema,
+		Summary: summary(s.target, s.req, s.info), added: s.info.DataFiles, checksum: s.info.Checksum}
+	if cur != nil {
+		snap.ParentID = cur.ID
+	}
+	if s.req.Mode == facade.Append && cur != nil {
+		for _, b := range cur.batches {
+			b.Retain()
+			snap.batches = append(snap.batches, b)
+		}
+		snap.Rows = cur.Rows
+	}
+	snap.batches = append(snap.batches, s.batches...)
+	snap.Rows += s.info.Rows
+	d.snapshots = append(d.snapshots, snap)
+	d.schema = s.schema
+	d.nextIndex = s.next
+	res := result(s.target.DatasetID, snap)
+	if s.fault.Commit != nil { // landed, but the caller hears "unknown"
+		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: facade.ErrCommitStateUnknown, Err: s.fault.Commit}
+	}
+	return res, nil
+}
+
+func kindOf(err error) error {
+	if errors.Is(err, facade.ErrCommitStateUnknown) {
+		return facade.ErrCommitStateUnknown
+	}
+	return facade.ErrCommitConflict
+}
+
+func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo) map[string]string {
+	m := map[string]string{}
+	for k, v := range req.Metadata {
+		m[facade.SummaryMetaPrefix+k] = v
+	}
+	refs := "["
+	for i, r := range req.SourceRefs {
+		if i > 0 {
+			refs += ","
+		}
+		refs += fmt.Sprintf("%q", r)
+	}
+	maps.Copy(m, map[string]string{
+		facade.SummaryTxnID: req.TxnID, facade.SummaryWriterID: t.WriterID, facade.SummaryWorkspace: t.Workspace,
+		facade.SummarySourceRefs: refs + "]", facade.SummaryMode: string(req.Mode), facade.SummaryWriteID: info.WriteID,
+		facade.SummaryCreatedAt: info.CreatedAt.Format(time.RFC3339Nano), facade.SummaryRows: fmt.Sprint(info.Rows),
+		facade.SummaryChecksum: info.Checksum.String(),
+	})
+	return m
+}
+
+func result(datasetID string, s *Snapshot) facade.CommitResult {
+	return facade.CommitResult{
+		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.Mode(s.Summary[facade.SummaryMode]),
+		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.CommittedAt, Schema: s.Schema,
+		DataFiles: slices.Clone(s.added), Checksum: s.checksum, Summary: maps.Clone(s.Summary),
+	}
+}
+
+func rowsOf(s *Snapshot) int64 {
+	var n int64
+	_, _ = fmt.Sscan(s.Summary[facade.SummaryRows], &n)
+	return n
+}
+
+// FindTxn walks the snapshots from the newest.
+func (l *Lakehouse) FindTxn(_ context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
+	if !facade.ValidDatasetID(datasetID) {
+		return facade.CommitResult{}, false, fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
+	}
+	if txnID == "" {
+		return facade.CommitResult{}, false, fmt.Errorf("%w: empty txn id", facade.ErrInvalidRequest)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.datasets[datasetID]
+	if d == nil {
+		return facade.CommitResult{}, false, nil
+	}
+	for _, s := range slices.Backward(d.snapshots) {
+		if s.Summary[facade.SummaryTxnID] == txnID {
+			return result(datasetID, s), true, nil
+		}
+	}
+	return facade.CommitResult{}, false, nil
+}
+
+// Scan yields the snapshot's batches (valid during the yield only).
+func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		l.mu.Lock()
+		d := l.datasets[datasetID]
+		var snap *Snapshot
+		var err error
+		switch {
+		case !facade.ValidDatasetID(datasetID):
+			err = fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
+		case d == nil:
+			err = fmt.Errorf("%w: %q", facade.ErrDatasetNotFound, datasetID)
+		case opts.SnapshotID != 0:
+			for _, s := range d.snapshots {
+				if s.ID == opts.SnapshotID {
+					snap = s
+				}
+			}
+			if snap == nil {
+				err = fmt.Errorf("%w: %d", facade.ErrSnapshotNotFound, opts.SnapshotID)
+			}
+		default:
+			snap = d.current()
+		}
+		var batches []arrow.RecordBatch
+		if snap != nil {
+			for _, b := range snap.batches {
+				b.Retain()
+				batches = append(batches, b)
+			}
+		}
+		l.mu.Unlock()
+		defer func() {
+			for _, b := range batches {
+				b.Release()
+			}
+		}()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if snap == nil {
+			return
+		}
+		var idx []int
+		for i, f := range snap.Schema.Fields() {
+			if opts.Columns != nil && !slices.Contains(opts.Columns, f.Name) {
+				continue
+			}
+			if opts.ExcludeIdentity && (f.Name == facade.ColRowIndex || f.Name == facade.ColRowID || f.Name == facade.ColCreatedAt) {
+				continue
+			}
+			idx = append(idx, i)
+		}
+		for _, c := range opts.Columns {
+			if len(snap.Schema.FieldIndices(c)) == 0 {
+				yield(nil, fmt.Errorf("%w: no column %q", facade.ErrInvalidRequest, c))
+				return
+			}
+		}
+		fields := make([]arrow.Field, len(idx))
+		for j, i := range idx {
+			fields[j] = snap.Schema.Field(i)
+		}
+		outSchema := arrow.NewSchema(fields, nil)
+		for _, b := range batches {
+			if err := context.Cause(ctx); err != nil {
+				yield(nil, err)
+				return
+			}
+			cols := make([]arrow.Array, len(idx))
+			for j, i := range idx {
+				cols[j] = b.Column(i)
+			}
+			out := newBatch(outSchema, cols, b.NumRows())
+			ok := yield(out, nil)
+			out.Release()
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// Checksum is facade.ChecksumBatches over the snapshot.
+func (l *Lakehouse) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
+	return facade.ChecksumBatches(l.Scan(ctx, datasetID, facade.ScanOptions{SnapshotID: snapshotID, ExcludeIdentity: true}))
+}

@@ -1,0 +1,321 @@
+package facade
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+)
+
+// The row hash is a fixed, process-independent 64-bit hash over normalized
+// column values, computed a column at a time. Values are normalized so the
+// same logical value hashes the same whatever Arrow width carries it:
+// integers as int64, floats as float64, decimals as (unscaled, scale),
+// timestamps as int64 µs, UUIDs as 16 bytes (string or binary form),
+// strings and binaries as bytes. Columns are folded in name order, so column
+// order does not matter; identity columns are never hashed.
+
+const (
+	k1 = 0xa0761d6478bd642f
+	k2 = 0xe7037ed1a0b428db
+	k3 = 0x8ebc6af09c88c6e3
+)
+
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a^k1, b^k2)
+	return hi ^ lo
+}
+
+func hashBytes(seed uint64, b []byte) uint64 {
+	h := mix(seed, uint64(len(b))^k3)
+	for len(b) >= 8 {
+		h = mix(h, binary.LittleEndian.Uint64(b))
+		b = b[8:]
+	}
+	var tail uint64
+	for i, c := range b {
+		tail |= uint64(c) << (8 * i)
+	}
+	return mix(h, tail)
+}
+
+func hashString(s string) uint64 {
+	// Column names only: not on the hot path.
+	return hashBytes(0, []byte(s))
+}
+
+// Value-class tags: the same logical value in two Arrow types hashes the
+// same only within a class.
+const (
+	tagNull uint64 = iota + 1
+	tagInt
+	tagFloat
+	tagDecimal
+	tagString
+	tagBinary
+	tagUUID
+	tagDate
+	tagTimestamp
+	tagTime
+	tagList
+	tagBool
+)
+
+// hashColumn folds the values of arr into h (len(h) == arr.Len()).
+func hashColumn(f arrow.Field, arr arrow.Array, h []uint64) error {
+	n := arr.Len()
+	colSeed := hashString(f.Name)
+	vals := make([]uint64, n)
+	if err := valueHashes(f, arr, vals); err != nil {
+		return err
+	}
+	for i := range n {
+		h[i] = mix(h[i]^colSeed, vals[i])
+	}
+	return nil
+}
+
+// valueHashes writes one hash per value of arr into out.
+func valueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
+	if ext, ok := arr.(array.ExtensionArray); ok {
+		if _, isUUID := arr.DataType().(*extensions.UUIDType); isUUID {
+			return fixedHashes(ext.Storage().(*array.FixedSizeBinary), tagUUID, out)
+		}
+		return &UnsupportedTypeError{Column: f.Name, Type: arr.DataType().String()}
+	}
+	uuid := isUUIDField(f)
+	switch a := arr.(type) {
+	case *array.Boolean:
+		for i := range out {
+			v := uint64(0)
+			if a.Value(i) {
+				v = 1
+			}
+			out[i] = mix(tagBool, v)
+		}
+	case *array.Int8:
+		intHashes(a.Int8Values(), out)
+	case *array.Int16:
+		intHashes(a.Int16Values(), out)
+	case *array.Int32:
+		intHashes(a.Int32Values(), out)
+	case *array.Int64:
+		intHashes(a.Int64Values(), out)
+	case *array.Uint8:
+		intHashes(a.Uint8Values(), out)
+	case *array.Uint16:
+		intHashes(a.Uint16Values(), out)
+	case *array.Uint32:
+		intHashes(a.Uint32Values(), out)
+	case *array.Float32:
+		for i, v := range a.Float32Values() {
+			out[i] = mix(tagFloat, floatBits(float64(v)))
+		}
+	case *array.Float64:
+		for i, v := range a.Float64Values() {
+			out[i] = mix(tagFloat, floatBits(v))
+		}
+	case *array.Decimal128:
+		scale := uint64(a.DataType().(*arrow.Decimal128Type).Scale)
+		for i := range out {
+			v := a.Value(i)
+			out[i] = mix(mix(tagDecimal^scale, uint64(v.HighBits())), v.LowBits())
+		}
+	case *array.String:
+		if uuid {
+			for i := range out {
+				if a.IsNull(i) {
+					continue
+				}
+				u, err := parseUUID(a.Value(i))
+				if err != nil {
+					return fmt.Errorf("%w: column %q row %d: %v", ErrInvalidRequest, f.Name, i, err)
+				}
+				out[i] = hashBytes(tagUUID, u[:])
+			}
+		} else {
+			for i := range out {
+				out[i] = hashBytes(tagString, unsafeBytes(a.Value(i)))
+			}
+		}
+	case *array.Binary:
+		for i := range out {
+			out[i] = hashBytes(tagBinary, a.Value(i))
+		}
+	case *array.FixedSizeBinary:
+		tag := tagBinary
+		if uuid {
+			tag = tagUUID
+		}
+		return fixedHashes(a, tag, out)
+	case *array.Date32:
+		for i, v := range a.Date32Values() {
+			out[i] = mix(tagDate, uint64(int64(v)))
+		}
+	case *array.Timestamp:
+		for i, v := range a.TimestampValues() {
+			out[i] = mix(tagTimestamp, uint64(int64(v)))
+		}
+	case *array.Time64:
+		for i, v := range a.Time64Values() {
+			out[i] = mix(tagTime, uint64(int64(v)))
+		}
+	case *array.List:
+		child := a.ListValues()
+		ef := a.DataType().(*arrow.ListType).ElemField()
+		ef.Name = f.Name
+		ef.Metadata = f.Metadata // element inherits the column's pg tags (uuid[])
+		ch := make([]uint64, child.Len())
+		if err := valueHashes(ef, child, ch); err != nil {
+			return err
+		}
+		offs := a.Offsets()
+		for i := range out {
+			h := mix(tagList, uint64(offs[i+1]-offs[i]))
+			for _, v := range ch[offs[i]:offs[i+1]] {
+				h = mix(h, v)
+			}
+			out[i] = h
+		}
+	default:
+		return &UnsupportedTypeError{Column: f.Name, Type: arr.DataType().String()}
+	}
+	if arr.NullN() > 0 {
+		for i := range out {
+			if arr.IsNull(i) {
+				out[i] = mix(tagNull, 0)
+			}
+		}
+	}
+	return nil
+}
+
+func fixedHashes(a *array.FixedSizeBinary, tag uint64, out []uint64) error {
+	for i := range out {
+		out[i] = hashBytes(tag, a.Value(i))
+	}
+	if a.NullN() > 0 {
+		for i := range out {
+			if a.IsNull(i) {
+				out[i] = mix(tagNull, 0)
+			}
+		}
+	}
+	return nil
+}
+
+func intHashes[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32](vs []T, out []uint64) {
+	for i, v := range vs {
+		out[i] = mix(tagInt, uint64(int64(v)))
+	}
+}
+
+func floatBits(v float64) uint64 {
+	switch {
+	case math.IsNaN(v):
+		return 0x7ff8000000000001
+	case v == 0:
+		return 0 // -0 == +0
+	}
+	return math.Float64bits(v)
+}
+
+// rowHasher computes row hashes over the business columns of batches that
+// share one schema.
+type rowHasher struct {
+	order []int // business column indices, sorted by name
+}
+
+func newRowHasher(sc *arrow.Schema) *rowHasher {
+	var order []int
+	for i, f := range sc.Fields() {
+		if !isIdentity(f.Name) {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return compareStrings(sc.Field(a).Name, sc.Field(b).Name)
+	})
+	return &rowHasher{order: order}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// hash fills h (resized to the batch length) with the row hashes.
+func (rh *rowHasher) hash(rec arrow.RecordBatch, h []uint64) ([]uint64, error) {
+	n := int(rec.NumRows())
+	h = slices.Grow(h[:0], n)[:n]
+	clear(h)
+	sc := rec.Schema()
+	for _, i := range rh.order {
+		if err := hashColumn(sc.Field(i), rec.Column(i), h); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Checksum is an order-independent fingerprint of a set of rows: the row
+// count and two independent 64-bit sums of the row hashes over the business
+// columns (identity columns excluded). Equal multisets of rows give equal
+// checksums whatever the order or batching.
+type Checksum struct {
+	Rows int64
+	Sum  uint64
+	Sum2 uint64
+}
+
+func (c *Checksum) add(h []uint64) {
+	c.Rows += int64(len(h))
+	for _, v := range h {
+		c.Sum += v
+		c.Sum2 += mix(v, k3)
+	}
+}
+
+// String renders the checksum as rows:hex:hex.
+func (c Checksum) String() string {
+	return fmt.Sprintf("%d:%016x%016x", c.Rows, c.Sum, c.Sum2)
+}
+
+// ChecksumBatches computes the checksum of a stream of batches (for
+// example rows read from Postgres by the cursor package). Batches are
+// borrowed, never released. Identity columns present in the batches are
+// ignored, so the result compares with (*Facade).Checksum.
+func ChecksumBatches(batches iter.Seq2[arrow.RecordBatch, error]) (Checksum, error) {
+	var (
+		c  Checksum
+		rh *rowHasher
+		sc *arrow.Schema
+		h  []uint64
+	)
+	for rec, err := range batches {
+		if err != nil {
+			return Checksum{}, err
+		}
+		if rh == nil || !rec.Schema().Equal(sc) {
+			sc = rec.Schema()
+			rh = newRowHasher(sc)
+		}
+		h, err = rh.hash(rec, h)
+		if err != nil {
+			return Checksum{}, err
+		}
+		c.add(h)
+	}
+	return c, nil
+}

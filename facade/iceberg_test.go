@@ -1,0 +1,208 @@
+package facade_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/contract"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// faultCatalog wraps a real catalog and fails CommitTable on demand.
+type faultCatalog struct {
+	catalog.Catalog
+	mu    sync.Mutex
+	kind  map[string]error
+	n     map[string]int
+	land  map[string]bool // commit for real, then report unknown
+	calls int
+}
+
+func (c *faultCatalog) fail(table string, kind error, n int, land bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kind[table], c.n[table], c.land[table] = kind, n, land
+}
+
+func (c *faultCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	name := ident[len(ident)-1]
+	c.mu.Lock()
+	c.calls++
+	kind, n, land := c.kind[name], c.n[name], c.land[name]
+	if n > 0 {
+		c.n[name] = n - 1
+	}
+	c.mu.Unlock()
+	if n <= 0 {
+		return c.Catalog.CommitTable(ctx, ident, reqs, updates)
+	}
+	if errors.Is(kind, facade.ErrCommitConflict) {
+		return nil, "", fmt.Errorf("%w: injected conflict", table.ErrCommitFailed)
+	}
+	if land {
+		if _, _, err := c.Catalog.CommitTable(ctx, ident, reqs, updates); err != nil {
+			return nil, "", err
+		}
+	}
+	return nil, "", errors.New("injected: connection reset by peer")
+}
+
+type icebergEnv struct {
+	f         *facade.Facade
+	cat       *faultCatalog
+	warehouse string
+	mem       *memory.CheckedAllocator
+}
+
+func newIcebergEnv(t *testing.T) *icebergEnv {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	wh := t.TempDir()
+	sqlcat, err := facade.OpenSQLCatalog(context.Background(), facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
+	require.NoError(t, err)
+	t.Cleanup(func() { sqlcat.Close() })
+	fc := &faultCatalog{Catalog: sqlcat, kind: map[string]error{}, n: map[string]int{}, land: map[string]bool{}}
+	f, err := facade.New(fc, &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6})
+	require.NoError(t, err)
+	return &icebergEnv{f: f, cat: fc, warehouse: wh, mem: mem}
+}
+
+func TestContract(t *testing.T) {
+	contract.Run(t, func(t *testing.T) *contract.Env {
+		e := newIcebergEnv(t)
+		return &contract.Env{
+			LH:  e.f,
+			Mem: e.mem,
+			FailCommits: func(id string, kind error, n int) {
+				e.cat.fail(id, kind, n, false)
+			},
+		}
+	})
+}
+
+// dataFiles lists the parquet files under the warehouse.
+func dataFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, ".parquet") {
+			out = append(out, p)
+		}
+		return nil
+	}))
+	return out
+}
+
+func referenced(t *testing.T, f *facade.Facade, dataset string) map[string]bool {
+	t.Helper()
+	tbl, err := f.LoadTable(context.Background(), dataset)
+	require.NoError(t, err)
+	out := map[string]bool{}
+	if tbl.CurrentSnapshot() == nil {
+		return out
+	}
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	require.NoError(t, err)
+	for _, task := range tasks {
+		out[strings.TrimPrefix(task.File.FilePath(), "file://")] = true
+	}
+	return out
+}
+
+type arrowBatch = arrow.RecordBatch
+
+func TestNoOrphansAfterFailures(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	tgt := facade.Target{DatasetID: "orph"}
+	bs := contract.Batches(e.mem, contract.Schema(), 0, 2000, 200, 2000)
+	defer func() {
+		for _, b := range bs {
+			b.Release()
+		}
+	}()
+	_, err := e.f.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.NoError(t, err)
+	// small files so a failure mid-stream has written complete files
+	small, err := facade.New(e.cat, &facade.Config{Allocator: e.mem, TargetFileSize: 1, RowGroupRows: 100, CommitRetries: -1})
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	failing := func(yield func(arrowBatch, error) bool) {
+		for i, b := range bs {
+			if i == 7 {
+				yield(nil, boom)
+				return
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+	_, err = small.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: failing})
+	require.ErrorIs(t, err, boom)
+	e.cat.fail("orph", facade.ErrCommitConflict, 1, false)
+	_, err = small.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Append, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.ErrorIs(t, err, facade.ErrCommitConflict)
+	ref := referenced(t, e.f, "orph")
+	files := dataFiles(t, e.warehouse)
+	require.NotEmpty(t, ref)
+	for _, p := range files {
+		require.True(t, ref[p], "orphan data file left behind: %s", p)
+	}
+	require.Len(t, files, len(ref))
+}
+
+func TestUnknownCommitThatLandedIsReconciled(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	bs := contract.Batches(e.mem, contract.Schema(), 0, 100, 100, 100)
+	defer bs[0].Release()
+	e.cat.fail("landed", facade.ErrCommitStateUnknown, 1, true)
+	res, err := e.f.Write(ctx, facade.Target{DatasetID: "landed"}, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs), TxnID: "t1"})
+	require.NoError(t, err, "the write-id in the summary proves the commit landed")
+	got, found, err := e.f.FindTxn(ctx, "landed", "t1")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, res.SnapshotID, got.SnapshotID)
+}
+
+func TestRetryOnConflictLands(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	bs := contract.Batches(e.mem, contract.Schema(), 0, 100, 100, 100)
+	defer bs[0].Release()
+	_, err := e.f.Write(ctx, facade.Target{DatasetID: "retry"}, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.NoError(t, err)
+	e.cat.fail("retry", facade.ErrCommitConflict, 2, false)
+	res, err := e.f.Write(ctx, facade.Target{DatasetID: "retry"}, facade.WriteRequest{Mode: facade.Append, Schema: contract.Schema(), Rows: contract.Seq(bs)})
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Rows)
+	c, err := e.f.Checksum(ctx, "retry", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 200, c.Rows)
+}

@@ -1,0 +1,198 @@
+package facade
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Mode is the write mode of one write.
+type Mode string
+
+const (
+	// Replace writes the whole dataset as one snapshot that replaces the
+	// table contents. Idempotent: the same input gives the same contents and
+	// the same __row_index/__row_id.
+	Replace Mode = "replace"
+	// Append adds one snapshot with the rows after the current ones. With a
+	// TxnID it is idempotent: an append whose txn id already landed returns
+	// the earlier commit result and writes nothing.
+	Append Mode = "append"
+)
+
+// Identity column names stamped on every row.
+const (
+	ColRowIndex  = "__row_index"  // int64: 0..n-1 (replace); after the current max (append)
+	ColRowID     = "__row_id"     // int64: deterministic from dataset id, row content and ordinal among equal rows
+	ColCreatedAt = "__created_at" // timestamp[us, UTC]: the write's commit time (see doc.go)
+)
+
+// Snapshot summary keys written by lakewrite. Caller metadata is stored
+// under SummaryMetaPrefix+key.
+const (
+	SummaryTxnID      = "lakewrite.txn-id"
+	SummaryWriterID   = "lakewrite.writer-id"
+	SummaryWorkspace  = "lakewrite.workspace"
+	SummarySourceRefs = "lakewrite.source-refs" // JSON array of dataset ids
+	SummaryMode       = "lakewrite.mode"
+	SummaryWriteID    = "lakewrite.write-id" // unique per staged write
+	SummaryCreatedAt  = "lakewrite.created-at"
+	SummaryRows       = "lakewrite.rows"
+	SummaryChecksum   = "lakewrite.checksum"
+	SummaryMetaPrefix = "lakewrite.meta."
+)
+
+// Target names the dataset and the writer of a write.
+type Target struct {
+	DatasetID string // mapped to a table identifier by Config.Naming
+	WriterID  string // e.g. "pipeline.output"
+	Workspace string
+}
+
+// WriteRequest is one write. Batches are borrowed: a batch yielded by Rows
+// is valid during the yield only and stays owned by the producer; the
+// facade retains what it keeps. Every batch must have Schema's fields
+// (same names, same order, same types).
+//
+// Identity preservation: Schema may carry nullable __row_id (int64) and/or
+// __created_at (timestamp[us, UTC]) columns. A non-null value there is kept
+// as the row's identity (e.g. rows kept unchanged by a snapshot_replace
+// deploy); a null is stamped as usual. __row_index is always stamped.
+type WriteRequest struct {
+	Mode   Mode
+	Schema *arrow.Schema
+	Rows   iter.Seq2[arrow.RecordBatch, error]
+	// SourceRefs are the upstream dataset ids, recorded in the summary.
+	SourceRefs []string
+	// Metadata is recorded in the snapshot summary as lakewrite.meta.<key>.
+	Metadata map[string]string
+	// TxnID is the ledger transaction id, recorded as lakewrite.txn-id.
+	TxnID string
+}
+
+// DataFile is one data file written by a write.
+type DataFile struct {
+	Path      string
+	Rows      int64
+	SizeBytes int64
+}
+
+// CommitResult describes a committed write.
+type CommitResult struct {
+	DatasetID   string
+	TxnID       string
+	Mode        Mode
+	Rows        int64 // rows written by this write (never a recount)
+	SnapshotID  int64
+	CommittedAt time.Time // the snapshot's timestamp (ms precision)
+	// Schema is the table schema of the snapshot, identity columns included.
+	Schema    *arrow.Schema
+	DataFiles []DataFile
+	// Checksum of the business columns of the rows written (see Checksum).
+	// Zero when the result was recovered from a snapshot without one.
+	Checksum Checksum
+	// Summary is the snapshot summary (lakewrite.* keys and Iceberg's own).
+	Summary map[string]string
+	// Replayed is true when an append found its txn id already committed
+	// and returned that earlier result instead of writing.
+	Replayed bool
+}
+
+// StageInfo is what a staged (not yet committed) write has prepared: a
+// caller can record it (e.g. in the ledger) before committing.
+type StageInfo struct {
+	DatasetID      string
+	TxnID          string
+	WriteID        string // unique id of this attempt, in the snapshot summary
+	Mode           Mode
+	Rows           int64
+	BaseSnapshotID int64 // -1 when the table had no snapshot
+	DataFiles      []DataFile
+	Schema         *arrow.Schema
+	Checksum       Checksum
+	CreatedAt      time.Time // the value stamped into __created_at
+	// Replay is set when the append's txn id already landed: Commit returns
+	// that earlier result and nothing was written.
+	Replay *CommitResult
+}
+
+// Staged is a write whose data files are written but not committed.
+// Exactly one of Commit or Abort must be called; both are safe to call
+// again afterwards (they return ErrAlreadyFinished).
+type Staged interface {
+	Info() StageInfo
+	// Commit swaps the catalog pointer: one snapshot, or an error and
+	// nothing visible (ErrCommitConflict: files deleted) or an unknown
+	// outcome (ErrCommitStateUnknown: files kept, reconcile with FindTxn).
+	Commit(ctx context.Context) (CommitResult, error)
+	// Abort deletes the staged files (best effort) and commits nothing.
+	Abort(ctx context.Context) error
+}
+
+// ScanOptions selects what Scan reads.
+type ScanOptions struct {
+	// SnapshotID selects a snapshot; 0 means the current one.
+	SnapshotID int64
+	// Columns projects columns by name; nil means all.
+	Columns []string
+	// ExcludeIdentity drops __row_index, __row_id and __created_at.
+	ExcludeIdentity bool
+}
+
+// Lakehouse is the write contract of the lakehouse, implemented by *Facade
+// (iceberg-go) and by facadetest.Lakehouse (in memory). Downstream code
+// depends on this interface.
+type Lakehouse interface {
+	// Stage writes the data files of one write and prepares its snapshot.
+	Stage(ctx context.Context, target Target, req WriteRequest) (Staged, error)
+	// Write is Stage followed by Commit (Abort on a staging error).
+	Write(ctx context.Context, target Target, req WriteRequest) (CommitResult, error)
+	// FindTxn walks the current branch's ancestry for the snapshot whose
+	// summary carries txnID. found=false with a nil error means provably
+	// absent (including: no table); an error means the table could not be
+	// read (unknown).
+	FindTxn(ctx context.Context, datasetID, txnID string) (res CommitResult, found bool, err error)
+	// Scan reads a snapshot as Arrow batches in bounded memory. Each batch is
+	// valid during the yield only and released by the facade afterwards:
+	// Retain it to keep it. The sequence is single-use; errors before
+	// streaming (unknown dataset/snapshot) are yielded first.
+	Scan(ctx context.Context, datasetID string, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error]
+	// Checksum returns the order-independent checksum of the business
+	// columns of a snapshot (0 = current), comparable with ChecksumBatches
+	// over the same rows from Postgres.
+	Checksum(ctx context.Context, datasetID string, snapshotID int64) (Checksum, error)
+}
+
+// Handle is a dataset opened for writing as a named writer with a default
+// mode. It works over any Lakehouse.
+type Handle struct {
+	lh     Lakehouse
+	target Target
+	mode   Mode
+}
+
+// Open returns a handle writing target through lh with the given mode.
+func Open(lh Lakehouse, target Target, mode Mode) *Handle {
+	return &Handle{lh: lh, target: target, mode: mode}
+}
+
+// Target returns the handle's target.
+func (h *Handle) Target() Target { return h.target }
+
+// Write writes req; an empty req.Mode takes the handle's mode.
+func (h *Handle) Write(ctx context.Context, req WriteRequest) (CommitResult, error) {
+	if req.Mode == "" {
+		req.Mode = h.mode
+	}
+	return h.lh.Write(ctx, h.target, req)
+}
+
+// Stage stages req; an empty req.Mode takes the handle's mode.
+func (h *Handle) Stage(ctx context.Context, req WriteRequest) (Staged, error) {
+	if req.Mode == "" {
+		req.Mode = h.mode
+	}
+	return h.lh.Stage(ctx, h.target, req)
+}

@@ -1,0 +1,248 @@
+package facade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// FindTxn walks the current branch's ancestry for the newest snapshot whose
+// summary carries lakewrite.txn-id = txnID. A missing table is "absent"
+// (found=false, nil error); a table that cannot be read is an error, so a
+// caller can tell unknown from absent. Snapshots expired from the table
+// are not visible to the walk.
+func (f *Facade) FindTxn(ctx context.Context, datasetID, txnID string) (CommitResult, bool, error) {
+	if txnID == "" {
+		return CommitResult{}, false, fmt.Errorf("%w: empty txn id", ErrInvalidRequest)
+	}
+	tbl, err := f.LoadTable(ctx, datasetID)
+	if errors.Is(err, ErrDatasetNotFound) {
+		return CommitResult{}, false, nil
+	}
+	if err != nil {
+		return CommitResult{}, false, err
+	}
+	snap := findInAncestry(tbl, SummaryTxnID, txnID)
+	if snap == nil {
+		return CommitResult{}, false, nil
+	}
+	res, err := f.resultFromSnapshot(ctx, tbl, datasetID, snap, true)
+	if err != nil {
+		return CommitResult{}, false, err
+	}
+	return res, true, nil
+}
+
+func findInAncestry(tbl *table.Table, key, value string) *table.Snapshot {
+	for snap := tbl.CurrentSnapshot(); snap != nil; {
+		if snap.Summary != nil && snap.Summary.Properties[key] == value {
+			return snap
+		}
+		if snap.ParentSnapshotID == nil {
+			return nil
+		}
+		snap = tbl.SnapshotByID(*snap.ParentSnapshotID)
+	}
+	return nil
+}
+
+func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datasetID string, snap *table.Snapshot, withFiles bool) (CommitResult, error) {
+	props := iceberg.Properties{}
+	if snap.Summary != nil {
+		props = snap.Summary.Properties
+	}
+	res := CommitResult{
+		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: Mode(props[SummaryMode]),
+		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
+		Schema: snapshotSchema(tbl, snap), Summary: maps.Clone(map[string]string(props)),
+	}
+	var err error
+	if v, ok := props[SummaryRows]; ok {
+		res.Rows, err = strconv.ParseInt(v, 10, 64)
+	} else {
+		res.Rows, err = strconv.ParseInt(props["added-records"], 10, 64)
+	}
+	if err != nil {
+		res.Rows = 0
+	}
+	res.Checksum, _ = parseChecksum(props[SummaryChecksum])
+	if !withFiles {
+		return res, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	mfs, err := snap.Manifests(fs)
+	if err != nil {
+		return CommitResult{}, fmt.Errorf("facade: read manifests of snapshot %d: %w", snap.SnapshotID, err)
+	}
+	for _, mf := range mfs {
+		if mf.SnapshotID() != snap.SnapshotID || mf.ManifestContent() != iceberg.ManifestContentData {
+			continue
+		}
+		entries, err := mf.FetchEntries(fs, true)
+		if err != nil {
+			return CommitResult{}, fmt.Errorf("facade: read manifest %s: %w", mf.FilePath(), err)
+		}
+		for _, e := range entries {
+			if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
+				df := e.DataFile()
+				res.DataFiles = append(res.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})
+			}
+		}
+	}
+	return res, nil
+}
+
+func parseChecksum(s string) (Checksum, error) {
+	var c Checksum
+	rows, hex, ok := strings.Cut(s, ":")
+	if !ok || len(hex) != 32 {
+		return c, errors.New("bad checksum")
+	}
+	var err error
+	if c.Rows, err = strconv.ParseInt(rows, 10, 64); err != nil {
+		return c, err
+	}
+	if c.Sum, err = strconv.ParseUint(hex[:16], 16, 64); err != nil {
+		return c, err
+	}
+	c.Sum2, err = strconv.ParseUint(hex[16:], 16, 64)
+	return c, err
+}
+
+func snapshotSchema(tbl *table.Table, snap *table.Snapshot) *arrow.Schema {
+	sc := tbl.Schema()
+	if snap != nil && snap.SchemaID != nil {
+		if s, ok := tbl.Schemas()[*snap.SchemaID]; ok {
+			sc = s
+		}
+	}
+	asc, err := table.SchemaToArrowSchema(sc, nil, false, false)
+	if err != nil {
+		return nil
+	}
+	return withPgMetadata(asc, sc)
+}
+
+// withPgMetadata returns sc with field-id metadata dropped and the
+// Postgres type recorded in the Iceberg docs restored as field metadata.
+func withPgMetadata(sc *arrow.Schema, isc *iceberg.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, sc.NumFields())
+	for i, fld := range sc.Fields() {
+		fld.Metadata = arrow.Metadata{}
+		if nf, ok := isc.FindFieldByName(fld.Name); ok && strings.HasPrefix(nf.Doc, docPrefix) {
+			pg := strings.TrimPrefix(nf.Doc, docPrefix)
+			if pg == "json" || pg == "jsonb" {
+				fld.Metadata = arrow.NewMetadata([]string{MetaPgType, MetaJSON}, []string{pg, "true"})
+			} else {
+				fld.Metadata = arrow.NewMetadata([]string{MetaPgType}, []string{pg})
+			}
+		}
+		fields[i] = fld
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// Scan reads a snapshot of the dataset (see Lakehouse.Scan). Batches carry
+// the Postgres types recorded at write time as lakewrite.pg_type metadata.
+// Memory is bounded by one data file task at a time.
+func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		tbl, err := f.LoadTable(ctx, datasetID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		snap := tbl.CurrentSnapshot()
+		if opts.SnapshotID != 0 {
+			snap = tbl.SnapshotByID(opts.SnapshotID)
+			if snap == nil {
+				yield(nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID))
+				return
+			}
+		}
+		if snap == nil {
+			return // a table with no snapshot is empty
+		}
+		isc := tbl.Schema()
+		if snap.SchemaID != nil {
+			if s, ok := tbl.Schemas()[*snap.SchemaID]; ok {
+				isc = s
+			}
+		}
+		var cols []string
+		for _, fld := range isc.Fields() {
+			if opts.Columns != nil && !slices.Contains(opts.Columns, fld.Name) {
+				continue
+			}
+			if opts.ExcludeIdentity && isIdentity(fld.Name) {
+				continue
+			}
+			cols = append(cols, fld.Name)
+		}
+		for _, c := range opts.Columns {
+			if _, ok := isc.FindFieldByName(c); !ok {
+				yield(nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID))
+				return
+			}
+		}
+		sctx, cancel := context.WithCancel(compute.WithAllocator(ctx, f.s.Allocator))
+		defer cancel()
+		scan := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(cols...),
+			table.WithMaxConcurrency(1))
+		_, recs, err := scan.ToArrowRecords(sctx)
+		if err != nil {
+			yield(nil, fmt.Errorf("facade: scan %q: %w", datasetID, err))
+			return
+		}
+		var outSchema *arrow.Schema
+		for rec, err := range recs {
+			if err != nil {
+				yield(nil, fmt.Errorf("facade: scan %q: %w", datasetID, err))
+				return
+			}
+			if outSchema == nil || !sameFields(outSchema, rec.Schema()) {
+				outSchema = withPgMetadata(rec.Schema(), isc)
+			}
+			out := array.NewRecordBatch(outSchema, rec.Columns(), rec.NumRows())
+			rec.Release()
+			ok := yield(out, nil)
+			out.Release()
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+func sameFields(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i := range a.NumFields() {
+		if a.Field(i).Name != b.Field(i).Name || !arrow.TypeEqual(a.Field(i).Type, b.Field(i).Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// Checksum is ChecksumBatches over a snapshot's business columns (0 = the
+// current snapshot). An empty table has the zero checksum.
+func (f *Facade) Checksum(ctx context.Context, datasetID string, snapshotID int64) (Checksum, error) {
+	return ChecksumBatches(f.Scan(ctx, datasetID, ScanOptions{SnapshotID: snapshotID, ExcludeIdentity: true}))
+}

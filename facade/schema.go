@@ -1,0 +1,250 @@
+package facade
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/iceberg-go"
+)
+
+// Arrow field metadata keys set by the cursor package.
+const (
+	MetaPgType = "lakewrite.pg_type"
+	MetaJSON   = "lakewrite.json"
+)
+
+// docPrefix marks the Postgres type in an Iceberg field's doc, so the type
+// survives the round trip through the table and comes back as metadata.
+const docPrefix = "lakewrite.pg_type="
+
+func pgTypeOf(f arrow.Field) string {
+	if v, ok := f.Metadata.GetValue(MetaPgType); ok {
+		return v
+	}
+	return ""
+}
+
+// isUUIDField reports whether f holds UUIDs (extension type, or fixed[16] /
+// string tagged pg_type=uuid).
+func isUUIDField(f arrow.Field) bool {
+	if _, ok := f.Type.(*extensions.UUIDType); ok {
+		return true
+	}
+	if pgTypeOf(f) != "uuid" {
+		return false
+	}
+	switch t := f.Type.(type) {
+	case *arrow.FixedSizeBinaryType:
+		return t.ByteWidth == 16
+	case *arrow.StringType:
+		return true
+	}
+	return false
+}
+
+// icebergType maps an Arrow field to an Iceberg type. nextID assigns ids to
+// nested fields (list elements).
+func icebergType(f arrow.Field, nextID func() int) (iceberg.Type, error) {
+	unsupported := &UnsupportedTypeError{Column: f.Name, Type: f.Type.String()}
+	if isUUIDField(f) {
+		return iceberg.PrimitiveTypes.UUID, nil
+	}
+	switch t := f.Type.(type) {
+	case *arrow.BooleanType:
+		return iceberg.PrimitiveTypes.Bool, nil
+	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Uint8Type, *arrow.Uint16Type:
+		return iceberg.PrimitiveTypes.Int32, nil
+	case *arrow.Int64Type, *arrow.Uint32Type:
+		return iceberg.PrimitiveTypes.Int64, nil
+	case *arrow.Float32Type:
+		return iceberg.PrimitiveTypes.Float32, nil
+	case *arrow.Float64Type:
+		return iceberg.PrimitiveTypes.Float64, nil
+	case *arrow.Decimal128Type:
+		if t.Precision < 1 || t.Precision > 38 || t.Scale < 0 || t.Scale > t.Precision {
+			return nil, unsupported
+		}
+		return iceberg.DecimalTypeOf(int(t.Precision), int(t.Scale)), nil
+	case *arrow.StringType:
+		return iceberg.PrimitiveTypes.String, nil
+	case *arrow.BinaryType:
+		return iceberg.PrimitiveTypes.Binary, nil
+	case *arrow.FixedSizeBinaryType:
+		return iceberg.FixedTypeOf(t.ByteWidth), nil
+	case *arrow.Date32Type:
+		return iceberg.PrimitiveTypes.Date, nil
+	case *arrow.TimestampType:
+		if t.Unit != arrow.Microsecond {
+			return nil, unsupported
+		}
+		if t.TimeZone == "" {
+			return iceberg.PrimitiveTypes.Timestamp, nil
+		}
+		// Arrow stores UTC instants whatever the zone label.
+		return iceberg.PrimitiveTypes.TimestampTz, nil
+	case *arrow.Time64Type:
+		if t.Unit != arrow.Microsecond {
+			return nil, unsupported
+		}
+		return iceberg.PrimitiveTypes.Time, nil
+	case *arrow.ListType:
+		elem := t.ElemField()
+		elem.Name = f.Name + ".element"
+		et, err := icebergType(elem, nextID)
+		if err != nil {
+			var ut *UnsupportedTypeError
+			if ok := asUnsupported(err, &ut); ok {
+				return nil, &UnsupportedTypeError{Column: f.Name, Type: f.Type.String()}
+			}
+			return nil, err
+		}
+		return &iceberg.ListType{ElementID: nextID(), Element: et, ElementRequired: false}, nil
+	}
+	return nil, unsupported
+}
+
+func asUnsupported(err error, target **UnsupportedTypeError) bool {
+	ut, ok := err.(*UnsupportedTypeError)
+	if ok {
+		*target = ut
+	}
+	return ok
+}
+
+// column is one business column of a write.
+type column struct {
+	field    arrow.Field
+	typ      iceberg.Type
+	required bool // Arrow field declared non-nullable
+	pgType   string
+}
+
+// requestColumns splits a request schema into business columns (mapped to
+// Iceberg types) and the indices of the optional identity-preserving
+// columns (-1 when absent).
+func requestColumns(sc *arrow.Schema) (cols []column, rowIDIdx, createdIdx int, err error) {
+	rowIDIdx, createdIdx = -1, -1
+	seen := map[string]bool{}
+	id := 0
+	nextID := func() int { id++; return id }
+	for i, f := range sc.Fields() {
+		if f.Name == "" {
+			return nil, 0, 0, fmt.Errorf("%w: column %d has no name", ErrInvalidRequest, i)
+		}
+		if seen[f.Name] {
+			return nil, 0, 0, fmt.Errorf("%w: duplicate column %q", ErrInvalidRequest, f.Name)
+		}
+		seen[f.Name] = true
+		switch f.Name {
+		case ColRowIndex:
+			return nil, 0, 0, fmt.Errorf("%w: column %s is stamped by the facade and cannot be supplied", ErrInvalidRequest, ColRowIndex)
+		case ColRowID:
+			if f.Type.ID() != arrow.INT64 {
+				return nil, 0, 0, fmt.Errorf("%w: preserved %s must be int64, got %s", ErrInvalidRequest, ColRowID, f.Type)
+			}
+			rowIDIdx = i
+			continue
+		case ColCreatedAt:
+			if ts, ok := f.Type.(*arrow.TimestampType); !ok || ts.Unit != arrow.Microsecond || ts.TimeZone == "" {
+				return nil, 0, 0, fmt.Errorf("%w: preserved %s must be timestamp[us, UTC], got %s", ErrInvalidRequest, ColCreatedAt, f.Type)
+			}
+			createdIdx = i
+			continue
+		}
+		t, err := icebergType(f, nextID)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		cols = append(cols, column{field: f, typ: t, required: !f.Nullable, pgType: pgTypeOf(f)})
+	}
+	return cols, rowIDIdx, createdIdx, nil
+}
+
+func identityFields() []iceberg.NestedField {
+	return []iceberg.NestedField{
+		{Name: ColRowIndex, Type: iceberg.PrimitiveTypes.Int64, Required: true, Doc: "lakewrite identity: output ordinal"},
+		{Name: ColRowID, Type: iceberg.PrimitiveTypes.Int64, Required: true, Doc: "lakewrite identity: deterministic row id"},
+		{Name: ColCreatedAt, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true, Doc: "lakewrite identity: commit time"},
+	}
+}
+
+func isIdentity(name string) bool {
+	return name == ColRowIndex || name == ColRowID || name == ColCreatedAt
+}
+
+func docFor(c column) string {
+	if c.pgType == "" {
+		return ""
+	}
+	return docPrefix + c.pgType
+}
+
+// newTableSchema builds the Iceberg schema of a new table: business
+// columns then identity columns, with fresh ids.
+func newTableSchema(cols []column) *iceberg.Schema {
+	id := 0
+	nextID := func() int { id++; return id }
+	fields := make([]iceberg.NestedField, 0, len(cols)+3)
+	for _, c := range cols {
+		fields = append(fields, iceberg.NestedField{ID: nextID(), Name: c.field.Name, Required: c.required, Doc: docFor(c)})
+	}
+	for _, f := range identityFields() {
+		f.ID = nextID()
+		fields = append(fields, f)
+	}
+	// Nested ids come after the top-level ones.
+	for i, c := range cols {
+		t, _ := icebergType(c.field, nextID)
+		fields[i].Type = t
+	}
+	return iceberg.NewSchema(0, fields...)
+}
+
+// sameType compares Iceberg types ignoring nested field ids.
+func sameType(a, b iceberg.Type) bool {
+	la, okA := a.(*iceberg.ListType)
+	lb, okB := b.(*iceberg.ListType)
+	if okA || okB {
+		return okA && okB && sameType(la.Element, lb.Element)
+	}
+	return a.Equals(b)
+}
+
+// appendMismatch checks an append's business columns against the table's.
+func appendMismatch(dataset string, tbl *iceberg.Schema, cols []column) error {
+	want := map[string]iceberg.NestedField{}
+	for _, f := range tbl.Fields() {
+		if !isIdentity(f.Name) {
+			want[f.Name] = f
+		}
+	}
+	var bad, details []string
+	for _, c := range cols {
+		f, ok := want[c.field.Name]
+		if !ok {
+			bad = append(bad, c.field.Name)
+			details = append(details, c.field.Name+": not in table")
+			continue
+		}
+		delete(want, c.field.Name)
+		if !sameType(f.Type, c.typ) {
+			bad = append(bad, c.field.Name)
+			details = append(details, fmt.Sprintf("%s: table %s, write %s", c.field.Name, f.Type, c.typ))
+		}
+	}
+	for name, f := range want {
+		if f.Required {
+			bad = append(bad, name)
+			details = append(details, name+": required in table, missing in write")
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	slices.Sort(details)
+	return &SchemaMismatchError{Dataset: dataset, Columns: bad, Detail: strings.Join(details, "; ")}
+}
