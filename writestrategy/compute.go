@@ -1,0 +1,79 @@
+package writestrategy
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/cursor"
+)
+
+// Computed is one output as the lakehouse path writes it: the same SELECT
+// as Apply's, streamed instead of written.
+type Computed struct {
+	DatasetID string
+	Kind      Kind
+	// Mode is ledger.ModeReplace or ledger.ModeAppend.
+	Mode string
+	// Columns are the output's business columns (the declared schema).
+	Columns Schema
+	// Stream yields the rows as Arrow batches, from the compute
+	// transaction; it is single-use and must be consumed before the
+	// transaction ends. For a snapshot_replace over a native target its
+	// schema also carries nullable "__row_id" and "__created_at": the
+	// identity of unchanged rows, kept by the facade.
+	Stream *cursor.Stream
+	// Preserved output rows that keep their identity (snapshot_replace).
+	Preserved int64
+
+	sourceRows int64
+	skips      bool
+}
+
+// Skipped returns the source rows left out, given the rows the write
+// committed (the commit result's count, never a recount).
+func (c *Computed) Skipped(rowsWritten int64) int64 {
+	if !c.skips {
+		return 0
+	}
+	return c.sourceRows - rowsWritten
+}
+
+// ComputeRows runs s on the lakehouse path: inside tx (the compute
+// transaction, which must stay open while the streams are consumed) it
+// resolves and hydrates the sources and returns one Computed per output,
+// whose rows are the same SELECT that Apply writes. Nothing is written.
+// opts configures the cursor; its Mode must be cursor.Direct (the compute
+// transaction is the caller's).
+func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts *cursor.Options) ([]Computed, error) {
+	if env == nil {
+		env = &Env{}
+	}
+	ps, err := prepare(ctx, tx, env, s, StorageIceberg)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Computed, len(ps))
+	for i, p := range ps {
+		cols, err := describe(ctx, tx, p.sql)
+		if err != nil {
+			return nil, err
+		}
+		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != ""}
+		if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {
+			return nil, err
+		}
+		if c.Preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {
+			return nil, err
+		}
+		sql, args := p.sql, p.args
+		if p.identitySQL != "" {
+			sql, args = p.identitySQL, p.identityArgs
+		}
+		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}

@@ -1,0 +1,366 @@
+package writestrategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
+)
+
+// Resolver decides where an output goes; *sink.Resolver satisfies it.
+type Resolver interface {
+	Resolve(ctx context.Context, writerID, datasetID string) (sink.Decision, error)
+	ResolvePair(ctx context.Context, writerID, firstDatasetID, secondDatasetID string) (sink.PairDecision, error)
+}
+
+// Beginner begins transactions; a *pgxpool.Pool (or a *pgx.Conn) satisfies
+// it. The dispatcher never closes it.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// DispatchConfig configures a Dispatcher.
+type DispatchConfig struct {
+	// Ledger records the intents. Required.
+	Ledger *ledger.Ledger
+	// Resolver decides the sink per output. Required.
+	Resolver Resolver
+	// Lakehouse writes Iceberg outputs and reads native datasets. Required
+	// when any output resolves to Iceberg or any dataset read lives there.
+	Lakehouse facade.Lakehouse
+	// Workspace is recorded in every snapshot summary.
+	Workspace string
+	// Cursor configures the compute stream (batch size, guards, allocator).
+	// Its Mode must be cursor.Direct (the default).
+	Cursor *cursor.Options
+	// MaxCrossJoinRows: see Env.
+	MaxCrossJoinRows int64
+	// RecoverAfter: before opening an intent, open intents of the output
+	// older than this are reconciled (ledger.Recover): rolled forward when
+	// their write landed, aborted when provably absent. Default 15 minutes;
+	// make it longer than your slowest write.
+	RecoverAfter time.Duration
+	// Logger receives one Info record per output written. Default discard.
+	Logger *slog.Logger
+}
+
+// Dispatcher is the write dispatch: one call per output (or split pair)
+// composing sink, incremental, ledger, cursor and facade in the order of
+// DESIGN.md. It owns no goroutine and no pool.
+type Dispatcher struct {
+	db  Beginner
+	cfg DispatchConfig
+	log *slog.Logger
+}
+
+// NewDispatcher returns a Dispatcher writing through db (the pool holding
+// the row store and the control plane).
+func NewDispatcher(db Beginner, cfg *DispatchConfig) (*Dispatcher, error) {
+	if db == nil || cfg == nil || cfg.Ledger == nil || cfg.Resolver == nil {
+		return nil, fmt.Errorf("%w: NewDispatcher needs a db, a Ledger and a Resolver", ErrInvalid)
+	}
+	c := *cfg
+	if c.RecoverAfter <= 0 {
+		c.RecoverAfter = 15 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{db: db, cfg: c, log: c.Logger}, nil
+}
+
+// Request is one output write.
+type Request struct {
+	// WriterID is the flag namespace, e.g. "pipeline.output".
+	WriterID string
+	Strategy WriteStrategy
+	// ReadMode requested for the sources: incremental.ReadSnapshot (default)
+	// or incremental.ReadDelta with Delta set. An Iceberg sink clamps it to
+	// a snapshot read.
+	ReadMode incremental.ReadMode
+	// Delta: see Env.Delta; used only when the read mode stays delta.
+	Delta map[string][]string
+	// Metadata is recorded in the snapshot summary.
+	Metadata map[string]string
+}
+
+// Write resolves the sink, clamps the read mode, opens the ledger intent(s),
+// and runs the arm of the sink:
+//
+//   - Postgres: Apply and the ledger commit in one transaction;
+//   - Iceberg: ComputeRows in a compute transaction, one facade write per
+//     output carrying the transaction id, then the ledger commit with the
+//     commit result (row count, snapshot id, committed-at as watermark).
+//
+// Any failure aborts the intents whose writes did not land and leaves their
+// targets as they were. A facade error whose outcome is unknown leaves the
+// intent open for Recover (the error matches ledger.ErrOutcomeUnknown).
+func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, error) {
+	s := req.Strategy
+	if s == nil || req.WriterID == "" {
+		return nil, fmt.Errorf("%w: Request needs a WriterID and a Strategy", ErrInvalid)
+	}
+	outs := s.Outputs()
+	for _, o := range outs {
+		if err := checkDatasetID("output", o); err != nil {
+			return nil, err
+		}
+	}
+	// 1. Resolve the sink, before anything else.
+	var run func(sink.RowSink[[]WriteResult]) ([]WriteResult, error)
+	var decision sink.Decision
+	switch len(outs) {
+	case 1:
+		dec, err := d.cfg.Resolver.Resolve(ctx, req.WriterID, outs[0])
+		if err != nil {
+			return nil, err
+		}
+		decision = dec
+		run = func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.Run(ctx, dec) }
+	case 2:
+		pair, err := d.cfg.Resolver.ResolvePair(ctx, req.WriterID, outs[0], outs[1])
+		if err != nil {
+			if errors.Is(err, sink.ErrMixedPair) {
+				return nil, fmt.Errorf("%w: %w", ErrMixedSplit, err)
+			}
+			return nil, err
+		}
+		decision = pair.First
+		run = func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.RunPair(ctx, pair) }
+	default:
+		return nil, fmt.Errorf("%w: strategy has %d outputs", ErrInvalid, len(outs))
+	}
+	// 2. Clamp the read mode: an Iceberg sink forces a full rebuild.
+	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows}
+	mode := req.ReadMode
+	if mode == "" {
+		mode = incremental.ReadSnapshot
+	}
+	if mode, _ = incremental.ClampReadMode(decision, mode); mode == incremental.ReadDelta {
+		env.Delta = req.Delta
+	}
+	return run(sink.RowSink[[]WriteResult]{
+		Postgres: func(ctx context.Context) ([]WriteResult, error) {
+			return d.postgres(ctx, req, env)
+		},
+		Iceberg: func(ctx context.Context) ([]WriteResult, error) {
+			if d.cfg.Lakehouse == nil {
+				return nil, fmt.Errorf("%w: output resolved to Iceberg but DispatchConfig.Lakehouse is nil", ErrInvalid)
+			}
+			return d.iceberg(ctx, req, env)
+		},
+	})
+}
+
+// openIntents recovers stale intents of the outputs and opens one intent
+// per output, in dataset id order.
+func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName string) (map[string]*ledger.Intent, error) {
+	outs := append([]string(nil), req.Strategy.Outputs()...)
+	sort.Strings(outs)
+	intents := map[string]*ledger.Intent{}
+	for _, o := range outs {
+		if _, err := d.cfg.Ledger.Recover(ctx, o, d.cfg.RecoverAfter, d.Lookup); err != nil {
+			d.abortAll(ctx, intents, err)
+			return nil, err
+		}
+		mode, err := d.writeMode(ctx, req.Strategy, o, sinkName)
+		if err != nil {
+			d.abortAll(ctx, intents, err)
+			return nil, err
+		}
+		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName, WriteMode: mode})
+		if err != nil {
+			d.abortAll(ctx, intents, err)
+			return nil, err
+		}
+		intents[o] = in
+	}
+	return intents, nil
+}
+
+// writeMode is the ledger write mode of an output: append for the append
+// deploys, unless the output is moving to another sink (then the whole
+// target is rewritten: a replace).
+func (d *Dispatcher) writeMode(ctx context.Context, s WriteStrategy, output, sinkName string) (string, error) {
+	if s.Kind() != KindAppendAlways && s.Kind() != KindAppendNew {
+		return ledger.ModeReplace, nil
+	}
+	ds, err := d.cfg.Ledger.Dataset(ctx, output)
+	if err != nil {
+		return "", err
+	}
+	if ds.Sink != "" && ds.Sink != sinkName {
+		return ledger.ModeReplace, nil
+	}
+	return ledger.ModeAppend, nil
+}
+
+func (d *Dispatcher) abortAll(ctx context.Context, intents map[string]*ledger.Intent, cause error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, in := range intents {
+		_ = d.cfg.Ledger.Abort(cctx, in, cause)
+	}
+}
+
+// Lookup is the dispatcher's ledger.Lookup: an open Postgres intent of a
+// dead process provably did not land (the row store write and the ledger
+// commit share one transaction); an Iceberg intent landed when a snapshot
+// carrying its transaction id is in the table's history.
+func (d *Dispatcher) Lookup(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
+	if in.Sink != StorageIceberg {
+		return ledger.Landing{}, nil
+	}
+	if d.cfg.Lakehouse == nil {
+		return ledger.Landing{}, fmt.Errorf("%w: cannot look up intent %s: no Lakehouse configured", ErrInvalid, in.ID)
+	}
+	res, found, err := d.cfg.Lakehouse.FindTxn(ctx, in.DatasetID, in.ID)
+	if err != nil || !found {
+		return ledger.Landing{}, err
+	}
+	return ledger.Landing{Landed: true, Outcome: ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt}}, nil
+}
+
+func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
+	for _, r := range ps {
+		if in := intents[r.DatasetID]; in != nil && in.WriteMode != r.Mode {
+			return fmt.Errorf("%w: output %q changed storage while being written (planned %s, opened %s); retry", ErrInvalid, r.DatasetID, r.Mode, in.WriteMode)
+		}
+	}
+	return nil
+}
+
+// postgres is the Postgres arm: Apply and the ledger commits in one
+// transaction.
+func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]WriteResult, error) {
+	intents, err := d.openIntents(ctx, req, StoragePostgres)
+	if err != nil {
+		return nil, err
+	}
+	env.TxnIDs = map[string]string{}
+	for o, in := range intents {
+		env.TxnIDs[o] = in.ID
+	}
+	var results []WriteResult
+	err = pgx.BeginFunc(ctx, d.db, func(tx pgx.Tx) error {
+		var err error
+		if results, err = Apply(ctx, tx, env, req.Strategy); err != nil {
+			return err
+		}
+		if err := checkModes(results, intents); err != nil {
+			return err
+		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			return queryError("commit time", err)
+		}
+		for i := range results {
+			r := &results[i]
+			in := intents[r.DatasetID]
+			r.TxnID, r.CommittedAt = in.ID, now
+			if err := d.cfg.Ledger.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.Columns.JSON()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The transaction rolled back: nothing landed, the intents abort.
+		d.abortAll(ctx, intents, err)
+		return nil, err
+	}
+	d.logResults(ctx, req, results)
+	return results, nil
+}
+
+// iceberg is the Iceberg arm: compute, one facade write per output with the
+// transaction id, then the ledger commit from the commit result.
+func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]WriteResult, error) {
+	intents, err := d.openIntents(ctx, req, StorageIceberg)
+	if err != nil {
+		return nil, err
+	}
+	pending := map[string]*ledger.Intent{}
+	for k, v := range intents {
+		pending[k] = v
+	}
+	fail := func(err error) ([]WriteResult, error) {
+		d.abortAll(ctx, pending, err)
+		return nil, err
+	}
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		return fail(queryError("begin compute", err))
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = tx.Rollback(cctx) // the compute transaction writes nothing
+	}()
+	computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.cfg.Cursor)
+	if err != nil {
+		return fail(err)
+	}
+	results := make([]WriteResult, len(computed))
+	for i, c := range computed {
+		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: StorageIceberg, Mode: c.Mode, Columns: c.Columns}
+	}
+	if err := checkModes(results, intents); err != nil {
+		return fail(err)
+	}
+	for i := range computed {
+		c := &computed[i]
+		in := intents[c.DatasetID]
+		res, err := d.cfg.Lakehouse.Write(ctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
+			facade.WriteRequest{
+				Mode:       facade.Mode(c.Mode),
+				Schema:     c.Stream.Schema(),
+				Rows:       c.Stream.All(),
+				SourceRefs: req.Strategy.Sources(),
+				Metadata:   req.Metadata,
+				TxnID:      in.ID,
+			})
+		if err != nil {
+			if errors.Is(err, facade.ErrCommitStateUnknown) {
+				// Never retried or aborted blindly: Recover reconciles it.
+				delete(pending, c.DatasetID)
+				return fail(fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err))
+			}
+			return fail(err)
+		}
+		r := &results[i]
+		r.Rows, r.Skipped, r.Preserved = res.Rows, c.Skipped(res.Rows), c.Preserved
+		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
+		// The snapshot landed: from here on the intent is rolled forward,
+		// never aborted.
+		delete(pending, c.DatasetID)
+		if err := d.cfg.Ledger.Commit(ctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
+			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+			if errors.Is(err, ledger.ErrVetoed) {
+				return fail(err)
+			}
+			// Left open: Recover finds the snapshot and rolls it forward.
+			return fail(fmt.Errorf("%w: snapshot %d of %q landed but the ledger commit failed: %w", ledger.ErrOutcomeUnknown, res.SnapshotID, c.DatasetID, err))
+		}
+	}
+	d.logResults(ctx, req, results)
+	return results, nil
+}
+
+func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResult) {
+	for _, r := range rs {
+		d.log.InfoContext(ctx, "lakewrite output written", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
+			"strategy", string(req.Strategy.Kind()), "sink", r.Sink, "mode", r.Mode, "rows", r.Rows,
+			"skipped", r.Skipped, "preserved", r.Preserved, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
+	}
+}

@@ -1,0 +1,61 @@
+// Package writestrategy computes pipeline outputs from their sources and
+// writes them to the sink each output resolves to; its Dispatcher is the
+// write dispatch that composes the other lakewrite packages.
+//
+// # Strategies
+//
+// A WriteStrategy describes an output: Transform (a chain of SQL steps as
+// CTEs), Join (two sources, with a cross-join preflight), Split (one source,
+// two outputs) and Deploy (append_always, append_new, snapshot_replace).
+// Each strategy is planned into one projection per output: the SELECT of
+// the output's business rows in output order. Both paths run that same
+// SELECT, so they cannot disagree on what the output is:
+//
+//   - Apply, the Postgres path, writes it into the dataset_rows row store
+//     inside the caller's transaction;
+//   - ComputeRows, the lakehouse path, streams it as Arrow batches (package
+//     cursor) for the facade to write.
+//
+// Sources are datasets in the row store (read through their declared
+// schema with jsonb_to_record) or native Iceberg datasets, which are
+// hydrated into a temporary table of the compute transaction (a bulk COPY
+// from the facade's scan, one batch in memory) so the same SQL reads them.
+//
+// SQL is assembled from quoted identifiers and the caller's own trusted SQL
+// fragments (transform steps, split predicates); every value is a
+// parameter. An identifier that cannot be quoted safely (empty, longer than
+// 63 bytes, NUL, invalid UTF-8, or the reserved "__" prefix for output
+// columns) is refused with an *IdentifierError.
+//
+// # Tiers
+//
+// Tier A (transform, join, split, the first snapshot_replace): rows written
+// = the commit result's rows; skipped = preserved = 0. Tier B (append_new,
+// later snapshot_replaces) reads the current target: from the row store, or
+// hydrated from Iceberg. The merge runs in Postgres as part of the same
+// projection (an anti-join or a join on a jsonb key of the row, which
+// Postgres hash-joins), so the client holds one Arrow batch at a time
+// whatever the sizes; skipped and preserved are counted there. On Iceberg a
+// snapshot_replace is one replace snapshot in which unchanged rows carry
+// their previous __row_id and __created_at; an append_new is one append
+// made idempotent by the transaction id. On Postgres, unchanged rows of a
+// snapshot_replace are left in place (their row_index and txn_id are their
+// identity).
+//
+// When an output moves to the other sink (a canary flip or a revert), its
+// first write there is a full rebuild: an append strategy then writes the
+// current target plus the new rows as one replace.
+//
+// # The write dispatch
+//
+// Dispatcher.Write runs one output (or split pair) in the order DESIGN.md
+// gives: resolve the sink (package sink) -> clamp the read mode (package
+// incremental: an Iceberg sink forces a snapshot read) -> recover stale
+// intents and open the ledger intent -> Postgres arm: Apply and the ledger
+// commit in one transaction; Iceberg arm: ComputeRows -> facade write with
+// the transaction id -> ledger commit with the commit result (row count,
+// snapshot id, committed-at as the watermark). Any failure aborts the
+// intents whose writes did not land; an unknown commit outcome leaves the
+// intent open for Recover. Row counts always come from the write itself,
+// never from a count(*) of the target.
+package writestrategy

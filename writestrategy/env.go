@@ -1,0 +1,56 @@
+package writestrategy
+
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// DefaultMaxCrossJoinRows is the cross-join preflight's default limit.
+const DefaultMaxCrossJoinRows = 10_000_000
+
+// Env is what Apply and ComputeRows need besides the transaction.
+type Env struct {
+	// Schema is the control-plane schema. Default "lakewrite".
+	Schema string
+	// Lakehouse reads native (Iceberg) datasets: sources, and targets of
+	// Tier B strategies. Required only when one is read.
+	Lakehouse NativeReader
+	// Delta maps a source dataset id to the ledger transactions of its delta
+	// window: the source is read as only the rows those transactions wrote
+	// (the row store records the writing transaction of each row). A source
+	// not in the map is read whole (snapshot read). A delta read of a
+	// dataset that lives in Iceberg is refused; clamp the read mode first.
+	Delta map[string][]string
+	// TxnIDs maps an output dataset to its ledger transaction id, recorded
+	// with each row written to the row store.
+	TxnIDs map[string]string
+	// MaxCrossJoinRows is the cross-join preflight's limit. Zero means
+	// DefaultMaxCrossJoinRows; negative disables the preflight.
+	MaxCrossJoinRows int64
+}
+
+func (e *Env) ctlSchema() string {
+	s := e.Schema
+	if s == "" {
+		s = ledger.DefaultSchema
+	}
+	return pgx.Identifier{s}.Sanitize()
+}
+
+func (e *Env) maxCross() int64 {
+	switch {
+	case e.MaxCrossJoinRows == 0:
+		return DefaultMaxCrossJoinRows
+	case e.MaxCrossJoinRows < 0:
+		return 0
+	}
+	return e.MaxCrossJoinRows
+}
+
+func (e *Env) txnID(output string) any {
+	if id := e.TxnIDs[output]; id != "" {
+		return id
+	}
+	return nil
+}

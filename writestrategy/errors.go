@@ -1,0 +1,78 @@
+package writestrategy
+
+import (
+	"github.com/lakewrite/lakewrite/ledger"
+
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrInvalid: a strategy or call is malformed (empty dataset id, unknown
+	// join kind, ...).
+	ErrInvalid = errors.New("writestrategy: invalid strategy")
+	// ErrNoSchema: a source dataset has no declared schema to read it by.
+	ErrNoSchema = errors.New("writestrategy: dataset has no declared schema")
+	// ErrUnsafeIdentifier: an identifier or type name cannot be quoted safely.
+	ErrUnsafeIdentifier = errors.New("writestrategy: unsafe identifier")
+	// ErrCrossJoinTooLarge: the cross-join preflight refused the join.
+	ErrCrossJoinTooLarge = errors.New("writestrategy: cross join too large")
+	// ErrMixedSplit: the two outputs of a split resolved to different sinks.
+	ErrMixedSplit = errors.New("writestrategy: split outputs resolved to different sinks")
+)
+
+// IdentifierError names an identifier that was refused. It matches
+// ErrUnsafeIdentifier.
+type IdentifierError struct {
+	What   string // "column", "step", ...
+	Name   string
+	Reason string
+}
+
+func (e *IdentifierError) Error() string {
+	return fmt.Sprintf("writestrategy: %s name %q refused: %s", e.What, e.Name, e.Reason)
+}
+
+// Is reports ErrUnsafeIdentifier.
+func (e *IdentifierError) Is(target error) bool { return target == ErrUnsafeIdentifier }
+
+// CrossJoinError is returned by the cross-join preflight. It matches
+// ErrCrossJoinTooLarge.
+type CrossJoinError struct {
+	Left, Right         string
+	LeftRows, RightRows int64 // recorded datasets.row_count
+	Limit               int64
+}
+
+func (e *CrossJoinError) Error() string {
+	return fmt.Sprintf("writestrategy: cross join of %q (%d rows) and %q (%d rows) would produce about %d rows, above the limit of %d",
+		e.Left, e.LeftRows, e.Right, e.RightRows, e.LeftRows*e.RightRows, e.Limit)
+}
+
+// Is reports ErrCrossJoinTooLarge.
+func (e *CrossJoinError) Is(target error) bool { return target == ErrCrossJoinTooLarge }
+
+// ErrDatasetNotFound is the ledger's: a source or output is not registered.
+var ErrDatasetNotFound = ledger.ErrDatasetNotFound
+
+// QueryError is a failure of a statement lakewrite ran for a strategy
+// (bad step SQL, a runtime error such as division by zero, ...). It unwraps
+// to the driver's error (*pgconn.PgError for a server error).
+type QueryError struct {
+	Op  string
+	Err error
+}
+
+func (e *QueryError) Error() string { return "writestrategy: " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the driver's error.
+func (e *QueryError) Unwrap() error { return e.Err }
+
+func queryError(op string, err error) error {
+	var qe *QueryError
+	if errors.As(err, &qe) {
+		return err
+	}
+	return &QueryError{Op: op, Err: err}
+}

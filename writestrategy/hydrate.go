@@ -1,0 +1,186 @@
+package writestrategy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/lakewrite/lakewrite/facade"
+)
+
+// NativeReader reads a native (Iceberg) dataset as Arrow batches.
+// facade.Lakehouse (the Iceberg facade and its in-memory double) satisfies
+// it.
+type NativeReader interface {
+	Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error]
+}
+
+// hydrate copies a native dataset into a temporary table of the compute
+// transaction (dropped at its end), so the same SQL reads it as it reads the
+// row store. Memory: one Arrow batch at a time.
+func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int) (*relation, error) {
+	if e.Lakehouse == nil {
+		return nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	name := fmt.Sprintf("lw_native_%d_%s", n, hex.EncodeToString(suffix[:]))
+	defs := make([]string, 0, len(s.Columns)+3)
+	for _, c := range s.Columns {
+		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type)
+	}
+	defs = append(defs, `"__row_index" bigint`, `"__row_id" bigint`, `"__created_at" timestamptz`)
+	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+pgx.Identifier{name}.Sanitize()+" ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
+		return nil, queryError("hydrate "+datasetID, err)
+	}
+	cols := append(s.names(), facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt)
+	next, stop := iter.Pull2(e.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{Columns: cols}))
+	defer stop()
+	src := &batchRows{next: next, cols: cols}
+	defer src.release()
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, cols, src); err != nil {
+		return nil, queryError("hydrate "+datasetID, err)
+	}
+	return tableRelation(datasetID, pgx.Identifier{"pg_temp", name}.Sanitize(), s), nil
+}
+
+// batchRows adapts a pulled batch sequence to pgx.CopyFromSource.
+type batchRows struct {
+	next func() (arrow.RecordBatch, error, bool)
+	cols []string
+	rec  arrow.RecordBatch
+	idx  []int // column positions in rec, by cols order
+	row  int
+	vals []any
+	err  error
+}
+
+func (b *batchRows) release() {
+	if b.rec != nil {
+		b.rec.Release()
+		b.rec = nil
+	}
+}
+
+func (b *batchRows) Next() bool {
+	for b.rec == nil || b.row+1 >= int(b.rec.NumRows()) {
+		b.release()
+		rec, err, ok := b.next()
+		if !ok {
+			return false
+		}
+		if err != nil {
+			b.err = err
+			return false
+		}
+		rec.Retain() // the scan releases it after the yield; we keep it until the next pull
+		b.rec, b.row = rec, -1
+		b.idx = b.idx[:0]
+		for _, c := range b.cols {
+			is := rec.Schema().FieldIndices(c)
+			if len(is) != 1 {
+				b.err = fmt.Errorf("%w: native dataset has no single column %q", ErrInvalid, c)
+				return false
+			}
+			b.idx = append(b.idx, is[0])
+		}
+		if rec.NumRows() > 0 {
+			break
+		}
+	}
+	b.row++
+	return true
+}
+
+func (b *batchRows) Values() ([]any, error) {
+	b.vals = b.vals[:0]
+	for _, i := range b.idx {
+		v, err := arrowValue(b.rec.Column(i), b.row)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", b.cols[len(b.vals)], err)
+		}
+		b.vals = append(b.vals, v)
+	}
+	return b.vals, nil
+}
+
+func (b *batchRows) Err() error { return b.err }
+
+// arrowValue converts one Arrow value to a value pgx encodes.
+func arrowValue(arr arrow.Array, i int) (any, error) {
+	if arr.IsNull(i) {
+		return nil, nil
+	}
+	switch a := arr.(type) {
+	case array.ExtensionArray:
+		return arrowValue(a.Storage(), i)
+	case *array.Boolean:
+		return a.Value(i), nil
+	case *array.Int8:
+		return int64(a.Value(i)), nil
+	case *array.Int16:
+		return int64(a.Value(i)), nil
+	case *array.Int32:
+		return int64(a.Value(i)), nil
+	case *array.Int64:
+		return a.Value(i), nil
+	case *array.Float32:
+		return float64(a.Value(i)), nil
+	case *array.Float64:
+		return a.Value(i), nil
+	case *array.Decimal128:
+		scale := a.DataType().(*arrow.Decimal128Type).Scale
+		return pgtype.Numeric{Int: a.Value(i).BigInt(), Exp: -scale, Valid: true}, nil
+	case *array.String:
+		return a.Value(i), nil
+	case *array.LargeString:
+		return a.Value(i), nil
+	case *array.StringView:
+		return a.Value(i), nil
+	case *array.Binary:
+		return append([]byte(nil), a.Value(i)...), nil
+	case *array.LargeBinary:
+		return append([]byte(nil), a.Value(i)...), nil
+	case *array.FixedSizeBinary:
+		v := a.Value(i)
+		if len(v) == 16 {
+			var u [16]byte
+			copy(u[:], v)
+			return u, nil
+		}
+		return append([]byte(nil), v...), nil
+	case *array.Date32:
+		return a.Value(i).ToTime(), nil
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		return a.Value(i).ToTime(unit), nil
+	case *array.Time64:
+		unit := a.DataType().(*arrow.Time64Type).Unit
+		us := int64(a.Value(i))
+		if unit == arrow.Nanosecond {
+			us /= 1000
+		}
+		return pgtype.Time{Microseconds: us, Valid: true}, nil
+	case *array.List:
+		start, end := a.ValueOffsets(i)
+		vals := a.ListValues()
+		out := make([]any, 0, end-start)
+		for j := start; j < end; j++ {
+			v, err := arrowValue(vals, int(j))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: Arrow type %s cannot be copied into Postgres", ErrInvalid, arr.DataType())
+}

@@ -1,0 +1,359 @@
+package writestrategy
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// relation is a dataset readable by SQL: its business columns plus
+// "__ord", the row order (row_index in the row store, __row_index in a
+// hydrated native table).
+type relation struct {
+	datasetID string
+	schema    Schema
+	// render returns a parenthesized subquery, registering its parameters.
+	render func(b *builder) string
+	// identity: the relation also exposes "__row_id" and "__created_at"
+	// (a hydrated native table).
+	identity bool
+}
+
+func (r *relation) cols(alias string) string {
+	q := quoteIdents(r.schema.names())
+	if alias != "" {
+		for i := range q {
+			q[i] = alias + "." + q[i]
+		}
+	}
+	return strings.Join(q, ", ")
+}
+
+// rowStoreRelation reads a dataset from dataset_rows, typed by its declared
+// schema; deltaTxns, when not nil, limits it to rows written by those
+// ledger transactions.
+func rowStoreRelation(ctlSchema, datasetID string, s Schema, deltaTxns []string) *relation {
+	return &relation{datasetID: datasetID, schema: s, render: func(b *builder) string {
+		defs := make([]string, len(s.Columns))
+		for i, c := range s.Columns {
+			defs[i] = quoteIdents([]string{c.Name})[0] + " " + c.Type
+		}
+		sql := "(SELECT " + (&relation{schema: s}).cols("r") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
+			".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
+			") WHERE d.dataset_id = " + b.param(datasetID)
+		if deltaTxns != nil {
+			sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::uuid[])"
+		}
+		return sql + ")"
+	}}
+}
+
+// tableRelation reads a temporary table holding a hydrated native dataset.
+func tableRelation(datasetID, table string, s Schema) *relation {
+	return &relation{datasetID: datasetID, schema: s, identity: true, render: func(b *builder) string {
+		return "(SELECT " + (&relation{schema: s}).cols("") + `, "__row_index" AS "__ord", "__row_id", "__created_at" FROM ` + table + ")"
+	}}
+}
+
+// projection is one output of a strategy: the SELECT of its business rows
+// in output order, and how it is written.
+type projection struct {
+	output string
+	kind   Kind
+	mode   string // ledger.ModeReplace or ledger.ModeAppend
+	sql    string
+	args   []any
+	// countSQL counts the source rows the output was drawn from (for
+	// skipped); empty when nothing can be skipped.
+	countSQL  string
+	countArgs []any
+	// preserveSQL counts output rows unchanged against the current target
+	// (snapshot_replace); empty otherwise.
+	preserveSQL  string
+	preserveArgs []any
+	// identitySQL is sql plus the nullable "__row_id" and "__created_at" of
+	// unchanged rows, for the lakehouse path (snapshot_replace over a native
+	// target); empty otherwise.
+	identitySQL  string
+	identityArgs []any
+	// tierB: the output depends on the current target.
+	tierB bool
+	// target is the current target when it is read (Tier B).
+	target *relation
+}
+
+// targetState is what the plan knows about an output's current contents.
+type targetState struct {
+	rel *relation // nil when the target is empty or does not exist yet
+	// flip: the output is being written to a different sink than the one
+	// holding its contents; every strategy then writes a full rebuild.
+	flip bool
+}
+
+// planContext holds what planning needs: resolved sources and targets.
+type planContext struct {
+	ctlSchema string // quoted control-plane schema
+	sources   map[string]*relation
+	targets   map[string]*targetState
+	rowCounts map[string]int64 // recorded datasets.row_count per source
+	maxCross  int64
+}
+
+func (pc *planContext) source(id string) (*relation, error) {
+	r, ok := pc.sources[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: source %q was not resolved", ErrInvalid, id)
+	}
+	return r, nil
+}
+
+func (t Transform) plan(pc *planContext) ([]projection, error) {
+	if err := checkDatasetID("output", t.Output); err != nil {
+		return nil, err
+	}
+	src, err := pc.source(t.Source)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(t.Args)
+	b.w(`WITH "source" AS (SELECT `, src.cols("s"), " FROM ", src.render(b), ` s ORDER BY s."__ord")`)
+	last := `"source"`
+	seen := map[string]bool{"source": true}
+	for _, st := range t.Steps {
+		q, err := quoteIdent("step", st.Name)
+		if err != nil {
+			return nil, err
+		}
+		if seen[st.Name] {
+			return nil, &IdentifierError{What: "step", Name: st.Name, Reason: "used twice (or named \"source\")"}
+		}
+		if strings.TrimSpace(st.SQL) == "" {
+			return nil, fmt.Errorf("%w: step %q has no SQL", ErrInvalid, st.Name)
+		}
+		seen[st.Name] = true
+		b.w(", ", q, " AS (", st.SQL, "\n)")
+		last = q
+	}
+	b.w(" SELECT * FROM ", last)
+	return []projection{{output: t.Output, kind: KindTransform, mode: ledger.ModeReplace, sql: b.String(), args: b.args}}, nil
+}
+
+func (j Join) plan(pc *planContext) ([]projection, error) {
+	if err := checkDatasetID("output", j.Output); err != nil {
+		return nil, err
+	}
+	left, err := pc.source(j.Left)
+	if err != nil {
+		return nil, err
+	}
+	right, err := pc.source(j.Right)
+	if err != nil {
+		return nil, err
+	}
+	kind := j.Type
+	if kind == "" {
+		kind = InnerJoin
+	}
+	var joinSQL string
+	switch kind {
+	case InnerJoin:
+		joinSQL = "JOIN"
+	case LeftJoin:
+		joinSQL = "LEFT JOIN"
+	case FullJoin:
+		joinSQL = "FULL JOIN"
+	case CrossJoin:
+		joinSQL = "CROSS JOIN"
+	default:
+		return nil, fmt.Errorf("%w: join type %q", ErrInvalid, j.Type)
+	}
+	if kind != CrossJoin && len(j.On) == 0 {
+		return nil, fmt.Errorf("%w: a %s join needs On columns (use CrossJoin for a cartesian product)", ErrInvalid, kind)
+	}
+	if kind == CrossJoin && len(j.On) > 0 {
+		return nil, fmt.Errorf("%w: a cross join takes no On columns", ErrInvalid)
+	}
+	if kind == CrossJoin {
+		// Preflight from the recorded row counts, never a count(*) of the
+		// row store (which reads 0 for a native dataset).
+		lr, rr := pc.rowCounts[j.Left], pc.rowCounts[j.Right]
+		if pc.maxCross > 0 && (lr > 0 && rr > pc.maxCross/lr || lr*rr > pc.maxCross) {
+			return nil, &CrossJoinError{Left: j.Left, Right: j.Right, LeftRows: lr, RightRows: rr, Limit: pc.maxCross}
+		}
+	}
+	sides := map[string]*relation{"left": left, "right": right}
+	alias := map[string]string{"left": "l", "right": "r"}
+	cols := j.Columns
+	if len(cols) == 0 {
+		for _, c := range left.schema.Columns {
+			cols = append(cols, JoinColumn{Side: "left", Name: c.Name})
+		}
+		for _, c := range right.schema.Columns {
+			cols = append(cols, JoinColumn{Side: "right", Name: c.Name})
+		}
+	}
+	var sel []string
+	names := map[string]bool{}
+	for _, c := range cols {
+		rel, ok := sides[c.Side]
+		if !ok {
+			return nil, fmt.Errorf("%w: join column %q: side %q is not \"left\" or \"right\"", ErrInvalid, c.Name, c.Side)
+		}
+		if !rel.schema.has(c.Name) {
+			return nil, fmt.Errorf("%w: join column %q is not a column of %s dataset %q", ErrInvalid, c.Name, c.Side, rel.datasetID)
+		}
+		as := c.As
+		if as == "" {
+			as = c.Name
+		}
+		if err := checkColumnName(as); err != nil {
+			return nil, err
+		}
+		if names[as] {
+			return nil, &IdentifierError{What: "join output column", Name: as, Reason: "appears twice; rename one with As"}
+		}
+		names[as] = true
+		sel = append(sel, alias[c.Side]+"."+quoteIdents([]string{c.Name})[0]+" AS "+quoteIdents([]string{as})[0])
+	}
+	b := newBuilder(nil)
+	b.w("SELECT ", strings.Join(sel, ", "), " FROM ", left.render(b), " l ", joinSQL, " ", right.render(b), " r")
+	for i, on := range j.On {
+		if !left.schema.has(on.Left) || !right.schema.has(on.Right) {
+			return nil, fmt.Errorf("%w: join condition %q = %q names a column the sources do not have", ErrInvalid, on.Left, on.Right)
+		}
+		if i == 0 {
+			b.w(" ON ")
+		} else {
+			b.w(" AND ")
+		}
+		b.w("l.", quoteIdents([]string{on.Left})[0], " = r.", quoteIdents([]string{on.Right})[0])
+	}
+	b.w(` ORDER BY l."__ord" NULLS LAST, r."__ord" NULLS LAST`)
+	return []projection{{output: j.Output, kind: KindJoin, mode: ledger.ModeReplace, sql: b.String(), args: b.args}}, nil
+}
+
+func (s Split) plan(pc *planContext) ([]projection, error) {
+	if err := checkDatasetID("matched output", s.Matched); err != nil {
+		return nil, err
+	}
+	if err := checkDatasetID("unmatched output", s.Unmatched); err != nil {
+		return nil, err
+	}
+	if s.Matched == s.Unmatched {
+		return nil, fmt.Errorf("%w: split outputs are the same dataset %q", ErrInvalid, s.Matched)
+	}
+	if strings.TrimSpace(s.Predicate) == "" {
+		return nil, fmt.Errorf("%w: split predicate is empty", ErrInvalid)
+	}
+	src, err := pc.source(s.Source)
+	if err != nil {
+		return nil, err
+	}
+	// One builder for both outputs: they share parameter numbers, so the
+	// Postgres path can write them in one combined statement.
+	b := newBuilder(s.Args)
+	from := src.render(b)
+	one := func(output, test string) projection {
+		sql := "SELECT " + src.cols("s") + " FROM " + from + " s WHERE (" + s.Predicate + "\n) " + test + ` ORDER BY s."__ord"`
+		return projection{output: output, kind: KindSplit, mode: ledger.ModeReplace, sql: sql, args: b.args}
+	}
+	return []projection{one(s.Matched, "IS TRUE"), one(s.Unmatched, "IS NOT TRUE")}, nil
+}
+
+func (d Deploy) plan(pc *planContext) ([]projection, error) {
+	if err := checkDatasetID("target", d.Target); err != nil {
+		return nil, err
+	}
+	src, err := pc.source(d.Source)
+	if err != nil {
+		return nil, err
+	}
+	key := d.Key
+	if len(key) == 0 {
+		key = src.schema.names()
+	}
+	for _, k := range key {
+		if !src.schema.has(k) {
+			return nil, fmt.Errorf("%w: key column %q is not a column of source %q", ErrInvalid, k, d.Source)
+		}
+	}
+	ts := pc.targets[d.Target]
+	if ts == nil {
+		ts = &targetState{}
+	}
+	tgt := ts.rel
+	if tgt != nil {
+		for _, c := range src.schema.Columns {
+			if !tgt.schema.has(c.Name) {
+				return nil, fmt.Errorf("%w: source column %q is not in target %q; deploy needs the same columns", ErrInvalid, c.Name, d.Target)
+			}
+		}
+	}
+	cols := src.cols("")
+	keyRow := func(alias string) string { return rowKey(alias, key) }
+	p := projection{output: d.Target, kind: d.Mode, target: tgt, tierB: tgt != nil}
+	// countSQL: the source rows considered, for skipped.
+	cb := newBuilder(nil)
+	cb.w("SELECT count(*) FROM ", src.render(cb), " s")
+	p.countSQL, p.countArgs = cb.String(), cb.args
+
+	b := newBuilder(nil)
+	switch d.Mode {
+	case KindAppendAlways:
+		p.mode = ledger.ModeAppend
+		p.countSQL = ""
+		b.w("SELECT ", cols, " FROM ", src.render(b), ` s ORDER BY "__ord"`)
+	case KindAppendNew:
+		p.mode = ledger.ModeAppend
+		b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
+			` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1`)
+		if tgt != nil {
+			b.w(" AND NOT EXISTS (SELECT 1 FROM ", tgt.render(b), " t WHERE ", keyRow("t"), " = ", keyRow("s"), ")")
+		}
+		b.w(` ORDER BY s."__ord"`)
+	case KindSnapshotReplace:
+		p.mode = ledger.ModeReplace
+		b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
+			` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1 ORDER BY s."__ord"`)
+	default:
+		return nil, fmt.Errorf("%w: deploy mode %q", ErrInvalid, d.Mode)
+	}
+	p.sql, p.args = b.String(), b.args
+	if d.Mode == KindSnapshotReplace && tgt != nil && !ts.flip {
+		// Output rows equal to a current target row keep their identity.
+		pb := newBuilder(b.args)
+		all := src.schema.names()
+		pb.w("SELECT count(*) FROM (", b.String(), ") o WHERE EXISTS (SELECT 1 FROM ", tgt.render(pb), " t WHERE ",
+			rowKey("t", all), " = ", rowKey("o", all), ")")
+		p.preserveSQL, p.preserveArgs = pb.String(), pb.args
+		if tgt.identity {
+			// The lakehouse path carries the identity of unchanged rows.
+			ib := newBuilder(b.args)
+			ib.w("SELECT ", (&relation{schema: src.schema}).cols("o"), `, t."__row_id", t."__created_at" FROM (SELECT x.*, `,
+				rowKey("x", all), ` AS "__k", row_number() OVER () AS "__n" FROM (`, b.String(), `) x) o LEFT JOIN (SELECT DISTINCT ON ("__k") "__k", "__row_id", "__created_at" FROM (SELECT `,
+				rowKey("t", all), ` AS "__k", t."__row_id", t."__created_at" FROM `, tgt.render(ib), ` t) t0 ORDER BY "__k", "__row_id") t ON t."__k" = o."__k" ORDER BY o."__n"`)
+			p.identitySQL, p.identityArgs = ib.String(), ib.args
+		}
+	}
+	if ts.flip && tgt != nil && p.mode == ledger.ModeAppend {
+		// The output moves to another sink: write the whole target (its
+		// current rows, then the new ones) as a replace.
+		fb := newBuilder(b.args)
+		fb.w("SELECT ", cols, " FROM (SELECT ", cols, `, 0 AS "__part", "__ord" FROM `, tgt.render(fb),
+			` t UNION ALL SELECT `, cols, `, 1, row_number() OVER () FROM (`, b.String(), `) n) u ORDER BY "__part", "__ord"`)
+		p.sql, p.args, p.mode = fb.String(), fb.args, ledger.ModeReplace
+	}
+	return []projection{p}, nil
+}
+
+// rowKey is a comparable, hashable key of the named columns: a jsonb
+// array, so NULLs compare equal and numbers compare by value (1.5 = 1.50),
+// and Postgres can hash-join on it.
+func rowKey(alias string, names []string) string {
+	q := quoteIdents(names)
+	for i := range q {
+		q[i] = alias + "." + q[i]
+	}
+	return "jsonb_build_array(" + strings.Join(q, ", ") + ")"
+}

@@ -1,0 +1,125 @@
+package writestrategy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Storage values of datasets.sink: where a dataset's contents live.
+const (
+	StoragePostgres = "pg"
+	StorageIceberg  = "iceberg_native"
+)
+
+type datasetRow struct {
+	id       string
+	schema   json.RawMessage
+	rowCount int64
+	sink     string
+}
+
+func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, error) {
+	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, '') FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]datasetRow{}
+	for rows.Next() {
+		var d datasetRow
+		var schema []byte
+		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink); err != nil {
+			return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
+		}
+		if schema != nil {
+			d.schema = schema
+		}
+		out[d.id] = d
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
+	}
+	return out, nil
+}
+
+// prepare resolves the strategy's sources and targets inside tx (hydrating
+// native ones into temporary tables) and plans its projections. sinkTo is
+// where the outputs are being written.
+func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo string) ([]projection, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: strategy is nil", ErrInvalid)
+	}
+	ctl := env.ctlSchema()
+	for _, id := range s.Sources() {
+		if err := checkDatasetID("source", id); err != nil {
+			return nil, err
+		}
+	}
+	ids := append(append([]string(nil), s.Sources()...), s.Outputs()...)
+	ds, err := loadDatasets(ctx, tx, ctl, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if _, ok := ds[id]; !ok {
+			return nil, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
+		}
+	}
+	pc := &planContext{ctlSchema: ctl, sources: map[string]*relation{}, targets: map[string]*targetState{},
+		rowCounts: map[string]int64{}, maxCross: env.maxCross()}
+	hydrated := map[string]*relation{}
+	read := func(id string, delta []string) (*relation, error) {
+		d := ds[id]
+		sc, err := ParseSchema(d.schema)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %q: %w", id, err)
+		}
+		if d.sink != StorageIceberg {
+			return rowStoreRelation(ctl, id, sc, delta), nil
+		}
+		if r, ok := hydrated[id]; ok {
+			return r, nil
+		}
+		r, err := env.hydrate(ctx, tx, id, sc, len(hydrated))
+		if err != nil {
+			return nil, err
+		}
+		hydrated[id] = r
+		return r, nil
+	}
+	for _, id := range s.Sources() {
+		if _, done := pc.sources[id]; done {
+			continue
+		}
+		delta, isDelta := env.Delta[id]
+		if isDelta && ds[id].sink == StorageIceberg {
+			return nil, fmt.Errorf("%w: delta read of %q, which lives in Iceberg; read it as a snapshot", ErrInvalid, id)
+		}
+		if isDelta && delta == nil {
+			delta = []string{}
+		}
+		r, err := read(id, delta)
+		if err != nil {
+			return nil, err
+		}
+		pc.sources[id] = r
+		pc.rowCounts[id] = ds[id].rowCount
+	}
+	if dep, ok := s.(Deploy); ok && dep.Mode != KindAppendAlways || ok && sinkTo != ds[dep.Target].sink {
+		// Tier B (and flips) read the current target from where it lives.
+		t := ds[dep.Target]
+		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
+		if t.sink != "" && len(t.schema) > 0 {
+			r, err := read(dep.Target, nil)
+			if err != nil {
+				return nil, err
+			}
+			st.rel = r
+		}
+		pc.targets[dep.Target] = st
+	}
+	return s.plan(pc)
+}
