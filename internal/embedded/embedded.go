@@ -1,0 +1,149 @@
+// Package embedded wires lakewrite on its embedded default for the example
+// programs: Postgres from DATABASE_URL or a throwaway local cluster, the
+// control-plane schema migrated, iceberg-go's SQL catalog in the same
+// database with a local warehouse directory, and a write dispatcher.
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/pgcluster"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// Options configure Start.
+type Options struct {
+	// DatabaseURL of an existing Postgres; empty starts a throwaway cluster
+	// from the system binaries, removed by Close (or by its supervisor if
+	// the process dies).
+	DatabaseURL string
+	// Warehouse directory for the Iceberg tables. Empty: a new directory
+	// under the OS temp dir, removed by Close.
+	Warehouse string
+	// Logger for the library's records. Default discard.
+	Logger *slog.Logger
+	// MaxConns of the pool. Default 8.
+	MaxConns int32
+	// Facade configures the Iceberg facade (nil: defaults).
+	Facade *facade.Config
+}
+
+// Env is a running embedded default. Close releases everything.
+type Env struct {
+	URL        string
+	Pool       *pgxpool.Pool
+	Ledger     *ledger.Ledger
+	Flags      *sink.Flags
+	Resolver   *sink.Resolver
+	Catalog    *facade.SQLCatalog
+	Facade     *facade.Facade
+	Dispatcher *writestrategy.Dispatcher
+	Warehouse  string
+	// Started is true when Start launched its own Postgres cluster.
+	Started bool
+
+	cluster       *pgcluster.Cluster
+	removeWarehse bool
+}
+
+// Start brings the embedded default up.
+func Start(ctx context.Context, o Options) (_ *Env, err error) {
+	e := &Env{URL: o.DatabaseURL, Warehouse: o.Warehouse}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if e.URL == "" {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("start a local Postgres (set DATABASE_URL to use your own): %w", err)
+		}
+		e.cluster, e.Started, e.URL = c, true, c.URL("postgres")
+	}
+	if e.Warehouse == "" {
+		dir, err := os.MkdirTemp("", "lakewrite-warehouse-")
+		if err != nil {
+			return nil, err
+		}
+		e.Warehouse, e.removeWarehse = dir, true
+	}
+	if e.Warehouse, err = filepath.Abs(e.Warehouse); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(e.Warehouse, 0o755); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(e.URL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	cfg.MaxConns = o.MaxConns
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 8
+	}
+	if e.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := e.Pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
+	}
+	if _, err := ledger.Migrate(ctx, e.Pool, ""); err != nil {
+		return nil, err
+	}
+	if e.Ledger, err = ledger.New(e.Pool, &ledger.Config{Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	if e.Flags, err = sink.NewFlags(e.Pool, nil); err != nil {
+		return nil, err
+	}
+	if e.Resolver, err = sink.NewResolver(e.Flags, &sink.ResolverConfig{Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	if e.Catalog, err = facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: e.URL, Warehouse: e.Warehouse}); err != nil {
+		return nil, err
+	}
+	fc := o.Facade
+	if fc == nil {
+		fc = &facade.Config{}
+	}
+	if fc.Logger == nil {
+		fc.Logger = o.Logger
+	}
+	if e.Facade, err = facade.New(e.Catalog, fc); err != nil {
+		return nil, err
+	}
+	e.Dispatcher, err = writestrategy.NewDispatcher(e.Pool, &writestrategy.DispatchConfig{
+		Ledger: e.Ledger, Resolver: e.Resolver, Lakehouse: e.Facade, Workspace: "embedded", Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close closes the pool and the catalog, stops the cluster Start launched
+// and removes the warehouse Start created.
+func (e *Env) Close() {
+	if e == nil {
+		return
+	}
+	if e.Catalog != nil {
+		_ = e.Catalog.Close()
+	}
+	if e.Pool != nil {
+		e.Pool.Close()
+	}
+	e.cluster.Stop()
+	if e.removeWarehse {
+		_ = os.RemoveAll(e.Warehouse)
+	}
+}
