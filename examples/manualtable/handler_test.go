@@ -1,6 +1,7 @@
 package manualtable_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -47,6 +48,9 @@ type envOptions struct {
 	batchRows      int
 	maxUploadBytes int64
 	maxLineBytes   int
+	// handlerMem, when set, is the handler's allocator (the facade keeps
+	// its own), to measure what the handler alone holds.
+	handlerMem memory.Allocator
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -76,8 +80,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 		require.NoError(t, err)
 		lh = e.facade
 	}
+	hmem := memory.Allocator(mem)
+	if o.handlerMem != nil {
+		hmem = o.handlerMem
+	}
 	h, err := manualtable.NewHandler(manualtable.Config{
-		DB: pool, Ledger: led, Lakehouse: lh, Allocator: mem,
+		DB: pool, Ledger: led, Lakehouse: lh, Allocator: hmem,
 		BatchRows: o.batchRows, MaxUploadBytes: o.maxUploadBytes, MaxLineBytes: o.maxLineBytes,
 	})
 	require.NoError(t, err)
@@ -112,18 +120,28 @@ func (r response) error(t *testing.T, status int, code string) manualtable.Error
 
 func (e *env) do(method, path, contentType string, body io.Reader) response {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	r, err := e.send(method, path, contentType, body)
 	require.NoError(e.t, err)
+	require.Equal(e.t, "application/json", r.header.Get("Content-Type"), "body: %s", r.body)
+	return r
+}
+
+// send is do without assertions, safe off the test goroutine.
+func (e *env) send(method, path, contentType string, body io.Reader) (response, error) {
+	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	if err != nil {
+		return response{}, err
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := e.srv.Client().Do(req)
-	require.NoError(e.t, err)
+	if err != nil {
+		return response{}, err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	require.Equal(e.t, "application/json", resp.Header.Get("Content-Type"), "body: %s", b)
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, err
 }
 
 func (e *env) declare(id string, cols ...string) response {
@@ -555,7 +573,13 @@ func TestConcurrentUploads(t *testing.T) {
 	responses := make([]response, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { responses[i] = e.uploadCSV("c", "", bodies[i]) })
+		wg.Go(func() {
+			r, err := e.send(http.MethodPost, "/datasets/c/rows", "text/csv", strings.NewReader(bodies[i]))
+			if err != nil {
+				r.body = []byte(err.Error())
+			}
+			responses[i] = r
+		})
 	}
 	wg.Wait()
 	snaps := map[int64]bool{}
@@ -589,8 +613,15 @@ func TestConcurrentUploadBusy(t *testing.T) {
 	require.Equal(t, http.StatusCreated, e.declare("b", "id bigint").status)
 
 	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
 	first := make(chan response, 1)
-	go func() { first <- e.do(http.MethodPost, "/datasets/b/rows", "text/csv", pr) }()
+	go func() {
+		r, err := e.send(http.MethodPost, "/datasets/b/rows", "text/csv", pr)
+		if err != nil {
+			r.body = []byte(err.Error())
+		}
+		first <- r
+	}()
 	_, err := io.WriteString(pw, "id\n1\n2\n3\n")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -611,4 +642,62 @@ func TestConcurrentUploadBusy(t *testing.T) {
 	assert.Equal(t, [][]string{{"1"}, {"2"}, {"3"}, {"4"}}, e.rows("b"))
 	// Once the write ended the declaration can change.
 	assert.Equal(t, http.StatusOK, e.declare("b", "id bigint", "extra text").status)
+}
+
+// peakAllocator records the most memory allocated at once.
+type peakAllocator struct {
+	*memory.CheckedAllocator
+	mu        sync.Mutex
+	cur, peak int
+}
+
+func (p *peakAllocator) Allocate(n int) []byte {
+	p.mu.Lock()
+	p.cur += n
+	p.peak = max(p.peak, p.cur)
+	p.mu.Unlock()
+	return p.CheckedAllocator.Allocate(n)
+}
+
+func (p *peakAllocator) Reallocate(n int, b []byte) []byte {
+	p.mu.Lock()
+	p.cur += n - len(b)
+	p.peak = max(p.peak, p.cur)
+	p.mu.Unlock()
+	return p.CheckedAllocator.Reallocate(n, b)
+}
+
+func (p *peakAllocator) Free(b []byte) {
+	p.mu.Lock()
+	p.cur -= len(b)
+	p.mu.Unlock()
+	p.CheckedAllocator.Free(b)
+}
+
+// The body is streamed: the handler holds about one batch of Arrow memory
+// whatever the size of the upload.
+func TestUploadIsStreamed(t *testing.T) {
+	t.Parallel()
+	pa := &peakAllocator{CheckedAllocator: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	t.Cleanup(func() { pa.AssertSize(t, 0) })
+	e := newEnv(t, envOptions{batchRows: 1000, handlerMem: pa})
+	require.Equal(t, http.StatusCreated, e.declare("s", "id bigint", "amount numeric(18,2)", "name text").status)
+	const rows = 200_000
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pr.Close() }) // unblocks the writer if the request ends early
+	go func() {
+		bw := bufio.NewWriterSize(pw, 64<<10)
+		bw.WriteString("id,amount,name\n")
+		for i := range rows {
+			fmt.Fprintf(bw, "%d,%d.%02d,name number %d\n", i, i, i%100, i)
+		}
+		pw.CloseWithError(bw.Flush())
+	}()
+	res := e.do(http.MethodPost, "/datasets/s/rows", "text/csv", pr).result(t)
+	assert.EqualValues(t, rows, res.Rows)
+	// The rows take about 8 MiB as Arrow; the handler holds its builders
+	// plus the few batches the facade's write queue still references.
+	assert.Less(t, pa.peak, 1<<20, "peak Arrow memory of the handler")
+	t.Logf("handler peak Arrow memory: %d bytes for %d rows", pa.peak, rows)
+	assert.EqualValues(t, rows, e.dataset("s").RowCount)
 }
