@@ -1,0 +1,78 @@
+package manualtable
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// DefaultWriterID is the writer id of manual-table writes, distinct from
+// pipeline outputs so that flags and cutover lists can tell them apart.
+const DefaultWriterID = "manual.table"
+
+// Config configures the handler. DB, Ledger and Lakehouse are required;
+// every other zero field means the documented default.
+type Config struct {
+	// DB is the Postgres pool holding the ledger's control-plane schema
+	// (the same database the Ledger writes). The handler never closes it.
+	DB ledger.DB
+	// Ledger wraps every upload in a write intent. How long a concurrent
+	// upload of the same dataset waits before a 409 is the ledger's
+	// Config.WaitTimeout.
+	Ledger *ledger.Ledger
+	// Lakehouse receives the rows: a *facade.Facade, or a facadetest
+	// double in tests.
+	Lakehouse facade.Lakehouse
+	// WriterID of the writes. Default DefaultWriterID ("manual.table").
+	WriterID string
+	// Workspace recorded in the snapshot summary. Default "".
+	Workspace string
+	// MaxUploadBytes bounds a request body. Default 256 MiB.
+	MaxUploadBytes int64
+	// MaxLineBytes bounds one NDJSON line. Default 1 MiB.
+	MaxLineBytes int
+	// BatchRows is the number of rows per Arrow record batch handed to the
+	// lakehouse; it bounds the handler's memory per upload. Default 8192.
+	BatchRows int
+	// Logger receives one record per write (Info) and per server error
+	// (Error). Default: discard.
+	Logger *slog.Logger
+	// Allocator for the record batches. Default memory.DefaultAllocator.
+	Allocator memory.Allocator
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.DB == nil:
+		return c, errors.New("manualtable: Config.DB is nil: pass the pgx pool of the ledger's database")
+	case c.Ledger == nil:
+		return c, errors.New("manualtable: Config.Ledger is nil: pass ledger.New(pool, ...)")
+	case c.Lakehouse == nil:
+		return c, errors.New("manualtable: Config.Lakehouse is nil: pass a *facade.Facade (or a facadetest double)")
+	case c.MaxUploadBytes < 0 || c.MaxLineBytes < 0 || c.BatchRows < 0:
+		return c, errors.New("manualtable: Config.MaxUploadBytes, MaxLineBytes and BatchRows must not be negative (0 means the default)")
+	}
+	if c.WriterID == "" {
+		c.WriterID = DefaultWriterID
+	}
+	if c.MaxUploadBytes == 0 {
+		c.MaxUploadBytes = 256 << 20
+	}
+	if c.MaxLineBytes == 0 {
+		c.MaxLineBytes = 1 << 20
+	}
+	if c.BatchRows == 0 {
+		c.BatchRows = 8192
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Allocator == nil {
+		c.Allocator = memory.DefaultAllocator
+	}
+	return c, nil
+}

@@ -1,0 +1,73 @@
+// Package manualtable is lakewrite's manual-table HTTP handler: users
+// declare a table, upload its contents as CSV or JSON lines, and the rows are
+// written natively to Iceberg through the facade, wrapped in the ledger.
+// It is an importable example of how a service embeds lakewrite.
+//
+// # Routes
+//
+//	PUT  /datasets/{id}        {"name": "...", "columns": [{"name": "id", "type": "bigint"}, ...]}
+//	GET  /datasets/{id}
+//	POST /datasets/{id}/rows   Content-Type: text/csv | application/x-ndjson   [?mode=replace|append]
+//
+// PUT records the dataset in the ledger's datasets table with its declared
+// schema, stored as {"columns":[{"name","type"}]} with each type as Postgres'
+// format_type prints it (the format writestrategy reads, so a manual table
+// is readable as a source). Types: smallint, integer, bigint, real, double
+// precision, numeric(p,s) with p <= 38, boolean, text, date, timestamp with
+// time zone, timestamp without time zone, json, jsonb, uuid (the usual
+// aliases such as int8, bool, timestamptz and decimal(p,s) are accepted and
+// normalized). Changing the declaration while a write of the dataset is in
+// flight is refused with 409.
+//
+// POST uploads the full contents of the table: by default a replace (one
+// snapshot that replaces the table), with ?mode=append one appended
+// snapshot. The answer is the commit result:
+//
+//	{"dataset_id":"orders","txn_id":"...","mode":"replace","rows":3,"snapshot_id":123,
+//	 "committed_at":"2024-01-02T03:04:05.678Z","data_files":1}
+//
+// A CSV body starts with a header naming every declared column exactly once,
+// in any order; an empty field is NULL. An NDJSON body holds one JSON object
+// per line keyed by column name; a missing key or null is NULL, an unknown
+// key is an error; numbers may be given as strings. Values are parsed
+// strictly: a value that does not fit its column (an integer out of range, a
+// decimal with more digits or decimal places than declared — never rounded
+// — a timestamp more precise than microseconds, an invalid uuid or JSON) is
+// rejected, never coerced.
+//
+// # Streaming and all-or-nothing
+//
+// The body is never buffered whole: it is read through http.MaxBytesReader
+// row by row into Arrow builders, and every Config.BatchRows rows a record
+// batch is handed to the lakehouse. An invalid row may come after batches
+// were already handed over, so the handler makes the write fail by yielding
+// the error from the batch sequence: the facade guarantees that a failing
+// input stream commits nothing. The request then gets a 4xx JSON error
+// naming the line and column, and the ledger intent is aborted.
+//
+// # Ledger
+//
+// Each upload runs inside ledger.With: the intent is opened (a concurrent
+// upload of the same dataset waits for it, up to the ledger's WaitTimeout,
+// then gets 409 busy), the facade write carries the intent id as its txn
+// id, and the commit stamps the row count, snapshot id and commit time from
+// the commit result and the declared schema on the dataset. A write that
+// fails aborts the intent (5xx, or 409 for a clean catalog conflict). When
+// the catalog cannot say whether the commit landed
+// (facade.ErrCommitStateUnknown), the intent is left open for the ledger's
+// Sweep or Recover, whose lookup is facade FindTxn, and the answer is 503:
+// until that reconciliation runs, uploads of the dataset get 409 busy.
+//
+// # Errors
+//
+// Every error is JSON: {"error": "...", "code": "...", "line": n,
+// "column": "...", "txn_id": "..."} (line, column and txn_id when they
+// apply). Client errors are *InputError values (bad_request, bad_schema,
+// bad_csv, bad_json, type_mismatch: 400; unknown_dataset: 404; not_manual,
+// schema_changed, schema_mismatch, busy, conflict: 409; too_large: 413;
+// unsupported_type: 415); vetoed is 422; write_failed is 500;
+// outcome_unknown is 503.
+//
+// The handler keeps no global state and starts no goroutines; the pool,
+// ledger, lakehouse and allocator belong to the caller.
+package manualtable

@@ -1,0 +1,388 @@
+package manualtable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// SinkIceberg is the sink recorded on the ledger intents of uploads.
+const SinkIceberg = "iceberg_native"
+
+// maxDeclarationBytes bounds a PUT body.
+const maxDeclarationBytes = 1 << 20
+
+// handler serves the manual-table routes.
+type handler struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// NewHandler returns the manual-table HTTP handler:
+//
+//	PUT  /datasets/{id}       declare or update a manual table
+//	GET  /datasets/{id}       read its declaration and state
+//	POST /datasets/{id}/rows  upload its contents (CSV or NDJSON)
+//
+// Mount it under a prefix with http.StripPrefix.
+func NewHandler(cfg Config) (http.Handler, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{cfg: cfg, mux: http.NewServeMux()}
+	h.mux.HandleFunc("PUT /datasets/{id}", h.declare)
+	h.mux.HandleFunc("GET /datasets/{id}", h.get)
+	h.mux.HandleFunc("POST /datasets/{id}/rows", h.upload)
+	return h, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Declaration is the body of PUT /datasets/{id}.
+type Declaration struct {
+	Name    string   `json:"name"`
+	Columns []Column `json:"columns"`
+}
+
+// DatasetInfo is the answer of PUT and GET /datasets/{id}.
+type DatasetInfo struct {
+	DatasetID       string     `json:"dataset_id"`
+	Name            string     `json:"name"`
+	Columns         []Column   `json:"columns"`
+	RowCount        int64      `json:"row_count"`
+	Status          string     `json:"status"`
+	Sink            string     `json:"sink,omitempty"`
+	SourceWatermark *time.Time `json:"source_watermark,omitempty"`
+}
+
+// Result is the answer of a successful upload.
+type Result struct {
+	DatasetID   string    `json:"dataset_id"`
+	TxnID       string    `json:"txn_id"`
+	Mode        string    `json:"mode"`
+	Rows        int64     `json:"rows"`
+	SnapshotID  int64     `json:"snapshot_id"`
+	CommittedAt time.Time `json:"committed_at"`
+	DataFiles   int       `json:"data_files"`
+}
+
+// ErrorBody is the answer of a failed request.
+type ErrorBody struct {
+	Error  string `json:"error"`
+	Code   string `json:"code"`
+	Line   int64  `json:"line,omitempty"`
+	Column string `json:"column,omitempty"`
+	TxnID  string `json:"txn_id,omitempty"`
+}
+
+func (h *handler) datasetsTable() string {
+	return pgx.Identifier{h.cfg.Ledger.Schema(), "datasets"}.Sanitize()
+}
+
+func (h *handler) intentsTable() string {
+	return pgx.Identifier{h.cfg.Ledger.Schema(), "pipeline_build_transactions"}.Sanitize()
+}
+
+// declare records a manual table's name and columns in datasets. Changing
+// the declaration of a dataset with a write in flight is refused (409
+// busy), so an upload always commits the declaration it parsed against.
+func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !facade.ValidDatasetID(id) {
+		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadRequest, 0, "", "dataset id %q: want 1-128 characters of [A-Za-z0-9_-], starting with a letter or digit", id))
+		return
+	}
+	var d Declaration
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDeclarationBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		h.fail(w, r, readError(fmt.Errorf("declaration is not {\"name\":..., \"columns\":[{\"name\":..., \"type\":...}]}: %w", err), 0, CodeBadSchema))
+		return
+	}
+	tbl, err := validateSchema(Schema{Columns: d.Columns})
+	if err != nil {
+		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadSchema, 0, "", "%v", err))
+		return
+	}
+	created := false
+	err = pgx.BeginFunc(ctx, h.cfg.DB, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO `+h.datasetsTable()+` (id, name, schema) VALUES ($1, $2, $3::jsonb)
+			ON CONFLICT (id) DO NOTHING`, id, d.Name, string(tbl.schemaJSON()))
+		if err != nil {
+			return err
+		}
+		if created = tag.RowsAffected() == 1; created {
+			return nil
+		}
+		// Lock the row first, then look for a write in flight: an upload
+		// opens its intent before reading the declaration FOR SHARE, so
+		// one of the two always sees the other.
+		var name string
+		var schema []byte
+		if err := tx.QueryRow(ctx, `SELECT name, schema FROM `+h.datasetsTable()+` WHERE id = $1 FOR UPDATE`, id).Scan(&name, &schema); err != nil {
+			return err
+		}
+		if name == d.Name && schema != nil {
+			if cur, err := parseSchema(schema); err == nil && cur.sameColumns(tbl) {
+				return nil // unchanged
+			}
+		}
+		var holder string
+		err = tx.QueryRow(ctx, `SELECT id::text FROM `+h.intentsTable()+` WHERE dataset_id = $1 AND status = 'open'`, id).Scan(&holder)
+		if err == nil {
+			return &InputError{Status: http.StatusConflict, Code: CodeBusy, Msg: fmt.Sprintf("a write of the dataset is in flight (intent %s); declare again when it ends", holder)}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE `+h.datasetsTable()+` SET name = $2, schema = $3::jsonb, updated_at = now() WHERE id = $1`,
+			id, d.Name, string(tbl.schemaJSON()))
+		return err
+	})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	info, err := h.info(ctx, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, info)
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	info, err := h.info(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (h *handler) info(ctx context.Context, id string) (DatasetInfo, error) {
+	ds, err := h.cfg.Ledger.Dataset(ctx, id)
+	if err != nil {
+		return DatasetInfo{}, err
+	}
+	info := DatasetInfo{DatasetID: ds.ID, Name: ds.Name, RowCount: ds.RowCount, Status: ds.Status, Sink: ds.Sink, Columns: []Column{}}
+	if !ds.SourceWatermark.IsZero() {
+		wm := ds.SourceWatermark.UTC()
+		info.SourceWatermark = &wm
+	}
+	if ds.Schema != nil {
+		var s Schema
+		if err := json.Unmarshal(ds.Schema, &s); err == nil && s.Columns != nil {
+			info.Columns = s.Columns
+		}
+	}
+	return info, nil
+}
+
+// upload replaces (or appends to) a manual table with the request body.
+func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	start := time.Now()
+	id := r.PathValue("id")
+
+	mode := facade.Replace
+	switch m := r.URL.Query().Get("mode"); m {
+	case "", "replace":
+	case "append":
+		mode = facade.Append
+	default:
+		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadRequest, 0, "", "mode %q: want replace (the default) or append", m))
+		return
+	}
+	form, ierr := mediaFormat(r.Header.Get("Content-Type"))
+	if ierr != nil {
+		h.fail(w, r, ierr)
+		return
+	}
+	if r.ContentLength > h.cfg.MaxUploadBytes {
+		h.fail(w, r, badInput(http.StatusRequestEntityTooLarge, CodeTooLarge, 0, "", "request body is larger than %d bytes", h.cfg.MaxUploadBytes))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxUploadBytes)
+
+	ds, err := h.cfg.Ledger.Dataset(ctx, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if ds.Schema == nil {
+		h.fail(w, r, badInput(http.StatusConflict, CodeNotManual, 0, "", "dataset %q has no declared columns: declare it with PUT /datasets/%s first", id, id))
+		return
+	}
+	tbl, err := parseSchema(ds.Schema)
+	if err != nil {
+		h.fail(w, r, badInput(http.StatusConflict, CodeNotManual, 0, "", "dataset %q: %v", id, err))
+		return
+	}
+	// Check the CSV header before opening an intent.
+	var src rowReader
+	if form == formatCSV {
+		if src, err = newCSVReader(body, tbl); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	} else {
+		src = newNDJSONReader(body, tbl, h.cfg.MaxLineBytes)
+	}
+	up := &upload{mem: h.cfg.Allocator, schema: tbl.arrowSchema(), tbl: tbl, src: src, batchRows: h.cfg.BatchRows}
+
+	var (
+		txnID   string
+		res     facade.CommitResult
+		written bool
+	)
+	_, err = h.cfg.Ledger.With(ctx, ledger.OpenParams{
+		DatasetID: id, WriterID: h.cfg.WriterID, Sink: SinkIceberg, WriteMode: string(mode),
+	}, func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
+		txnID = in.ID
+		if err := h.checkDeclaration(ctx, id, tbl); err != nil {
+			return ledger.Outcome{}, err
+		}
+		var err error
+		res, err = h.cfg.Lakehouse.Write(ctx,
+			facade.Target{DatasetID: id, WriterID: h.cfg.WriterID, Workspace: h.cfg.Workspace},
+			facade.WriteRequest{
+				Mode:     mode,
+				Schema:   up.schema,
+				Rows:     up.Rows(),
+				TxnID:    in.ID,
+				Metadata: map[string]string{"source": "manualtable", "content-type": form.String()},
+			})
+		switch {
+		case up.err != nil && err == nil:
+			// The stream failed but the lakehouse committed: a broken
+			// Lakehouse. Leave the intent for reconciliation.
+			return ledger.Outcome{}, &outcomeUnknownError{fmt.Errorf("lakehouse committed snapshot %d although the input failed: %w", res.SnapshotID, up.err)}
+		case up.err != nil:
+			return ledger.Outcome{}, up.err
+		case errors.Is(err, facade.ErrCommitStateUnknown):
+			return ledger.Outcome{}, &outcomeUnknownError{err}
+		case err != nil:
+			return ledger.Outcome{}, err
+		}
+		written = true
+		return ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt, Schema: tbl.schemaJSON()}, nil
+	})
+	if err != nil {
+		if written && !errors.Is(err, ledger.ErrVetoed) {
+			// The snapshot is in the table; only the ledger commit failed.
+			err = &outcomeUnknownError{fmt.Errorf("rows written (snapshot %d) but the ledger commit failed: %w", res.SnapshotID, err)}
+		}
+		h.failTxn(w, r, err, txnID)
+		return
+	}
+	h.cfg.Logger.InfoContext(ctx, "manualtable upload committed", "dataset_id", id, "txn_id", txnID, "mode", mode,
+		"rows", res.Rows, "snapshot_id", res.SnapshotID, "data_files", len(res.DataFiles), "duration", time.Since(start))
+	writeJSON(w, http.StatusOK, Result{
+		DatasetID: id, TxnID: txnID, Mode: string(mode), Rows: res.Rows, SnapshotID: res.SnapshotID,
+		CommittedAt: res.CommittedAt.UTC(), DataFiles: len(res.DataFiles),
+	})
+}
+
+// checkDeclaration re-reads the declaration under a share lock once the
+// intent is open: a concurrent PUT either committed before (and the upload
+// parsed the old declaration: 409) or sees the open intent and refuses.
+func (h *handler) checkDeclaration(ctx context.Context, id string, tbl *table) error {
+	var schema []byte
+	if err := h.cfg.DB.QueryRow(ctx, `SELECT schema FROM `+h.datasetsTable()+` WHERE id = $1 FOR SHARE`, id).Scan(&schema); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ledger.ErrDatasetNotFound, id)
+		}
+		return fmt.Errorf("manualtable: read declaration of %q: %w", id, err)
+	}
+	cur, err := parseSchema(schema)
+	if err != nil || !cur.sameColumns(tbl) {
+		return badInput(http.StatusConflict, CodeSchemaChanged, 0, "", "the declared columns of %q changed while the upload started; retry", id)
+	}
+	return nil
+}
+
+// mediaFormat maps a Content-Type to an upload format.
+func mediaFormat(ct string) (format, *InputError) {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err == nil {
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return 0, badInput(http.StatusUnsupportedMediaType, CodeUnsupported, 0, "", "charset %q: only utf-8 is accepted", cs)
+		}
+		switch mt {
+		case "text/csv":
+			return formatCSV, nil
+		case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "application/jsonlines":
+			return formatNDJSON, nil
+		}
+	}
+	return 0, badInput(http.StatusUnsupportedMediaType, CodeUnsupported, 0, "", "Content-Type %q: want text/csv or application/x-ndjson", ct)
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) { h.failTxn(w, r, err, "") }
+
+// failTxn answers err as a JSON error: client errors (typed) as 4xx, the
+// rest as 5xx.
+func (h *handler) failTxn(w http.ResponseWriter, r *http.Request, err error, txnID string) {
+	status, body := classify(err)
+	body.TxnID = txnID
+	if status >= 500 {
+		h.cfg.Logger.ErrorContext(r.Context(), "manualtable request failed", "method", r.Method, "path", r.URL.Path,
+			"status", status, "code", body.Code, "txn_id", txnID, "error", err)
+	} else {
+		h.cfg.Logger.InfoContext(r.Context(), "manualtable request rejected", "method", r.Method, "path", r.URL.Path,
+			"status", status, "code", body.Code, "txn_id", txnID, "error", err)
+	}
+	if status == http.StatusConflict && body.Code == CodeBusy {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+func classify(err error) (int, ErrorBody) {
+	var ie *InputError
+	var sm *facade.SchemaMismatchError
+	var ou *outcomeUnknownError
+	switch {
+	case errors.As(err, &ie):
+		return ie.Status, ErrorBody{Error: ie.Error(), Code: ie.Code, Line: ie.Line, Column: ie.Column}
+	case errors.As(err, &ou):
+		return http.StatusServiceUnavailable, ErrorBody{Error: "the write's outcome is unknown; the ledger intent is left open for reconciliation: " + err.Error(), Code: CodeOutcomeUnknown}
+	case errors.Is(err, ledger.ErrDatasetNotFound):
+		return http.StatusNotFound, ErrorBody{Error: err.Error(), Code: CodeUnknownDataset}
+	case errors.Is(err, ledger.ErrBusy):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeBusy}
+	case errors.Is(err, facade.ErrCommitConflict):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeConflict}
+	case errors.As(err, &sm):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeSchemaMismatch}
+	case errors.Is(err, facade.ErrInvalidDatasetID):
+		return http.StatusBadRequest, ErrorBody{Error: err.Error(), Code: CodeBadRequest}
+	case errors.Is(err, ledger.ErrVetoed):
+		return http.StatusUnprocessableEntity, ErrorBody{Error: err.Error(), Code: CodeVetoed}
+	}
+	return http.StatusInternalServerError, ErrorBody{Error: err.Error(), Code: CodeWriteFailed}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
