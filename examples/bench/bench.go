@@ -1,0 +1,584 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go/catalog"
+
+	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/embedded"
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+const (
+	sourceTable = "bench_source"
+	datasetID   = "bench_output"
+	writerID    = "pipeline.output"
+	// seedMark is stored as the source table's comment, so a later run on
+	// the same database reuses a table of the same shape and size.
+	seedMark = "lakewrite-bench v1 rows="
+	// query is the measured query of every phase.
+	query = `SELECT id, name, amount, ts, flag, attrs, category FROM ` + sourceTable
+)
+
+// Phase names, in the order "all" runs them.
+const (
+	phaseCopy    = "copy"
+	phaseCursor  = "cursor"
+	phaseE2E     = "e2e"
+	phaseParquet = "parquet"
+	phaseCopy2   = "copy-again"
+)
+
+// Targets of issue 7, at 5M rows.
+const (
+	targetRatio   = 0.95
+	targetRSSByte = 192 << 20
+)
+
+// config is what the flags set.
+type config struct {
+	Rows         int64
+	DatabaseURL  string
+	Warehouse    string
+	Batch        int    // cursor.Options.BatchSize; 0 = cursor default
+	Only         string // copy|cursor|e2e|parquet|all
+	RowGroupRows int    // facade.Config.RowGroupRows and the plain Parquet writer's; 0 = facade default
+	WriteQueue   int    // facade.Config.WriteQueue; 0 = facade default
+	Compression  string // facade.Config.Compression and the plain Parquet writer's; "" = zstd
+	Reseed       bool   // seed even when a table of the right size exists
+	CPUProfile   string
+	MemProfile   string
+	Log          io.Writer // progress lines; nil = discard
+}
+
+func (c *config) phases() ([]string, error) {
+	switch c.Only {
+	case "", "all":
+		return []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseCopy2}, nil
+	case phaseCopy, phaseCursor, phaseE2E, phaseParquet:
+		return []string{c.Only}, nil
+	}
+	return nil, fmt.Errorf("-only %q: want copy, cursor, e2e, parquet or all", c.Only)
+}
+
+// phaseResult is one measured phase.
+type phaseResult struct {
+	Phase      string  `json:"phase"`
+	Rows       int64   `json:"rows"`
+	Seconds    float64 `json:"seconds"`
+	RowsPerSec float64 `json:"rows_per_sec"`
+	// RatioVsCopy is RowsPerSec over the COPY baseline of the same run
+	// (0 when no COPY phase ran).
+	RatioVsCopy float64 `json:"ratio_vs_copy,omitempty"`
+	// PeakRSS is VmHWM after the phase. PeakRSSScope is "phase" when the
+	// peak was reset before the phase (so it is this phase's own), else
+	// "process" (the peak of the process so far).
+	PeakRSS      int64  `json:"peak_rss_bytes"`
+	PeakRSSScope string `json:"peak_rss_scope"`
+	// PeakHeap is the highest Go heap (live and unswept objects) sampled
+	// every 10 ms during the phase.
+	PeakHeap uint64 `json:"peak_heap_bytes"`
+	// OutBytes is what the phase wrote: data file bytes (e2e), Parquet bytes
+	// (parquet), COPY bytes are not counted.
+	OutBytes int64 `json:"out_bytes,omitempty"`
+}
+
+// e2eResult identifies what the end-to-end phase committed.
+type e2eResult struct {
+	DatasetID  string    `json:"dataset_id"`
+	TxnID      string    `json:"txn_id"`
+	SnapshotID int64     `json:"snapshot_id"`
+	Rows       int64     `json:"rows"`
+	DataFiles  int       `json:"data_files"`
+	Bytes      int64     `json:"data_file_bytes"`
+	Committed  time.Time `json:"committed_at"`
+}
+
+// report is the outcome of a run (the -json output).
+type report struct {
+	Rows    int64         `json:"rows"`
+	Batch   int           `json:"batch"`
+	Machine machine       `json:"machine"`
+	Seed    *phaseResult  `json:"seed,omitempty"`
+	Phases  []phaseResult `json:"phases"`
+	// CopyBaseline is the COPY rows/s the ratios divide by: all COPY rows
+	// over all COPY seconds of this run (both COPY phases under "all").
+	CopyBaseline   float64    `json:"copy_baseline_rows_per_sec,omitempty"`
+	ProcessPeakRSS int64      `json:"process_peak_rss_bytes"`
+	E2E            *e2eResult `json:"e2e,omitempty"`
+	// Targets: nil when not measured in this run.
+	RatioTargetMet *bool `json:"ratio_target_met,omitempty"`
+	RSSTargetMet   *bool `json:"rss_target_met,omitempty"`
+}
+
+type machine struct {
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPUModel   string `json:"cpu_model,omitempty"`
+	MemTotal   int64  `json:"mem_total_bytes,omitempty"`
+	Go         string `json:"go"`
+	Postgres   string `json:"postgres"`
+	Embedded   bool   `json:"embedded_cluster"`
+}
+
+func (r *report) phase(name string) *phaseResult {
+	for i := range r.Phases {
+		if r.Phases[i].Phase == name {
+			return &r.Phases[i]
+		}
+	}
+	return nil
+}
+
+// bench holds a run's environment.
+type bench struct {
+	cfg config
+	env *embedded.Env
+	log io.Writer
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", args...)
+}
+
+// run seeds the source table and measures the selected phases. It starts
+// the embedded default (throwaway cluster when cfg.DatabaseURL is empty) and
+// closes it before returning.
+func run(ctx context.Context, cfg config) (_ *report, err error) {
+	if cfg.Rows <= 0 {
+		return nil, fmt.Errorf("-rows %d: want > 0", cfg.Rows)
+	}
+	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 {
+		return nil, errors.New("-batch, -row-group-rows and -write-queue must not be negative")
+	}
+	if _, err := codec(cfg.Compression); err != nil {
+		return nil, err
+	}
+	phases, err := cfg.phases()
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, log: cfg.Log}
+	if b.log == nil {
+		b.log = io.Discard
+	}
+	b.logf("starting the embedded default (DATABASE_URL set: %t)", cfg.DatabaseURL != "")
+	b.env, err = embedded.Start(ctx, embedded.Options{
+		DatabaseURL: cfg.DatabaseURL,
+		Warehouse:   cfg.Warehouse,
+		Facade: &facade.Config{
+			RowGroupRows: cfg.RowGroupRows,
+			WriteQueue:   cfg.WriteQueue,
+			Compression:  cfg.Compression,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer b.env.Close()
+
+	rep := &report{Rows: cfg.Rows, Batch: cfg.Batch, Machine: describeMachine()}
+	rep.Machine.Embedded = b.env.Started
+	if err := b.env.Pool.QueryRow(ctx, `SHOW server_version`).Scan(&rep.Machine.Postgres); err != nil {
+		return nil, err
+	}
+	if rep.Seed, err = b.seed(ctx); err != nil {
+		return nil, err
+	}
+
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	for _, name := range phases {
+		if err := context.Cause(ctx); err != nil {
+			return nil, err
+		}
+		b.logf("phase %s", name)
+		var fn func(context.Context) (int64, int64, error)
+		switch name {
+		case phaseCopy, phaseCopy2:
+			fn = b.copyBinary
+		case phaseCursor:
+			fn = b.cursorOnly
+		case phaseE2E:
+			fn = func(ctx context.Context) (int64, int64, error) {
+				res, err := b.endToEnd(ctx)
+				if err != nil {
+					return 0, 0, err
+				}
+				rep.E2E = res
+				return res.Rows, res.Bytes, nil
+			}
+			if err := b.prepareDataset(ctx); err != nil {
+				return nil, err
+			}
+		case phaseParquet:
+			fn = b.plainParquet
+		}
+		pr, err := measure(ctx, name, fn)
+		if err != nil {
+			return nil, fmt.Errorf("phase %s: %w", name, err)
+		}
+		if pr.Rows != cfg.Rows {
+			return nil, fmt.Errorf("phase %s: %d rows, want %d", name, pr.Rows, cfg.Rows)
+		}
+		rep.Phases = append(rep.Phases, pr)
+		b.logf("phase %s: %.0f rows/s", name, pr.RowsPerSec)
+	}
+	var copyRows int64
+	var copySecs float64
+	for _, p := range rep.Phases {
+		if p.Phase == phaseCopy || p.Phase == phaseCopy2 {
+			copyRows += p.Rows
+			copySecs += p.Seconds
+		}
+	}
+	if copySecs > 0 {
+		rep.CopyBaseline = float64(copyRows) / copySecs
+		for i := range rep.Phases {
+			rep.Phases[i].RatioVsCopy = rep.Phases[i].RowsPerSec / rep.CopyBaseline
+		}
+		if p := rep.phase(phaseE2E); p != nil {
+			ok := p.RatioVsCopy >= targetRatio
+			rep.RatioTargetMet = &ok
+		}
+	}
+	if p := rep.phase(phaseE2E); p != nil && p.PeakRSSScope == "phase" {
+		ok := p.PeakRSS <= targetRSSByte
+		rep.RSSTargetMet = &ok
+	}
+	// The per-phase resets lower VmHWM: the process peak is the highest
+	// phase peak (seeding is server-side and not counted).
+	rep.ProcessPeakRSS = procStatusKB("VmHWM")
+	for _, p := range rep.Phases {
+		rep.ProcessPeakRSS = max(rep.ProcessPeakRSS, p.PeakRSS)
+	}
+	if cfg.MemProfile != "" {
+		if err := writeMemProfile(cfg.MemProfile); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	runtime.GC()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// measure runs fn as one phase: peak RSS reset, heap sampled, wall time.
+// fn returns the rows it read and the bytes it wrote.
+func measure(ctx context.Context, name string, fn func(context.Context) (int64, int64, error)) (phaseResult, error) {
+	scope := "process"
+	if resetPeakRSS() {
+		scope = "phase"
+	}
+	hs := startHeapSampler(10 * time.Millisecond)
+	start := time.Now()
+	rows, out, err := fn(ctx)
+	secs := time.Since(start).Seconds()
+	heap := hs.stop()
+	if err != nil {
+		return phaseResult{}, err
+	}
+	return phaseResult{
+		Phase: name, Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs,
+		PeakRSS: procStatusKB("VmHWM"), PeakRSSScope: scope, PeakHeap: heap, OutBytes: out,
+	}, nil
+}
+
+// seed creates and fills the source table unless a table of the same shape
+// and size is already there.
+func (b *bench) seed(ctx context.Context) (*phaseResult, error) {
+	pool := b.env.Pool
+	mark := seedMark + strconv.FormatInt(b.cfg.Rows, 10)
+	var have *string
+	if err := pool.QueryRow(ctx, `SELECT obj_description(to_regclass($1), 'pg_class')`, sourceTable).Scan(&have); err != nil {
+		return nil, fmt.Errorf("look for %s: %w", sourceTable, err)
+	}
+	if have != nil && *have == mark && !b.cfg.Reseed {
+		b.logf("reusing %s (%d rows); warming the cache", sourceTable, b.cfg.Rows)
+		if _, err := pool.Exec(ctx, `SELECT count(*) FROM `+sourceTable); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	b.logf("seeding %d rows into %s", b.cfg.Rows, sourceTable)
+	start := time.Now()
+	stmts := []string{
+		`DROP TABLE IF EXISTS ` + sourceTable,
+		`CREATE TABLE ` + sourceTable + ` (
+			id bigint, name text, amount numeric(12,2), ts timestamptz,
+			flag bool, attrs jsonb, category text)`,
+		// attrs is ~60 bytes of jsonb text; category has 4 values.
+		`INSERT INTO ` + sourceTable + `
+		SELECT g, 'name-' || g, ((g % 1000000) / 100.0)::numeric(12,2),
+		       timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second',
+		       g % 3 = 0,
+		       jsonb_build_object('k', g, 'tag', 'abcdefghij', 'v', g % 7, 'note', 'xyzxyzxyz'),
+		       (ARRAY['red', 'green', 'blue', 'black'])[g % 4 + 1]
+		FROM generate_series(1, ` + strconv.FormatInt(b.cfg.Rows, 10) + `) g`,
+		`VACUUM (FREEZE, ANALYZE) ` + sourceTable,
+		`COMMENT ON TABLE ` + sourceTable + ` IS '` + mark + `'`,
+	}
+	for _, s := range stmts {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return nil, fmt.Errorf("seed: %w", err)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	return &phaseResult{Phase: "seed", Rows: b.cfg.Rows, Seconds: secs, RowsPerSec: float64(b.cfg.Rows) / secs}, nil
+}
+
+// copyBinary is the baseline: COPY (query) TO STDOUT (FORMAT binary) read
+// by pgx and discarded.
+func (b *bench) copyBinary(ctx context.Context) (int64, int64, error) {
+	conn, err := b.env.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Release()
+	tag, err := conn.Conn().PgConn().CopyTo(ctx, io.Discard, `COPY (`+query+`) TO STDOUT (FORMAT binary)`)
+	if err != nil {
+		return 0, 0, err
+	}
+	return tag.RowsAffected(), 0, nil
+}
+
+func (b *bench) cursorOptions() *cursor.Options {
+	return &cursor.Options{Mode: cursor.Direct, BatchSize: b.cfg.Batch}
+}
+
+// cursorOnly reads the query as Arrow batches and drops them: the decode
+// alone, to attribute the end-to-end time.
+func (b *bench) cursorOnly(ctx context.Context) (int64, int64, error) {
+	s, err := cursor.Batches(ctx, b.env.Pool, query, nil, b.cursorOptions())
+	if err != nil {
+		return 0, 0, err
+	}
+	var n int64
+	for rec, err := range s.All() {
+		if err != nil {
+			return n, 0, err
+		}
+		n += rec.NumRows()
+		rec.Release()
+	}
+	return n, 0, nil
+}
+
+// owned adapts cursor's ownership (the consumer releases each batch) to the
+// facade's (batches are borrowed for the duration of the yield).
+func owned(seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range seq {
+			ok := yield(rec, err)
+			if rec != nil {
+				rec.Release()
+			}
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// endToEnd is the Iceberg arm as a pipeline runs it: ledger intent ->
+// cursor -> facade replace (one snapshot carrying the txn id) -> ledger
+// commit with the commit result.
+func (b *bench) endToEnd(ctx context.Context) (_ *e2eResult, err error) {
+	env := b.env
+	in, err := env.Ledger.Open(ctx, ledger.OpenParams{
+		DatasetID: datasetID, WriterID: writerID, Sink: "iceberg_native", WriteMode: ledger.ModeReplace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if aerr := env.Ledger.Abort(actx, in, err); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("abort intent %s: %w", in.ID, aerr))
+			}
+		}
+	}()
+	s, err := cursor.Batches(ctx, env.Pool, query, nil, b.cursorOptions())
+	if err != nil {
+		return nil, err
+	}
+	res, err := env.Facade.Write(ctx,
+		facade.Target{DatasetID: datasetID, WriterID: writerID, Workspace: "bench"},
+		facade.WriteRequest{
+			Mode: facade.Replace, Schema: s.Schema(), Rows: owned(s.All()),
+			SourceRefs: []string{sourceTable}, TxnID: in.ID,
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Ledger.Commit(ctx, in, ledger.Outcome{
+		RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt,
+	}); err != nil {
+		return nil, err
+	}
+	out := &e2eResult{
+		DatasetID: datasetID, TxnID: in.ID, SnapshotID: res.SnapshotID, Rows: res.Rows,
+		DataFiles: len(res.DataFiles), Committed: res.CommittedAt,
+	}
+	for _, df := range res.DataFiles {
+		out.Bytes += df.SizeBytes
+	}
+	return out, nil
+}
+
+// prepareDataset registers the output dataset in the ledger and drops its
+// Iceberg table if a previous run left one (its files may live in a
+// warehouse that run removed), so every run measures the same write.
+func (b *bench) prepareDataset(ctx context.Context) error {
+	if _, err := b.env.Ledger.EnsureDataset(ctx, datasetID, "lakewrite bench output", nil); err != nil {
+		return err
+	}
+	ident, err := b.env.Facade.TableIdentifier(datasetID)
+	if err != nil {
+		return err
+	}
+	if err := b.env.Catalog.PurgeTable(ctx, ident); err == nil || errors.Is(err, catalog.ErrNoSuchTable) ||
+		errors.Is(err, catalog.ErrNoSuchNamespace) {
+		return nil
+	}
+	// The table's metadata is unreadable (e.g. its warehouse is gone):
+	// forget the catalog entry.
+	if err := b.env.Catalog.DropTable(ctx, ident); err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
+		return fmt.Errorf("drop the previous output table: %w", err)
+	}
+	return nil
+}
+
+// countingDiscard counts and drops what the Parquet writer writes.
+type countingDiscard struct{ n atomic.Int64 }
+
+func (c *countingDiscard) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func codec(name string) (compress.Compression, error) {
+	switch strings.ToLower(name) {
+	case "", "zstd":
+		return compress.Codecs.Zstd, nil
+	case "snappy":
+		return compress.Codecs.Snappy, nil
+	case "uncompressed":
+		return compress.Codecs.Uncompressed, nil
+	}
+	return compress.Codecs.Uncompressed, fmt.Errorf("-compression %q: want zstd, snappy or uncompressed", name)
+}
+
+// plainParquet encodes the cursor's batches with pqarrow to a discarding
+// writer, with the Parquet settings iceberg-go's writer uses (its defaults
+// plus the facade's row group size and codec): the encode without stamping,
+// Iceberg metadata or a file system.
+func (b *bench) plainParquet(ctx context.Context) (int64, int64, error) {
+	s, err := cursor.Batches(ctx, b.env.Pool, query, nil, b.cursorOptions())
+	if err != nil {
+		return 0, 0, err
+	}
+	cc, _ := codec(b.cfg.Compression)
+	rg := b.cfg.RowGroupRows
+	if rg == 0 {
+		rg = 256 << 10 // facade.Config.RowGroupRows default
+	}
+	props := []parquet.WriterProperty{
+		parquet.WithMaxRowGroupLength(int64(rg)),
+		parquet.WithDataPageSize(1 << 20),
+		parquet.WithDataPageVersion(parquet.DataPageV2),
+		parquet.WithBatchSize(20000),
+		parquet.WithDictionaryPageSizeLimit(2 << 20),
+		parquet.WithCompression(cc),
+	}
+	for _, f := range s.Schema().Fields() {
+		props = append(props, parquet.WithDictionaryCostFallbackFor(f.Name, true))
+	}
+	out := &countingDiscard{}
+	w, err := pqarrow.NewFileWriter(s.Schema(), out, parquet.NewWriterProperties(props...),
+		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return 0, 0, err
+	}
+	var n int64
+	for rec, err := range s.All() {
+		if err != nil {
+			_ = w.Close()
+			return n, 0, err
+		}
+		n += rec.NumRows()
+		werr := w.WriteBuffered(rec)
+		rec.Release()
+		if werr != nil {
+			_ = w.Close()
+			return n, 0, werr
+		}
+	}
+	if err := w.Close(); err != nil {
+		return n, 0, err
+	}
+	return n, out.n.Load(), nil
+}
+
+func describeMachine() machine {
+	m := machine{
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				m.MemTotal = kb << 10
+				break
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,147 @@
+// Command bench measures lakewrite's Iceberg arm end to end against what
+// the machine allows (issue 7).
+//
+//	go run ./examples/bench -rows 5000000
+//
+// It seeds N rows of (id bigint, name text, amount numeric(12,2), ts
+// timestamptz, flag bool, attrs jsonb ~60 bytes, category text, 4 values)
+// into a plain table (INSERT ... SELECT generate_series, VACUUM FREEZE
+// ANALYZE; reused by later runs on the same database), then measures in one
+// process, in this order:
+//
+//  1. copy: COPY (query) TO STDOUT (FORMAT binary) read by pgx CopyTo and
+//     discarded: the baseline.
+//  2. cursor: cursor.Batches (direct mode) decoded into Arrow and dropped.
+//  3. e2e: the Iceberg arm: ledger Open -> cursor.Batches -> facade.Write
+//     (Replace, TxnID) -> ledger Commit with the commit result.
+//  4. parquet: the same cursor batches encoded by pqarrow (iceberg-go's
+//     Parquet settings, zstd) to a discarding writer.
+//  5. copy-again: COPY once more. The baseline is both COPY runs together
+//     (all COPY rows over all COPY seconds), so a phase's ratio is not
+//     flattered or penalised by load that came and went.
+//
+// For each phase it prints rows/s, the ratio to the COPY baseline, the peak
+// RSS of the phase (VmHWM, reset before each phase through
+// /proc/self/clear_refs after returning free heap to the OS) and the peak Go
+// heap (runtime/metrics, sampled every 10 ms). See README.md for figures.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(mainCode())
+}
+
+func mainCode() int {
+	var cfg config
+	var asJSON bool
+	flag.Int64Var(&cfg.Rows, "rows", 1_000_000, "rows to seed and stream")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"),
+		"Postgres URL (default $DATABASE_URL); empty starts a throwaway cluster from the system binaries")
+	flag.StringVar(&cfg.Warehouse, "warehouse", "", "Iceberg warehouse directory (default: a temporary directory, removed)")
+	flag.IntVar(&cfg.Batch, "batch", 0, "cursor batch size in rows (0: cursor default)")
+	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet or all")
+	flag.IntVar(&cfg.RowGroupRows, "row-group-rows", 0, "Parquet row group rows (0: facade default)")
+	flag.IntVar(&cfg.WriteQueue, "write-queue", 0, "batches queued ahead of the Parquet writer (0: facade default)")
+	flag.StringVar(&cfg.Compression, "compression", "zstd", "Parquet codec: zstd, snappy or uncompressed")
+	flag.BoolVar(&cfg.Reseed, "reseed", false, "seed even when a source table of the right size exists")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file")
+	flag.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation profile at the end to this file")
+	flag.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
+		flag.Usage()
+		return 2
+	}
+	cfg.Log = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	printTable(os.Stdout, rep)
+	return 0
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func printTable(w io.Writer, r *report) {
+	m := r.Machine
+	fmt.Fprintf(w, "lakewrite bench: %d rows, %s/%s, %d CPUs (%s), %s RAM, %s, PostgreSQL %s",
+		r.Rows, m.GOOS, m.GOARCH, m.CPUs, m.CPUModel, mib(m.MemTotal), m.Go, m.Postgres)
+	if m.Embedded {
+		fmt.Fprint(w, " (throwaway cluster)")
+	}
+	fmt.Fprintln(w)
+	if r.Seed != nil {
+		fmt.Fprintf(w, "seeded in %.1fs\n", r.Seed.Seconds)
+	}
+	fmt.Fprintf(w, "\n%-11s %10s %8s %12s %8s %12s %12s %11s\n",
+		"phase", "rows", "seconds", "rows/s", "x COPY", "peak RSS", "peak heap", "written")
+	for _, p := range r.Phases {
+		ratio := "-"
+		if p.RatioVsCopy > 0 {
+			ratio = fmt.Sprintf("%.2f", p.RatioVsCopy)
+		}
+		rss := mib(p.PeakRSS)
+		if p.PeakRSSScope != "phase" {
+			rss += "*"
+		}
+		out := "-"
+		if p.OutBytes > 0 {
+			out = mib(p.OutBytes)
+		}
+		fmt.Fprintf(w, "%-11s %10d %8.2f %12.0f %8s %12s %12s %11s\n",
+			p.Phase, p.Rows, p.Seconds, p.RowsPerSec, ratio, rss, mib(int64(p.PeakHeap)), out)
+	}
+	if r.CopyBaseline > 0 {
+		fmt.Fprintf(w, "\nCOPY baseline (all COPY phases): %.0f rows/s\n", r.CopyBaseline)
+	}
+	fmt.Fprintf(w, "process peak RSS: %s", mib(r.ProcessPeakRSS))
+	for _, p := range r.Phases {
+		if p.PeakRSSScope != "phase" {
+			fmt.Fprint(w, "  (* peak of the process so far: /proc/self/clear_refs unavailable)")
+			break
+		}
+	}
+	fmt.Fprintln(w)
+	if e := r.E2E; e != nil {
+		fmt.Fprintf(w, "e2e: dataset %s, txn %s committed, snapshot %d, %d rows in %d data file(s)\n",
+			e.DatasetID, e.TxnID, e.SnapshotID, e.Rows, e.DataFiles)
+	}
+	if r.RatioTargetMet != nil {
+		fmt.Fprintf(w, "target e2e >= %.2fx COPY: %s\n", targetRatio, metStr(*r.RatioTargetMet))
+	}
+	if r.RSSTargetMet != nil {
+		fmt.Fprintf(w, "target e2e peak RSS <= %s: %s\n", mib(targetRSSByte), metStr(*r.RSSTargetMet))
+	}
+}
+
+func metStr(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}

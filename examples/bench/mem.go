@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// heapObjectsMetric is the live-and-unswept heap object bytes: what the Go
+// heap holds, Arrow buffers included (arrow-go's default allocator is the Go
+// allocator).
+const heapObjectsMetric = "/memory/classes/heap/objects:bytes"
+
+// procStatusKB reads a "Name:   1234 kB" field of /proc/self/status in
+// bytes; 0 when unavailable (not Linux).
+func procStatusKB(name string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	prefix := []byte(name + ":")
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, prefix) {
+			continue
+		}
+		f := bytes.Fields(line[len(prefix):])
+		if len(f) == 0 {
+			return 0
+		}
+		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kb << 10
+	}
+	return 0
+}
+
+// resetPeakRSS returns the heap's free memory to the OS and resets the
+// process's peak RSS (VmHWM) to its current RSS by writing 5 to
+// /proc/self/clear_refs (Linux >= 4.0), so that the next phase's VmHWM is
+// its own. It reports whether the reset worked; when it did not, VmHWM stays
+// the peak of the whole process so far.
+func resetPeakRSS() bool {
+	runtime.GC()
+	debug.FreeOSMemory()
+	f, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
+	if err != nil {
+		return false
+	}
+	_, werr := f.Write([]byte("5"))
+	cerr := f.Close()
+	return werr == nil && cerr == nil
+}
+
+// heapSampler samples the Go heap every interval in its own goroutine and
+// keeps the maximum. stop ends and joins the goroutine.
+type heapSampler struct {
+	quit chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	peak uint64
+}
+
+func startHeapSampler(interval time.Duration) *heapSampler {
+	h := &heapSampler{quit: make(chan struct{}), done: make(chan struct{})}
+	sample := []metrics.Sample{{Name: heapObjectsMetric}}
+	read := func() {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return
+		}
+		v := sample[0].Value.Uint64()
+		h.mu.Lock()
+		h.peak = max(h.peak, v)
+		h.mu.Unlock()
+	}
+	read()
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.quit:
+				read()
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return h
+}
+
+// stop joins the sampling goroutine and returns the peak heap in bytes.
+func (h *heapSampler) stop() uint64 {
+	close(h.quit)
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.peak
+}
