@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestRun runs the whole program logic on a small table so it cannot rot.
+// No timing assertions: the figures are for humans (see README.md).
+func TestRun(t *testing.T) {
+	const rows = 20_000
+	url := pgtest.URL(t)
+	warehouse := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	goroutines := runtime.NumGoroutine()
+
+	cfg := config{Rows: rows, DatabaseURL: url, Warehouse: warehouse, Batch: 4096, Only: "all"}
+	rep, err := run(ctx, cfg)
+	require.NoError(t, err)
+
+	var names []string
+	for _, p := range rep.Phases {
+		names = append(names, p.Phase)
+		assert.Equal(t, int64(rows), p.Rows, p.Phase)
+		assert.Positive(t, p.RowsPerSec, p.Phase)
+		assert.Positive(t, p.RatioVsCopy, p.Phase)
+		assert.Positive(t, p.PeakHeap, p.Phase)
+		assert.Positive(t, p.PeakRSS, p.Phase)
+	}
+	assert.Equal(t, []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseCopy2}, names)
+	require.NotNil(t, rep.Seed, "a fresh database is seeded")
+	require.NotNil(t, rep.E2E)
+	assert.Equal(t, int64(rows), rep.E2E.Rows)
+	assert.NotNil(t, rep.RatioTargetMet)
+
+	var out bytes.Buffer
+	printTable(&out, rep)
+	assert.Contains(t, out.String(), "e2e")
+	assert.Contains(t, out.String(), "COPY baseline")
+
+	// The ledger committed the intent with the commit result.
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	led, err := ledger.New(pool, nil)
+	require.NoError(t, err)
+	txn, err := led.Get(ctx, rep.E2E.TxnID)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.StatusCommitted, txn.Status)
+	assert.Equal(t, int64(rows), txn.RowCount)
+	assert.Equal(t, rep.E2E.SnapshotID, txn.SnapshotID)
+	ds, err := led.Dataset(ctx, datasetID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(rows), ds.RowCount)
+	assert.Equal(t, "active", ds.Status)
+
+	// The snapshot exists in the catalog, carries the txn id and the rows.
+	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: warehouse})
+	require.NoError(t, err)
+	defer cat.Close()
+	fac, err := facade.New(cat, nil)
+	require.NoError(t, err)
+	res, found, err := fac.FindTxn(ctx, datasetID, rep.E2E.TxnID)
+	require.NoError(t, err)
+	require.True(t, found, "snapshot of txn %s", rep.E2E.TxnID)
+	assert.Equal(t, rep.E2E.SnapshotID, res.SnapshotID)
+	assert.Equal(t, int64(rows), res.Rows)
+	tbl, err := fac.LoadTable(ctx, datasetID)
+	require.NoError(t, err)
+	require.NotNil(t, tbl.CurrentSnapshot())
+	assert.Equal(t, rep.E2E.SnapshotID, tbl.CurrentSnapshot().SnapshotID)
+	var n int64
+	for rec, err := range fac.Scan(ctx, datasetID, facade.ScanOptions{Columns: []string{"id"}}) {
+		require.NoError(t, err)
+		n += rec.NumRows()
+	}
+	assert.Equal(t, int64(rows), n)
+
+	// A second run on the same database reuses the seeded table and writes
+	// a new snapshot; -only selects one phase.
+	cfg.Only = phaseE2E
+	rep2, err := run(ctx, cfg)
+	require.NoError(t, err)
+	assert.Nil(t, rep2.Seed, "the seeded table is reused")
+	require.Len(t, rep2.Phases, 1)
+	assert.Equal(t, phaseE2E, rep2.Phases[0].Phase)
+	assert.Zero(t, rep2.Phases[0].RatioVsCopy, "no COPY phase, no ratio")
+	assert.NotEqual(t, rep.E2E.TxnID, rep2.E2E.TxnID)
+
+	// Nothing left running (the pool and catalog above are closed by defer;
+	// allow for their goroutines and the pgtest cluster's).
+	pool.Close()
+	_ = cat.Close()
+	// (testify's Eventually runs its condition in a goroutine of its own,
+	// so poll by hand.)
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		buf := make([]byte, 1<<20)
+		t.Errorf("goroutines: %d before, %d after:\n%s", goroutines, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, cfg := range []config{
+		{Rows: 0},
+		{Rows: 10, Only: "nope"},
+		{Rows: 10, Compression: "lzma"},
+		{Rows: 10, Batch: -1},
+	} {
+		_, err := run(ctx, cfg)
+		require.Error(t, err, "%+v", cfg)
+		assert.False(t, strings.Contains(err.Error(), "connect"), "rejected before connecting: %v", err)
+	}
+}
