@@ -18,7 +18,10 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
@@ -62,10 +65,14 @@ type config struct {
 	RowGroupRows int    // facade.Config.RowGroupRows and the plain Parquet writer's; 0 = facade default
 	WriteQueue   int    // facade.Config.WriteQueue; 0 = facade default
 	Compression  string // facade.Config.Compression and the plain Parquet writer's; "" = zstd
-	Reseed       bool   // seed even when a table of the right size exists
-	CPUProfile   string
-	MemProfile   string
-	Log          io.Writer // progress lines; nil = discard
+	// CompressionLevel is the codec level of the output table
+	// (write.parquet.compression-level) and of the plain Parquet writer;
+	// 0 = the codec's default.
+	CompressionLevel int
+	Reseed           bool // seed even when a table of the right size exists
+	CPUProfile       string
+	MemProfile       string
+	Log              io.Writer // progress lines; nil = discard
 }
 
 func (c *config) phases() ([]string, error) {
@@ -76,6 +83,23 @@ func (c *config) phases() ([]string, error) {
 		return []string{c.Only}, nil
 	}
 	return nil, fmt.Errorf("-only %q: want copy, cursor, e2e, parquet or all", c.Only)
+}
+
+// tuning describes the tuning flags (defaults spelled out).
+func (c *config) tuning() string {
+	def := func(v int, d string) string {
+		if v == 0 {
+			return d
+		}
+		return strconv.Itoa(v)
+	}
+	comp := c.Compression
+	if comp == "" {
+		comp = "zstd"
+	}
+	return fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s compression=%s level=%s",
+		def(c.Batch, "default"), def(c.RowGroupRows, "default"), def(c.WriteQueue, "default"),
+		comp, def(c.CompressionLevel, "default"))
 }
 
 // phaseResult is one measured phase.
@@ -98,6 +122,12 @@ type phaseResult struct {
 	// OutBytes is what the phase wrote: data file bytes (e2e), Parquet bytes
 	// (parquet), COPY bytes are not counted.
 	OutBytes int64 `json:"out_bytes,omitempty"`
+	// ClientCPU is this process's user+system CPU seconds during the phase.
+	// ServerCPU is the CPU seconds of the database's backends during the
+	// phase (0 when the server is not on this machine). On a shared machine
+	// these are steadier than rows/s.
+	ClientCPU float64 `json:"client_cpu_seconds"`
+	ServerCPU float64 `json:"server_cpu_seconds,omitempty"`
 }
 
 // e2eResult identifies what the end-to-end phase committed.
@@ -114,7 +144,7 @@ type e2eResult struct {
 // report is the outcome of a run (the -json output).
 type report struct {
 	Rows    int64         `json:"rows"`
-	Batch   int           `json:"batch"`
+	Config  string        `json:"config"` // the tuning flags in effect
 	Machine machine       `json:"machine"`
 	Seed    *phaseResult  `json:"seed,omitempty"`
 	Phases  []phaseResult `json:"phases"`
@@ -182,21 +212,25 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		b.log = io.Discard
 	}
 	b.logf("starting the embedded default (DATABASE_URL set: %t)", cfg.DatabaseURL != "")
+	fc := &facade.Config{
+		RowGroupRows: cfg.RowGroupRows,
+		WriteQueue:   cfg.WriteQueue,
+		Compression:  cfg.Compression,
+	}
+	if cfg.CompressionLevel != 0 {
+		fc.TableProperties = iceberg.Properties{table.ParquetCompressionLevelKey: strconv.Itoa(cfg.CompressionLevel)}
+	}
 	b.env, err = embedded.Start(ctx, embedded.Options{
 		DatabaseURL: cfg.DatabaseURL,
 		Warehouse:   cfg.Warehouse,
-		Facade: &facade.Config{
-			RowGroupRows: cfg.RowGroupRows,
-			WriteQueue:   cfg.WriteQueue,
-			Compression:  cfg.Compression,
-		},
+		Facade:      fc,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer b.env.Close()
 
-	rep := &report{Rows: cfg.Rows, Batch: cfg.Batch, Machine: describeMachine()}
+	rep := &report{Rows: cfg.Rows, Config: cfg.tuning(), Machine: describeMachine()}
 	rep.Machine.Embedded = b.env.Started
 	if err := b.env.Pool.QueryRow(ctx, `SHOW server_version`).Scan(&rep.Machine.Postgres); err != nil {
 		return nil, err
@@ -243,7 +277,7 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		case phaseParquet:
 			fn = b.plainParquet
 		}
-		pr, err := measure(ctx, name, fn)
+		pr, err := b.measure(ctx, name, fn)
 		if err != nil {
 			return nil, fmt.Errorf("phase %s: %w", name, err)
 		}
@@ -299,25 +333,68 @@ func writeMemProfile(path string) error {
 	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
-// measure runs fn as one phase: peak RSS reset, heap sampled, wall time.
-// fn returns the rows it read and the bytes it wrote.
-func measure(ctx context.Context, name string, fn func(context.Context) (int64, int64, error)) (phaseResult, error) {
+// measure runs fn as one phase: peak RSS reset, heap sampled, wall time,
+// client and server CPU. fn returns the rows it read and the bytes it wrote.
+func (b *bench) measure(ctx context.Context, name string, fn func(context.Context) (int64, int64, error)) (phaseResult, error) {
 	scope := "process"
 	if resetPeakRSS() {
 		scope = "phase"
 	}
+	srv0 := b.serverCPU(ctx)
 	hs := startHeapSampler(10 * time.Millisecond)
+	cpu0 := processCPU()
 	start := time.Now()
 	rows, out, err := fn(ctx)
 	secs := time.Since(start).Seconds()
+	cpu := processCPU() - cpu0
 	heap := hs.stop()
 	if err != nil {
 		return phaseResult{}, err
 	}
-	return phaseResult{
+	pr := phaseResult{
 		Phase: name, Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs,
 		PeakRSS: procStatusKB("VmHWM"), PeakRSSScope: scope, PeakHeap: heap, OutBytes: out,
-	}, nil
+		ClientCPU: cpu.Seconds(),
+	}
+	if srv0 != nil {
+		if srv1 := b.serverCPU(ctx); srv1 != nil {
+			var d time.Duration
+			for pid, t := range srv1 {
+				d += t - srv0[pid] // a backend started during the phase counts from 0
+			}
+			pr.ServerCPU = d.Seconds()
+		}
+	}
+	return pr, nil
+}
+
+// serverCPU returns the CPU time of each client backend of the database
+// when the server runs on this machine (nil otherwise): read from
+// /proc/<pid>/stat of the backends pg_stat_activity lists.
+func (b *bench) serverCPU(ctx context.Context) map[int]time.Duration {
+	rows, err := b.env.Pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend'`)
+	if err != nil {
+		return nil
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil
+	}
+	out := map[int]time.Duration{}
+	for _, pid := range pids {
+		cmd, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(cmd), "postgres") {
+			continue // not local, or gone
+		}
+		if t, ok := pidCPU(int(pid)); ok {
+			out[int(pid)] = t
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // seed creates and fills the source table unless a table of the same shape
@@ -529,6 +606,9 @@ func (b *bench) plainParquet(ctx context.Context) (int64, int64, error) {
 		parquet.WithDictionaryPageSizeLimit(2 << 20),
 		parquet.WithCompression(cc),
 	}
+	if b.cfg.CompressionLevel != 0 {
+		props = append(props, parquet.WithCompressionLevel(b.cfg.CompressionLevel))
+	}
 	for _, f := range s.Schema().Fields() {
 		props = append(props, parquet.WithDictionaryCostFallbackFor(f.Name, true))
 	}
@@ -538,22 +618,47 @@ func (b *bench) plainParquet(ctx context.Context) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	// Decode and encode run in two goroutines with two batches between
+	// them, as in iceberg-go's writer (WriteQueue 2), so the wall time is
+	// comparable with the e2e phase.
+	queue := make(chan arrow.RecordBatch, 2)
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer close(queue)
+		for rec, err := range s.All() {
+			if err != nil {
+				done <- err
+				return
+			}
+			select {
+			case queue <- rec:
+			case <-quit:
+				rec.Release()
+				done <- nil
+				return
+			}
+		}
+		done <- nil
+	}()
 	var n int64
-	for rec, err := range s.All() {
-		if err != nil {
-			_ = w.Close()
-			return n, 0, err
+	var werr error
+	for rec := range queue {
+		if werr == nil {
+			n += rec.NumRows()
+			if werr = w.WriteBuffered(rec); werr != nil {
+				close(quit)
+			}
 		}
-		n += rec.NumRows()
-		werr := w.WriteBuffered(rec)
 		rec.Release()
-		if werr != nil {
-			_ = w.Close()
-			return n, 0, werr
-		}
 	}
-	if err := w.Close(); err != nil {
+	rerr := <-done
+	cerr := w.Close()
+	if err := errors.Join(rerr, werr); err != nil {
 		return n, 0, err
+	}
+	if cerr != nil {
+		return n, 0, cerr
 	}
 	return n, out.n.Load(), nil
 }

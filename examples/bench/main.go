@@ -53,6 +53,7 @@ func mainCode() int {
 	flag.IntVar(&cfg.RowGroupRows, "row-group-rows", 0, "Parquet row group rows (0: facade default)")
 	flag.IntVar(&cfg.WriteQueue, "write-queue", 0, "batches queued ahead of the Parquet writer (0: facade default)")
 	flag.StringVar(&cfg.Compression, "compression", "zstd", "Parquet codec: zstd, snappy or uncompressed")
+	flag.IntVar(&cfg.CompressionLevel, "compression-level", 0, "codec level (0: codec default; zstd 1 = fastest)")
 	flag.BoolVar(&cfg.Reseed, "reseed", false, "seed even when a source table of the right size exists")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation profile at the end to this file")
@@ -95,11 +96,12 @@ func printTable(w io.Writer, r *report) {
 		fmt.Fprint(w, " (throwaway cluster)")
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "config: %s\n", r.Config)
 	if r.Seed != nil {
 		fmt.Fprintf(w, "seeded in %.1fs\n", r.Seed.Seconds)
 	}
-	fmt.Fprintf(w, "\n%-11s %10s %8s %12s %8s %12s %12s %11s\n",
-		"phase", "rows", "seconds", "rows/s", "x COPY", "peak RSS", "peak heap", "written")
+	fmt.Fprintf(w, "\n%-11s %10s %8s %12s %8s %12s %12s %11s %9s %9s\n",
+		"phase", "rows", "seconds", "rows/s", "x COPY", "peak RSS", "peak heap", "written", "cli CPU", "srv CPU")
 	for _, p := range r.Phases {
 		ratio := "-"
 		if p.RatioVsCopy > 0 {
@@ -113,8 +115,13 @@ func printTable(w io.Writer, r *report) {
 		if p.OutBytes > 0 {
 			out = mib(p.OutBytes)
 		}
-		fmt.Fprintf(w, "%-11s %10d %8.2f %12.0f %8s %12s %12s %11s\n",
-			p.Phase, p.Rows, p.Seconds, p.RowsPerSec, ratio, rss, mib(int64(p.PeakHeap)), out)
+		srv := "-"
+		if p.ServerCPU > 0 {
+			srv = fmt.Sprintf("%.2fs", p.ServerCPU)
+		}
+		fmt.Fprintf(w, "%-11s %10d %8.2f %12.0f %8s %12s %12s %11s %9s %9s\n",
+			p.Phase, p.Rows, p.Seconds, p.RowsPerSec, ratio, rss, mib(int64(p.PeakHeap)), out,
+			fmt.Sprintf("%.2fs", p.ClientCPU), srv)
 	}
 	if r.CopyBaseline > 0 {
 		fmt.Fprintf(w, "\nCOPY baseline (all COPY phases): %.0f rows/s\n", r.CopyBaseline)

@@ -9,6 +9,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -108,4 +109,42 @@ func (h *heapSampler) stop() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.peak
+}
+
+// processCPU is the user+system CPU time of this process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux
+// for every architecture Go supports).
+const clockTicks = 100
+
+// pidCPU is the user+system CPU time of another local process, from
+// /proc/<pid>/stat; ok=false when it cannot be read.
+func pidCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces: fields count from ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(string(f[11]), 10, 64)
+	st, err2 := strconv.ParseInt(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, true
 }
