@@ -10,18 +10,18 @@
 //
 // # The flow of one output write
 //
-//  1. INTENT. [ledger] opens a write intent for the dataset in a short
+//  1. INTENT. [github.com/lakewrite/lakewrite/ledger] opens a write intent for the dataset in a short
 //     Postgres transaction: an "open" row in pipeline_build_transactions with
 //     a pre-minted transaction id. A unique partial index admits one open
 //     intent per dataset, which serializes writers across processes.
-//  2. COMPUTE. [cursor] streams the output SELECT out of Postgres as Arrow
+//  2. COMPUTE. [github.com/lakewrite/lakewrite/cursor] streams the output SELECT out of Postgres as Arrow
 //     record batches, one batch in memory at a time, either directly from the
 //     compute transaction or staged through a temporary table.
-//  3. WRITE. [facade] stamps the identity columns (__row_index, __row_id,
+//  3. WRITE. [github.com/lakewrite/lakewrite/facade] stamps the identity columns (__row_index, __row_id,
 //     __created_at) and commits the batches to Iceberg as exactly one
 //     snapshot that carries the transaction id in its summary, or returns an
 //     error with nothing visible.
-//  4. COMMIT. [ledger] marks the intent committed in a second short
+//  4. COMMIT. [github.com/lakewrite/lakewrite/ledger] marks the intent committed in a second short
 //     transaction, with the row count and commit time taken from the Iceberg
 //     commit result, and advances the dataset's watermark to that time.
 //
@@ -30,10 +30,23 @@
 // carrying the transaction id and rolls the intent forward only when it is
 // there.
 //
-// Around the flow, [sink] decides per writer and dataset whether an output
+// Around the flow, [github.com/lakewrite/lakewrite/sink] decides per writer and dataset whether an output
 // goes to Postgres or Iceberg (writer flags with canary overrides), and
-// [incremental] keeps delta readers correct: an Iceberg sink forces a full
+// [github.com/lakewrite/lakewrite/incremental] keeps delta readers correct: an Iceberg sink forces a full
 // rebuild, and delta windows over committed transactions never skip one.
 //
-// The packages are added as they are built; this tour names each one.
+// [github.com/lakewrite/lakewrite/writestrategy] defines the outputs (transform, join, split and the deploy
+// strategies) with one projection per output, so the Postgres path
+// (Apply, the row store) and the lakehouse path (ComputeRows, Arrow) cannot
+// disagree, and its Dispatcher is the write dispatch: one call per output
+// that runs the four steps above in order, on the sink the flags chose.
+//
+// # Where to start
+//
+//   - go run ./examples/quickstart: the main job on the embedded default.
+//   - writestrategy.ExampleDispatcher: the wiring a pipeline service does.
+//   - examples/manualtable: an HTTP upload handler writing natively.
+//   - examples/canary: the operator runbook (check, set, deploy, verify, revert).
+//   - facade/facadetest and ledger/ledgertest: doubles and assertions for
+//     downstream teams' unit tests; examples/downstream shows one.
 package lakewrite

@@ -39,7 +39,7 @@ type Config struct {
 	// TargetFileSize rolls data files at about this many bytes. Default 128 MiB.
 	TargetFileSize int64
 	// RowGroupRows caps the rows per Parquet row group, which bounds the
-	// writer's buffered memory. Default 262144.
+	// writer's buffered memory. Default 131072.
 	RowGroupRows int
 	// WriteQueue is the number of stamped batches queued ahead of the
 	// Parquet writer (iceberg-go's default is 64). Default 2.
@@ -97,7 +97,7 @@ func (c *Config) settings() (settings, error) {
 		s.TargetFileSize = 128 << 20
 	}
 	if s.RowGroupRows <= 0 {
-		s.RowGroupRows = 256 << 10
+		s.RowGroupRows = 128 << 10
 	}
 	if s.WriteQueue <= 0 {
 		s.WriteQueue = 2

@@ -93,11 +93,10 @@ func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datas
 		if mf.SnapshotID() != snap.SnapshotID || mf.ManifestContent() != iceberg.ManifestContentData {
 			continue
 		}
-		entries, err := mf.FetchEntries(fs, true)
-		if err != nil {
-			return CommitResult{}, fmt.Errorf("facade: read manifest %s: %w", mf.FilePath(), err)
-		}
-		for _, e := range entries {
+		for e, err := range mf.Entries(fs, true) {
+			if err != nil {
+				return CommitResult{}, fmt.Errorf("facade: read manifest %s: %w", mf.FilePath(), err)
+			}
 			if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
 				df := e.DataFile()
 				res.DataFiles = append(res.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})

@@ -253,6 +253,9 @@ func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]Wri
 	}
 	var results []WriteResult
 	err = pgx.BeginFunc(ctx, d.db, func(tx pgx.Tx) error {
+		if err := tuneTx(ctx, tx); err != nil {
+			return err
+		}
 		var err error
 		if results, err = Apply(ctx, tx, env, req.Strategy); err != nil {
 			return err
@@ -307,6 +310,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		defer cancel()
 		_ = tx.Rollback(cctx) // the compute transaction writes nothing
 	}()
+	if err := tuneTx(ctx, tx); err != nil {
+		return fail(err)
+	}
 	computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.cfg.Cursor)
 	if err != nil {
 		return fail(err)
@@ -363,4 +369,14 @@ func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResu
 			"strategy", string(req.Strategy.Kind()), "sink", r.Sink, "mode", r.Mode, "rows", r.Rows,
 			"skipped", r.Skipped, "preserved", r.Preserved, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
 	}
+}
+
+// tuneTx sets transaction-local settings for the compute: JIT off (the
+// projections' cost estimates run high, and JIT compilation then costs
+// more than it saves on these single-pass queries).
+func tuneTx(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT set_config('jit', 'off', true)`); err != nil {
+		return queryError("configure compute transaction", err)
+	}
+	return nil
 }

@@ -49,7 +49,11 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, cols, src); err != nil {
 		return nil, queryError("hydrate "+datasetID, err)
 	}
-	return tableRelation(datasetID, pgx.Identifier{"pg_temp", name}.Sanitize(), s), nil
+	qualified := pgx.Identifier{"pg_temp", name}.Sanitize()
+	if _, err := tx.Exec(ctx, "ANALYZE "+qualified); err != nil { // statistics for the planner
+		return nil, queryError("hydrate "+datasetID, err)
+	}
+	return tableRelation(datasetID, qualified, s), nil
 }
 
 // batchRows adapts a pulled batch sequence to pgx.CopyFromSource.

@@ -39,13 +39,16 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, deltaTxns []string)
 		for i, c := range s.Columns {
 			defs[i] = quoteIdents([]string{c.Name})[0] + " " + c.Type
 		}
-		sql := "(SELECT " + (&relation{schema: s}).cols("r") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
+		// A MATERIALIZED CTE: the planner then knows how many rows the
+		// source has (a function scan over jsonb is estimated at one row per
+		// input row, which turns joins into nested loops).
+		sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + (&relation{schema: s}).cols("r") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
 			".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
 			") WHERE d.dataset_id = " + b.param(datasetID)
 		if deltaTxns != nil {
 			sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::uuid[])"
 		}
-		return sql + ")"
+		return sql + `) SELECT * FROM "__rel")`
 	}}
 }
 

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the command ran and failed (parity mismatch, refused flag, database error)
+	exitUsage   = 2 // bad command line
+	usageHeader = `usage: canary <command> [flags] [dataset]
+
+commands:
+  init                 migrate the schema, register the pipeline.output flags, seed the demo
+  check  <dataset>     show the writer flags and the sink decision for a dataset
+  set    <dataset>     set the dataset's override (default iceberg_native; -mode to choose)
+  deploy <output>      re-run a known output through the write dispatch
+  verify <output>      parity: Postgres compute vs the Iceberg table (rows + checksum)
+  revert <dataset>     clear the dataset's override
+
+known outputs: %s
+
+flags (every command):
+`
+)
+
+// usageError is a bad command line; run exits with exitUsage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// ParityError is verify's failure: the Postgres compute and the Iceberg
+// table differ (or there is no Iceberg table to compare with).
+type ParityError struct {
+	Output   string
+	Postgres facade.Checksum
+	Iceberg  facade.Checksum
+}
+
+func (e *ParityError) Error() string {
+	return fmt.Sprintf("parity FAILED for %s: rows postgres=%d iceberg=%d; checksum postgres=%s iceberg=%s",
+		e.Output, e.Postgres.Rows, e.Iceberg.Rows, e.Postgres, e.Iceberg)
+}
+
+type command struct {
+	name string
+	// arg names the positional argument ("" for none).
+	arg string
+	fn  func(ctx context.Context, c *cli, arg string) error
+}
+
+// cli is one invocation: its flags and outputs. No state outlives run.
+type cli struct {
+	stdout, stderr io.Writer
+	databaseURL    string
+	warehouse      string
+	verbose        bool
+	mode           string // set only
+	env            *env
+}
+
+func (c *cli) printf(format string, args ...any) { fmt.Fprintf(c.stdout, format, args...) }
+
+func commands() []command {
+	return []command{
+		{name: "init", fn: cmdInit},
+		{name: "check", arg: "dataset", fn: cmdCheck},
+		{name: "set", arg: "dataset", fn: cmdSet},
+		{name: "deploy", arg: "output", fn: cmdDeploy},
+		{name: "verify", arg: "output", fn: cmdVerify},
+		{name: "revert", arg: "dataset", fn: cmdRevert},
+	}
+}
+
+// run executes one command line (without the program name) and returns the
+// process exit code: 0 success, 1 failure, 2 usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("canary", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres URL of the ledger, flags, row store and Iceberg SQL catalog (default $DATABASE_URL; required)")
+	fs.StringVar(&c.warehouse, "warehouse", "./lakewrite-data", "warehouse directory of the Iceberg tables; use the same one for every command")
+	fs.BoolVar(&c.verbose, "v", false, "log the library's records (sink decisions, intents) to stderr")
+	fs.StringVar(&c.mode, "mode", string(sink.ModeIcebergNative), "set: the override mode (pg or iceberg_native)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, usageHeader, strings.Join(outputNames(), ", "))
+		fs.PrintDefaults()
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "help" {
+		fs.Usage()
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	var cmd *command
+	for _, k := range commands() {
+		if k.name == args[0] {
+			cmd = &k
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "canary: unknown command %q\n", args[0])
+		fs.Usage()
+		return exitUsage
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	var arg string
+	switch {
+	case cmd.arg == "" && fs.NArg() > 0:
+		fmt.Fprintf(stderr, "canary %s: takes no arguments\n", cmd.name)
+		return exitUsage
+	case cmd.arg != "" && fs.NArg() != 1:
+		fmt.Fprintf(stderr, "canary %s: needs exactly one <%s>\n", cmd.name, cmd.arg)
+		return exitUsage
+	case cmd.arg != "":
+		arg = fs.Arg(0)
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	if c.verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	env, err := openEnv(ctx, envOptions{databaseURL: c.databaseURL, warehouse: c.warehouse, logger: logger, migrate: cmd.name == "init"})
+	if err == nil {
+		c.env = env
+		defer env.close()
+		err = cmd.fn(ctx, c, arg)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "canary %s: %v\n", cmd.name, err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}
+
+// cmdInit migrates the schema, registers the writer flags and seeds the demo.
+func cmdInit(ctx context.Context, c *cli, _ string) error {
+	e := c.env
+	c.printf("schema %s: migrated\n", e.ledger.Schema())
+	w, err := e.flags.Writer(ctx, writerID)
+	switch {
+	case errors.Is(err, sink.ErrUnknownWriter):
+		w = sink.WriterFlags{WriterID: writerID, Default: sink.ModePG, Max: sink.ModeIcebergNative}
+		if err := e.flags.SetWriter(ctx, w); err != nil {
+			return err
+		}
+		c.printf("writer %s: registered default=%s max=%s\n", writerID, w.Default, w.Max)
+	case err != nil:
+		return err
+	default:
+		// Never overwrite existing flags: a lowered max may be a kill switch.
+		c.printf("writer %s: already registered default=%s max=%s (left unchanged)\n", writerID, w.Default, w.Max)
+	}
+	seeded, err := seedSource(ctx, e.pool, e.ledger)
+	if err != nil {
+		return err
+	}
+	ds, err := e.ledger.Dataset(ctx, demoSource)
+	if err != nil {
+		return err
+	}
+	if seeded {
+		c.printf("source %s: seeded rows=%d sink=%s\n", demoSource, ds.RowCount, ds.Sink)
+	} else {
+		c.printf("source %s: already seeded rows=%d sink=%s (left unchanged)\n", demoSource, ds.RowCount, ds.Sink)
+	}
+	for _, name := range outputNames() {
+		if _, err := e.ledger.EnsureDataset(ctx, name, name, nil); err != nil {
+			return err
+		}
+		c.printf("output %s: registered (%s of %s)\n", name, outputs()[name].Kind(), strings.Join(outputs()[name].Sources(), ", "))
+	}
+	c.printf("next: canary check %s\n", demoOutput)
+	return nil
+}
+
+// cmdCheck prints the writer flags, the override and the decision for a
+// dataset, all from one read of the flags, plus where its contents live.
+func cmdCheck(ctx context.Context, c *cli, datasetID string) error {
+	e := c.env
+	ds, err := e.ledger.Dataset(ctx, datasetID)
+	if err != nil {
+		return err
+	}
+	settings, err := e.flags.Lookup(ctx, writerID, datasetID)
+	if err != nil {
+		return err
+	}
+	s := settings[0]
+	if s.WriterKnown {
+		c.printf("writer %s: default=%s max=%s\n", writerID, s.Default, s.Max)
+	} else {
+		c.printf("writer %s: not registered (run canary init)\n", writerID)
+	}
+	override := string(s.Override)
+	if override == "" {
+		override = "none"
+	}
+	c.printf("override %s: %s\n", datasetID, override)
+	printDecision(c, sink.Decide(s))
+	printContents(c, ds)
+	return nil
+}
+
+func printDecision(c *cli, d sink.Decision) {
+	c.printf("decision: sink=%s mode=%s source=%s clamped=%t\n", d.Sink, d.Mode, d.Source, d.Clamped)
+	c.printf("reason: %s\n", d.Reason)
+}
+
+func printContents(c *cli, ds ledger.Dataset) {
+	if ds.Sink == "" {
+		c.printf("contents: none yet (never deployed)\n")
+		return
+	}
+	c.printf("contents: sink=%s rows=%d watermark=%s\n", ds.Sink, ds.RowCount, ds.SourceWatermark.UTC().Format("2006-01-02T15:04:05.000Z"))
+}
+
+// cmdSet sets the dataset's override (the canary flip).
+func cmdSet(ctx context.Context, c *cli, datasetID string) error {
+	e := c.env
+	mode, err := sink.ParseMode(c.mode)
+	if err != nil {
+		return &usageError{msg: fmt.Sprintf("-mode: %v", err)}
+	}
+	if err := e.flags.SetOverride(ctx, writerID, mode, datasetID); err != nil {
+		return err
+	}
+	c.printf("override %s: set to %s for writer %s\n", datasetID, mode, writerID)
+	d, err := e.flags.Check(ctx, writerID, datasetID)
+	if err != nil {
+		return err
+	}
+	printDecision(c, d)
+	c.printf("running writers observe the change within their resolver TTL (at most %s)\n", sink.MaxTTL)
+	if _, ok := outputs()[datasetID]; ok {
+		c.printf("next: canary deploy %s\n", datasetID)
+	}
+	return nil
+}
+
+// cmdDeploy re-runs a known output through the write dispatch, which
+// resolves the sink from the flags.
+func cmdDeploy(ctx context.Context, c *cli, name string) error {
+	s, err := knownOutput(name)
+	if err != nil {
+		return err
+	}
+	res, err := c.env.dispatcher.Write(ctx, writestrategy.Request{WriterID: writerID, Strategy: s})
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		c.printf("deployed %s: sink=%s mode=%s rows=%d txn=%s", r.DatasetID, r.Sink, r.Mode, r.Rows, r.TxnID)
+		if r.SnapshotID != 0 {
+			c.printf(" snapshot=%d", r.SnapshotID)
+		}
+		c.printf(" committed_at=%s\n", r.CommittedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
+		if r.Sink == writestrategy.StorageIceberg {
+			c.printf("next: canary verify %s\n", r.DatasetID)
+		}
+	}
+	return nil
+}
+
+// cmdVerify compares the output as Postgres computes it now with the current
+// snapshot of its Iceberg table: row count and order-independent checksum.
+func cmdVerify(ctx context.Context, c *cli, name string) error {
+	e := c.env
+	s, err := knownOutput(name)
+	if err != nil {
+		return err
+	}
+	ds, err := e.ledger.Dataset(ctx, name)
+	if err != nil {
+		return err
+	}
+	pg, err := computeChecksum(ctx, e, s)
+	if err != nil {
+		return err
+	}
+	c.printf("postgres compute: rows=%d checksum=%s\n", pg.Rows, pg)
+	ice, err := e.lake.Checksum(ctx, name, 0)
+	if errors.Is(err, facade.ErrDatasetNotFound) {
+		c.printf("iceberg table: none (deploy the output with the override set first)\n")
+		return &ParityError{Output: name, Postgres: pg}
+	}
+	if err != nil {
+		return err
+	}
+	c.printf("iceberg table:    rows=%d checksum=%s\n", ice.Rows, ice)
+	if ds.Sink != writestrategy.StorageIceberg {
+		c.printf("note: the live contents of %s are in %q, not in the Iceberg table\n", name, ds.Sink)
+	}
+	if pg != ice {
+		return &ParityError{Output: name, Postgres: pg, Iceberg: ice}
+	}
+	c.printf("parity OK\n")
+	return nil
+}
+
+// computeChecksum runs the output's compute on the Postgres path
+// (writestrategy.ComputeRows, the same SELECT both sinks write) and
+// checksums its rows. The transaction is rolled back: nothing is written.
+// It is not READ ONLY because a native source is hydrated into a temporary
+// table of the compute transaction.
+func computeChecksum(ctx context.Context, e *env, s writestrategy.WriteStrategy) (facade.Checksum, error) {
+	tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return facade.Checksum{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	out, err := writestrategy.ComputeRows(ctx, tx, &writestrategy.Env{Lakehouse: e.lake}, s, nil)
+	if err != nil {
+		return facade.Checksum{}, err
+	}
+	if len(out) != 1 {
+		return facade.Checksum{}, fmt.Errorf("output computes %d datasets; verify handles one", len(out))
+	}
+	return facade.ChecksumBatches(released(out[0].Stream.All()))
+}
+
+// released releases each batch of an owned stream once the consumer is done
+// with it: cursor streams hand batches to the consumer, ChecksumBatches only
+// borrows them.
+func released(seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for b, err := range seq {
+			ok := yield(b, err)
+			if b != nil {
+				b.Release()
+			}
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// cmdRevert clears the dataset's override.
+func cmdRevert(ctx context.Context, c *cli, datasetID string) error {
+	e := c.env
+	if _, err := e.ledger.Dataset(ctx, datasetID); err != nil {
+		return err
+	}
+	n, err := e.flags.ClearOverride(ctx, writerID, datasetID)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		c.printf("override %s: none to clear\n", datasetID)
+	} else {
+		c.printf("override %s: cleared for writer %s\n", datasetID, writerID)
+	}
+	d, err := e.flags.Check(ctx, writerID, datasetID)
+	if err != nil {
+		return err
+	}
+	printDecision(c, d)
+	c.printf("the revert is effective within the resolver TTL: running writers pick it up in at most %s (default %s)\n", sink.MaxTTL, sink.DefaultTTL)
+	if _, ok := outputs()[datasetID]; ok {
+		c.printf("next: canary deploy %s (a full rebuild on %s)\n", datasetID, d.Sink)
+	}
+	return nil
+}
+
+func knownOutput(name string) (writestrategy.WriteStrategy, error) {
+	s, ok := outputs()[name]
+	if !ok {
+		return nil, &usageError{msg: fmt.Sprintf("unknown output %q (known: %s)", name, strings.Join(outputNames(), ", "))}
+	}
+	return s, nil
+}

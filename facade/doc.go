@@ -1,0 +1,108 @@
+// Package facade is the write contract of the lakehouse: all-or-nothing
+// Iceberg writes through iceberg-go, with identity stamping, read-back, a
+// parity checksum, and an in-memory double (package facadetest).
+//
+// # Writing
+//
+// A Lakehouse (implemented by *Facade and by facadetest.Lakehouse) takes a
+// Target (dataset id, writer id, workspace) and a WriteRequest: mode
+// (Replace or Append), an Arrow schema, the rows as an
+// iter.Seq2[arrow.RecordBatch, error] (see FromReader and FromRows for a
+// RecordReader or row-at-a-time input), source refs, metadata and the
+// ledger transaction id. Write returns a CommitResult (rows, snapshot id,
+// committed-at = the snapshot timestamp, schema, data files, checksum).
+// Stage and Staged.Commit expose the two steps, so a caller can record
+// what was staged before committing. Open returns a Handle bound to one
+// target and mode.
+//
+// One write is one Iceberg snapshot, or an error and nothing visible. A
+// failing input stream, a cancelled context, a typed input error or a
+// failed commit leave the table as it was, and the data files the attempt
+// wrote are deleted (best effort; they are never referenced). The stream
+// handed to iceberg-go never carries the error or the cancellation itself,
+// so iceberg-go finishes and reports every file it wrote, including the
+// partial one it would otherwise orphan. Exception: ErrCommitStateUnknown
+// keeps the files, because the snapshot may reference them.
+//
+// Commits: iceberg-go retries 0 times by default; the facade retries clean
+// conflicts (iceberg-go ErrCommitFailed, or the SQL catalog's "requirement
+// failed") Config.CommitRetries times with jittered backoff against the
+// refreshed table. A replace is re-planned over the fresh table's files; an
+// append is retried only while the table's __row_index still continues at
+// the staged rows' first index (else ErrCommitConflict: the caller re-runs
+// the write); an append whose txn id landed meanwhile returns that result.
+// Any other catalog error is reconciled once by looking for the write's
+// unique lakewrite.write-id in the table's ancestry; if absent the error is
+// ErrCommitStateUnknown, never retried.
+//
+// The first write of a dataset creates its table (format v2, zstd,
+// unpartitioned) from the Arrow schema plus the identity columns; a failed
+// first write may leave that empty table behind (no snapshot, no rows).
+// Arrow types map to Iceberg types (bool, int8/16/32 -> int, int64 -> long,
+// float32/64, decimal128(p,s) -> decimal(p,s), string, binary,
+// fixed_size_binary, date32, timestamp[us] -> timestamp, timestamp[us, any
+// zone] -> timestamptz, time64[us], list<...>); UUIDs (arrow uuid extension,
+// or fixed[16]/string tagged lakewrite.pg_type=uuid) -> uuid. Others are an
+// *UnsupportedTypeError. Nullable Arrow fields become optional columns;
+// non-nullable ones required, and a NULL in a required column is a
+// *NullInRequiredError raised before the batch is written (iceberg-go
+// v0.7.0 would store 0). The Postgres type is kept in the Iceberg field doc
+// and returned as lakewrite.pg_type metadata on read. A replace evolves the
+// schema (drops, retypes, adds, relaxes nullability) in the same snapshot;
+// an append with other columns or types is a *SchemaMismatchError.
+// Empty input: a replace empties the table, an append adds an empty
+// snapshot; both carry the txn id.
+//
+// # Identity
+//
+// __row_index is 0..n-1 for a replace and continues after the current max
+// (data file upper bounds) for an append. __row_id is an int64 hash of the
+// dataset id, the append's first index (0 for a replace), the row's business
+// values (normalized, name-ordered, see Checksum) and an ordinal among equal
+// rows from a fixed 4 MiB slot table, so ids are unique, the same replace
+// gives the same ids, and memory stays flat. __created_at is the write's
+// time taken when staging starts (the snapshot timestamp, CommittedAt, is
+// only known at commit and is some seconds later for large writes). Callers
+// may preserve identity: nullable __row_id / __created_at columns in the
+// request keep their non-null values.
+//
+// # Provenance, lookup, read-back, parity
+//
+// The snapshot summary carries lakewrite.txn-id, writer id, workspace,
+// source refs (JSON), mode, write id, rows, checksum and the caller's
+// metadata as lakewrite.meta.<key>. FindTxn walks the current branch's
+// ancestry for a txn id (the ledger's sweep/recover). Scan streams a
+// snapshot (one file task at a time); Checksum and ChecksumBatches give the
+// same order-independent fingerprint for an Iceberg snapshot and for Arrow
+// batches read from Postgres.
+//
+// # Backends
+//
+// New takes any iceberg-go catalog.Catalog. OpenSQLCatalog is the embedded
+// default (SQL catalog in Postgres through pgx's database/sql driver, local
+// warehouse); OpenRESTCatalog passes iceberg-go rest options through
+// (Lakekeeper, Polaris); S3Properties configures S3-compatible storage (R2,
+// MinIO: endpoint, region, path style) for either. Config.Naming maps
+// dataset ids to table identifiers (default: namespace "lakewrite", table =
+// id, ids limited to [A-Za-z0-9_-]).
+//
+// # Memory and ownership
+//
+// Input batches are borrowed. Batches yielded by Scan are released by the
+// facade after the yield (Retain to keep). Config.Allocator serves the
+// Arrow memory the facade allocates. Writing holds WriteQueue (2) stamped
+// batches plus one Parquet writer's row group buffers, never the table.
+//
+// # Performance (2-core shared VM, one run)
+//
+//	go test -run XXX -bench WriteReplace1M -benchtime=2x ./facade/
+//	go test -run TestWriteMemoryBound -v ./facade/
+//
+// Replace of 1,048,576 rows of (id int8, name text, amount numeric(12,2),
+// ts timestamptz, flag bool, attrs jsonb ~55 B, category text) from
+// in-memory batches, identity stamping included: 367k rows/s, 0.89x a
+// plain pqarrow zstd encode of the same batches (411k rows/s) in the same
+// run. Peak HeapInuse above baseline while writing (GOGC=50): 98 MiB for
+// 256Ki rows, 90 MiB for 1Mi rows (flat); about 40 MiB of it is zstd
+// encoder state (snappy: ~81 MiB at GOGC=100).
+package facade
