@@ -47,6 +47,11 @@ type Config struct {
 	// Compression codec of new tables (write.parquet.compression-codec).
 	// Default "zstd".
 	Compression string
+	// CompressionLevel of new tables (write.parquet.compression-level).
+	// Default 1 for zstd: measured by examples/bench, level 1 takes about a
+	// fifth less client CPU and ~40 MiB less heap than zstd's default level 3,
+	// for files ~18% larger. Negative: the codec's own default.
+	CompressionLevel int
 	// TableProperties are added to tables the facade creates.
 	TableProperties iceberg.Properties
 	// OrdinalSlots sizes the fixed table used to number equal rows for
@@ -104,6 +109,9 @@ func (c *Config) settings() (settings, error) {
 	}
 	if s.Compression == "" {
 		s.Compression = "zstd"
+	}
+	if s.CompressionLevel == 0 && s.Compression == "zstd" {
+		s.CompressionLevel = 1
 	}
 	if s.OrdinalSlots <= 0 {
 		s.OrdinalSlots = DefaultOrdinalSlots

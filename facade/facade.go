@@ -219,6 +219,9 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		table.CommitNumRetriesKey: "0",
 		"lakewrite.dataset-id":    datasetID,
 	}
+	if f.s.CompressionLevel > 0 {
+		props[table.ParquetCompressionLevelKey] = strconv.Itoa(f.s.CompressionLevel)
+	}
 	maps.Copy(props, f.s.TableProperties)
 	tbl, err = f.cat.CreateTable(ctx, ident, newTableSchema(cols), catalog.WithProperties(props))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {

@@ -85,7 +85,7 @@ func (l *Ledger) tryOpen(ctx context.Context, id string, p OpenParams) (*Intent,
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, "", &BusyError{DatasetID: p.DatasetID, Cause: ctxErr}
+			err = ctxErr // the caller's context ended (not a busy dataset)
 		}
 		return nil, "", fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, err)
 	}

@@ -321,6 +321,13 @@ func TestBusyAndDifferentDatasets(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrBusy)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
+	// A context already cancelled is the caller's error, not a busy dataset.
+	done, cancelDone := context.WithCancel(ctx)
+	cancelDone()
+	_, err = l.Open(done, params("b"))
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ledger.ErrBusy)
+
 	// Once the holder ends, a waiting Open goes through.
 	result := make(chan error, 1)
 	go func() {

@@ -2,6 +2,9 @@ package writestrategy
 
 import (
 	"context"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,7 +22,7 @@ type Computed struct {
 	Columns Schema
 	// Stream yields the rows as Arrow batches, from the compute
 	// transaction; it is single-use and must be consumed before the
-	// transaction ends. For a snapshot_replace over a native target its
+	// transaction ends; see also Batches. For a snapshot_replace over a native target its
 	// schema also carries nullable "__row_id" and "__created_at": the
 	// identity of unchanged rows, kept by the facade.
 	Stream *cursor.Stream
@@ -28,6 +31,24 @@ type Computed struct {
 
 	sourceRows int64
 	skips      bool
+}
+
+// Batches is Stream.All as a borrowed sequence, the convention of
+// facade.WriteRequest.Rows and facade.ChecksumBatches: each batch is valid
+// during the yield and released right after it (Stream.All itself hands
+// ownership to the consumer). Single-use, like the stream.
+func (c *Computed) Batches() iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range c.Stream.All() {
+			more := yield(rec, err)
+			if rec != nil {
+				rec.Release()
+			}
+			if !more {
+				return
+			}
+		}
+	}
 }
 
 // Skipped returns the source rows left out, given the rows the write

@@ -331,7 +331,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 			facade.WriteRequest{
 				Mode:       facade.Mode(c.Mode),
 				Schema:     c.Stream.Schema(),
-				Rows:       c.Stream.All(),
+				Rows:       c.Batches(),
 				SourceRefs: req.Strategy.Sources(),
 				Metadata:   req.Metadata,
 				TxnID:      in.ID,

@@ -8,10 +8,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/incremental"
@@ -98,7 +100,7 @@ func (w *world) checksum(id string) facade.Checksum {
 		if err != nil {
 			return err
 		}
-		c, err = facade.ChecksumBatches(out[0].Stream.All())
+		c, err = facade.ChecksumBatches(out[0].Batches())
 		return err
 	}))
 	return c
@@ -437,4 +439,37 @@ func TestDispatchBadRequests(t *testing.T) {
 	require.ErrorIs(t, err, writestrategy.ErrInvalid)
 	_, err = writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{})
 	require.ErrorIs(t, err, writestrategy.ErrInvalid)
+}
+
+// Every Arrow batch of a write is released: the cursor's batches and the
+// facade's stamped ones, on a checked allocator.
+func TestDispatchReleasesArrowMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	url := pgtest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.Close() })
+	lake, err := facade.New(cat, &facade.Config{Allocator: mem})
+	require.NoError(t, err)
+	l, err := ledger.New(pool, nil)
+	require.NoError(t, err)
+	flags, err := sink.NewFlags(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative}))
+	res, err := sink.NewResolver(flags, nil)
+	require.NoError(t, err)
+	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake,
+		Cursor: &cursor.Options{Allocator: mem, BatchSize: 1000}})
+	require.NoError(t, err)
+	seedRowStore(t, pool, "orders", ordersSchema, ordersSQL, 5000)
+	ensureOutputs(t, pool, "out")
+	out, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: "out", Source: "orders"}})
+	require.NoError(t, err)
+	require.Equal(t, int64(5000), out[0].Rows)
+	mem.AssertSize(t, 0)
 }

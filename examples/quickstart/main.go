@@ -254,7 +254,7 @@ func verify(ctx context.Context, env *embedded.Env, s writestrategy.WriteStrateg
 			return err
 		}
 		for _, c := range cs {
-			sum, err := facade.ChecksumBatches(c.Stream.All())
+			sum, err := facade.ChecksumBatches(c.Batches())
 			if err != nil {
 				return err
 			}
