@@ -2,6 +2,7 @@ package cursor
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -132,4 +133,36 @@ func TestRecycler(t *testing.T) {
 	r.Free(e)
 	e2 := r.Reallocate(10, nil)
 	r.Free(e2)
+}
+
+// TestNumeric128 checks the 128-bit numeric arithmetic against big.Int on
+// random digits, weights and scales.
+func TestNumeric128(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	checked := 0
+	for range 200000 {
+		ndigits := 1 + rng.IntN(11)
+		digits := make([]byte, 2*ndigits)
+		for i := range ndigits {
+			d := rng.IntN(10000)
+			if rng.IntN(3) == 0 {
+				d = []int{0, 1, 9999, 5000}[rng.IntN(4)]
+			}
+			binary.BigEndian.PutUint16(digits[2*i:], uint16(d))
+		}
+		weight := rng.IntN(16) - 8
+		prec := int32(1 + rng.IntN(38))
+		scale := int32(rng.IntN(int(prec) + 1))
+		exp := 4*(weight-ndigits+1) + int(scale)
+		neg := rng.IntN(2) == 0
+		got, ok, gotErr := numeric128(digits, ndigits, exp, prec, scale, neg)
+		want, wantErr := numericBig(digits, ndigits, exp, prec, scale, neg)
+		if !ok {
+			continue
+		}
+		checked++
+		require.Equal(t, wantErr, gotErr)
+		require.Equal(t, want, got)
+	}
+	require.Greater(t, checked, 150000)
 }
