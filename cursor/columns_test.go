@@ -166,3 +166,48 @@ func TestNumeric128(t *testing.T) {
 	}
 	require.Greater(t, checked, 150000)
 }
+
+// BenchmarkDecodeRow decodes the BenchmarkStream row shape (no database):
+// the client-side cost per row on top of reading the socket.
+func BenchmarkDecodeRow(b *testing.B) {
+	rec := newRecycler(memory.DefaultAllocator)
+	rec.batchBytes(4 << 20)
+	const size = DefaultBatchSize
+	cols := []column{
+		{kind: kInt8, field: arrow.Field{Type: arrow.PrimitiveTypes.Int64}},
+		{kind: kString, field: arrow.Field{Type: arrow.BinaryTypes.String}},
+		{kind: kNumeric, prec: 12, scale: 2, field: arrow.Field{Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}}},
+		{kind: kTimestamptz, field: arrow.Field{Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}}},
+		{kind: kBool, field: arrow.Field{Type: arrow.FixedWidthTypes.Boolean}},
+		{kind: kJSONB, field: arrow.Field{Type: arrow.BinaryTypes.String}},
+		{kind: kString, field: arrow.Field{Type: arrow.BinaryTypes.String}},
+	}
+	bs := make([]colBuilder, len(cols))
+	for i := range cols {
+		bs[i] = newColBuilder(&cols[i], rec, memory.DefaultAllocator, size)
+	}
+	// 1234.56 as numeric: ndigits 2, weight 0, sign +, dscale 2, digits 1234 5600.
+	num := []byte{0, 2, 0, 0, 0, 0, 0, 2, 0x04, 0xd2, 0x15, 0xe0}
+	row := [][]byte{be8(123456), []byte("name-123456"), num, be8(789), {1},
+		append([]byte{1}, `{"k": 123456, "v": 3, "tag": "abcdefghij", "note": "xyzxyzxyz"}`...), []byte("green")}
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		if n == 0 {
+			for _, c := range bs {
+				c.start()
+			}
+		}
+		for i, c := range bs {
+			if err := c.decode(row[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n++; n == size {
+			for _, c := range bs {
+				c.build().Release()
+			}
+			n = 0
+		}
+	}
+}
