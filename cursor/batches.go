@@ -157,10 +157,8 @@ func (s *Stream) All() iter.Seq2[arrow.RecordBatch, error] {
 type batcher struct {
 	s      *Stream
 	r      *run
-	rb     *array.RecordBuilder
-	decs   []decoder
-	strs   []*array.BinaryBuilder // variable-width builders, to pre-size
-	strLen []int                  // data bytes of the previous batch
+	cols   []colBuilder
+	rec    *recycler // allocator of the batches' buffers
 	opened bool
 	ended  bool
 }
@@ -193,20 +191,11 @@ func (b *batcher) init() error {
 			return &QueryError{Op: "query", Err: fmt.Errorf("column %q changed type since Batches described it (oid %d, was %d)", fd.Name, fd.DataTypeOID, b.s.cols[i].oid)}
 		}
 	}
-	b.rb = array.NewRecordBuilder(b.s.o.Allocator, b.s.schema)
-	b.decs = make([]decoder, len(b.s.cols))
+	b.rec = newRecycler(b.s.o.Allocator)
+	b.cols = make([]colBuilder, len(b.s.cols))
 	for i := range b.s.cols {
-		c := &b.s.cols[i]
-		fb := b.rb.Field(i)
-		b.decs[i] = newDecoder(c.kind, c, fb)
-		switch v := fb.(type) {
-		case *array.StringBuilder:
-			b.strs = append(b.strs, v.BinaryBuilder)
-		case *array.BinaryBuilder:
-			b.strs = append(b.strs, v)
-		}
+		b.cols[i] = newColBuilder(&b.s.cols[i], b.rec, b.s.o.Allocator, b.s.o.BatchSize)
 	}
-	b.strLen = make([]int, len(b.strs))
 	return nil
 }
 
@@ -225,23 +214,21 @@ func (b *batcher) next() (arrow.RecordBatch, error) {
 		return nil, err
 	}
 	size := b.s.o.BatchSize
-	b.rb.Reserve(size)
-	for i, sb := range b.strs {
-		if b.strLen[i] > 0 {
-			sb.ReserveData(b.strLen[i] + b.strLen[i]/8)
-		}
-	}
 	rows := b.r.rows
+	cols := b.cols
+	for _, c := range cols {
+		c.start()
+	}
 	count := 0
 	for count < size && rows.Next() {
 		if err := b.r.limitRows(); err != nil {
 			return nil, err
 		}
 		raw := rows.RawValues()
-		for i, d := range b.decs {
-			if err := d.decode(raw[i]); err != nil {
-				c := &b.s.cols[i]
-				return nil, &DecodeError{Column: c.name, TypeName: c.typeName, Row: b.r.n - 1, Err: err}
+		for i, c := range cols {
+			if err := c.decode(raw[i]); err != nil {
+				sc := &b.s.cols[i]
+				return nil, &DecodeError{Column: sc.name, TypeName: sc.typeName, Row: b.r.n - 1, Err: err}
 			}
 		}
 		count++
@@ -256,18 +243,33 @@ func (b *batcher) next() (arrow.RecordBatch, error) {
 			return nil, nil
 		}
 	}
-	for i, sb := range b.strs {
-		b.strLen[i] = sb.DataLen()
+	arrs := make([]arrow.Array, len(cols))
+	bytes := 0
+	for i, c := range cols {
+		arrs[i] = c.build()
+		for _, buf := range arrs[i].Data().Buffers() {
+			if buf != nil {
+				bytes += buf.Len()
+			}
+		}
 	}
-	return b.rb.NewRecordBatch(), nil
+	b.rec.batchBytes(bytes)
+	rec := array.NewRecordBatch(b.s.schema, arrs, int64(count))
+	for _, a := range arrs {
+		a.Release()
+	}
+	return rec, nil
 }
 
 // finish cleans up and returns the error to report: err itself, or a
 // cleanup error when the stream had succeeded.
 func (b *batcher) finish(err error, stopped bool) error {
-	if b.rb != nil {
-		b.rb.Release()
-		b.rb = nil
+	for _, c := range b.cols {
+		c.release()
+	}
+	b.cols = nil
+	if b.rec != nil {
+		b.rec.close()
 	}
 	b.ended = true
 	cerr := b.r.close(b.s.ctx, err, stopped)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -384,7 +385,16 @@ func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 			return n, nil
 		}
 	}
-	// Slow path (rare: more than 16 significant digits, or large exponents).
+	// Up to 38 digits: 128-bit arithmetic, no allocation.
+	if n, ok, err := numeric128(digits, ndigits, exp, prec, scale, sign == 0x4000); ok {
+		return n, err
+	}
+	// Slow path (only when the digits overflow 128 bits).
+	return numericBig(digits, ndigits, exp, prec, scale, sign == 0x4000)
+}
+
+// numericBig is decodeNumeric's reference arithmetic, with big.Int.
+func numericBig(digits []byte, ndigits, exp int, prec, scale int32, neg bool) (decimal128.Num, error) {
 	var bi big.Int
 	tenK := big.NewInt(10000)
 	for i := range ndigits {
@@ -407,8 +417,80 @@ func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 	if bi.CmpAbs(new(big.Int).Exp(ten, big.NewInt(int64(prec)), nil)) >= 0 {
 		return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
 	}
-	if sign == 0x4000 {
+	if neg {
 		bi.Neg(&bi)
 	}
 	return decimal128.FromBigInt(&bi), nil
+}
+
+// u128 is an unsigned 128-bit integer.
+type u128 struct{ hi, lo uint64 }
+
+func (x u128) mul64(m uint64) (u128, bool) {
+	h1, lo := bits.Mul64(x.lo, m)
+	h2, l2 := bits.Mul64(x.hi, m)
+	hi, c := bits.Add64(l2, h1, 0)
+	return u128{hi, lo}, h2 == 0 && c == 0
+}
+
+func (x u128) add64(a uint64) (u128, bool) {
+	lo, c := bits.Add64(x.lo, a, 0)
+	hi, c2 := bits.Add64(x.hi, 0, c)
+	return u128{hi, lo}, c2 == 0
+}
+
+func (x u128) div64(d uint64) (u128, uint64) {
+	qh, r := x.hi/d, x.hi%d
+	ql, rem := bits.Div64(r, x.lo, d)
+	return u128{qh, ql}, rem
+}
+
+func (x u128) less(y u128) bool { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo) }
+
+// pow10u128[p] is 10^p for p <= 38.
+var pow10u128 = func() (t [39]u128) {
+	t[0] = u128{0, 1}
+	for i := 1; i < len(t); i++ {
+		t[i], _ = t[i-1].mul64(10)
+	}
+	return t
+}()
+
+// numeric128 computes D * 10^exp (D the base-10000 digits) exactly in 128
+// bits. ok is false when D or the scaled value overflows 128 bits (the
+// caller then decides with big.Int); otherwise err reports a value that
+// needs rounding or exceeds prec.
+func numeric128(digits []byte, ndigits, exp int, prec, scale int32, neg bool) (_ decimal128.Num, ok bool, _ error) {
+	var u u128
+	for i := range ndigits {
+		if u, ok = u.mul64(10000); !ok {
+			return decimal128.Num{}, false, nil
+		}
+		if u, ok = u.add64(uint64(be.Uint16(digits[2*i:]))); !ok {
+			return decimal128.Num{}, false, nil
+		}
+	}
+	for exp > 0 {
+		e := min(exp, 19)
+		if u, ok = u.mul64(pow10u64[e]); !ok {
+			return decimal128.Num{}, false, nil
+		}
+		exp -= e
+	}
+	for exp < 0 {
+		e := min(-exp, 19)
+		var rem uint64
+		if u, rem = u.div64(pow10u64[e]); rem != 0 {
+			return decimal128.Num{}, true, outOfRange("numeric value has more than %d fractional digits", scale)
+		}
+		exp += e
+	}
+	if !u.less(pow10u128[prec]) {
+		return decimal128.Num{}, true, outOfRange("numeric value exceeds precision %d", prec)
+	}
+	n := decimal128.New(int64(u.hi), u.lo)
+	if neg {
+		n = n.Negate()
+	}
+	return n, true, nil
 }
