@@ -108,11 +108,12 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		pc.sources[id] = r
 		pc.rowCounts[id] = ds[id].rowCount
 	}
-	if dep, ok := s.(Deploy); ok && dep.Mode != KindAppendAlways || ok && sinkTo != ds[dep.Target].sink {
-		// Tier B (and flips) read the current target from where it lives.
+	if dep, ok := s.(Deploy); ok {
+		// Tier B deploys, and any deploy moving its output to the other
+		// sink, read the current target from where it lives.
 		t := ds[dep.Target]
 		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
-		if t.sink != "" && len(t.schema) > 0 {
+		if (dep.Mode != KindAppendAlways || st.flip) && t.sink != "" && len(t.schema) > 0 {
 			r, err := read(dep.Target, nil)
 			if err != nil {
 				return nil, err
