@@ -473,3 +473,46 @@ func TestDispatchReleasesArrowMemory(t *testing.T) {
 	require.Equal(t, int64(5000), out[0].Rows)
 	mem.AssertSize(t, 0)
 }
+
+// A canary flip (and its revert) moves an append output to the other sink
+// as a full rebuild: the new sink gets the whole target, not just new rows.
+func TestDispatchFlipIsFullRebuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	kv := writestrategy.Schema{Columns: []writestrategy.Column{{Name: "k", Type: "integer"}, {Name: "v", Type: "text"}}}
+	seedRowStore(t, w.pool, "src", kv, `SELECT g AS k, 'v' || g AS v FROM generate_series(1, 10) g`)
+	ensureOutputs(t, w.pool, "tgt")
+	deploy := writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: "src", Target: "tgt", Key: []string{"k"}}
+	res := w.mustWrite(deploy)[0]
+	require.Equal(t, writestrategy.StoragePostgres, res.Sink)
+	require.Equal(t, int64(10), res.Rows)
+
+	// Flip: 5 new source rows; Iceberg gets all 15 as one replace.
+	seedRowStore(t, w.pool, "src", kv, `SELECT g AS k, 'v' || g AS v FROM generate_series(6, 15) g`)
+	w.iceberg("tgt")
+	res = w.mustWrite(deploy)[0]
+	require.Equal(t, writestrategy.StorageIceberg, res.Sink)
+	require.Equal(t, "replace", res.Mode)
+	require.Equal(t, int64(15), res.Rows)
+	require.Equal(t, int64(15), w.checksum("tgt").Rows)
+	ds, err := w.ledger.Dataset(ctx, "tgt")
+	require.NoError(t, err)
+	require.Equal(t, int64(15), ds.RowCount)
+
+	// Then appends again, on Iceberg.
+	seedRowStore(t, w.pool, "src", kv, `SELECT g AS k, 'v' || g AS v FROM generate_series(14, 17) g`)
+	res = w.mustWrite(deploy)[0]
+	require.Equal(t, "append", res.Mode)
+	require.Equal(t, int64(2), res.Rows)
+	require.Equal(t, int64(2), res.Skipped)
+
+	// Revert: back on Postgres as a full rebuild from the Iceberg table.
+	require.NoError(t, func() error { _, err := w.flags.ClearOverride(ctx, writer, "tgt"); return err }())
+	w.resolver.Invalidate()
+	res = w.mustWrite(deploy)[0]
+	require.Equal(t, writestrategy.StoragePostgres, res.Sink)
+	require.Equal(t, "replace", res.Mode)
+	require.Equal(t, int64(17), res.Rows)
+	require.Len(t, rowStoreRows(t, w.pool, "tgt"), 17)
+}
