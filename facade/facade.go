@@ -218,6 +218,11 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		// lakewrite retries conflicts itself (see Staged.Commit).
 		table.CommitNumRetriesKey: "0",
 		"lakewrite.dataset-id":    datasetID,
+		// __row_id and __row_index are unique per row: a dictionary never
+		// pays, and the writer would hash the first page-row-limit values of
+		// every row group before falling back to PLAIN.
+		dictColumnKey + ColRowID:    "false",
+		dictColumnKey + ColRowIndex: "false",
 	}
 	if f.s.CompressionLevel > 0 {
 		props[table.ParquetCompressionLevelKey] = strconv.Itoa(f.s.CompressionLevel)
@@ -232,6 +237,10 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	}
 	return tbl, nil
 }
+
+// dictColumnKey prefixes iceberg-go's per-column dictionary switch
+// (table/internal.ParquetDictEncodingColumnEnabledKeyPrefix).
+const dictColumnKey = "write.parquet.dict-encoding-enabled.column."
 
 // prepareSchema checks (append) or evolves (replace) the table schema in
 // txn for the write's business columns.
