@@ -133,6 +133,17 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols); err != nil {
 		return nil, err
 	}
+	// Peek at the first batch to choose the columns written without a
+	// dictionary (see dictionaryOff); the writer sees the whole stream.
+	rows, stop, first, firstErr := peekFirst(req.Rows)
+	defer stop()
+	if firstErr == nil && first != nil {
+		if props := dictionaryOff(first, tbl.Properties()); len(props) > 0 {
+			if err := txn.SetProperties(props); err != nil {
+				return nil, fmt.Errorf("facade: stage writer properties: %w", err)
+			}
+		}
+	}
 	stagedTbl, err := txn.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("facade: stage schema: %w", err)
@@ -158,7 +169,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	st := newStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
 		rowBase, createdAt.UnixMicro(), f.s.OrdinalSlots)
 
-	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, req.Rows, st, writeID)
+	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
 	if err != nil {
 		f.deleteFiles(tbl, files)
 		return nil, err
@@ -237,10 +248,6 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	}
 	return tbl, nil
 }
-
-// dictColumnKey prefixes iceberg-go's per-column dictionary switch
-// (table/internal.ParquetDictEncodingColumnEnabledKeyPrefix).
-const dictColumnKey = "write.parquet.dict-encoding-enabled.column."
 
 // prepareSchema checks (append) or evolves (replace) the table schema in
 // txn for the write's business columns.
