@@ -42,7 +42,7 @@ func peekFirst(rows iter.Seq2[arrow.RecordBatch, error]) (all iter.Seq2[arrow.Re
 }
 
 // dictionaryOff returns the writer properties that turn dictionary encoding
-// off for the top-level business columns of rec whose values are mostly
+// off for __row_id, __row_index and the top-level business columns of rec whose values are mostly
 // distinct (more than half of the rows): for those a dictionary never pays,
 // and iceberg-go's writer would otherwise hash the first page-row-limit
 // values of every row group before falling back to PLAIN (and keep the
@@ -52,17 +52,27 @@ func peekFirst(rows iter.Seq2[arrow.RecordBatch, error]) (all iter.Seq2[arrow.Re
 // The properties apply to this write's files only: they are set on the
 // staging transaction, never committed.
 func dictionaryOff(rec arrow.RecordBatch, tableProps iceberg.Properties) iceberg.Properties {
-	if rec == nil || rec.NumRows() < minDictSample {
-		return nil
-	}
-	n := int(rec.NumRows())
 	if v, ok := tableProps[dictEnabledKey]; ok && !javaTrue(v) {
 		return nil
 	}
-	var (
-		out  iceberg.Properties
-		vals = make([]uint64, n)
-	)
+	var out iceberg.Properties
+	off := func(col string) {
+		if _, ok := tableProps[dictColumnKey+col]; ok {
+			return
+		}
+		if out == nil {
+			out = iceberg.Properties{}
+		}
+		out[dictColumnKey+col] = "false"
+	}
+	// unique per row (tables the facade creates already say so)
+	off(ColRowID)
+	off(ColRowIndex)
+	if rec == nil || rec.NumRows() < minDictSample {
+		return out
+	}
+	n := int(rec.NumRows())
+	vals := make([]uint64, n)
 	for i, f := range rec.Schema().Fields() {
 		if isIdentity(f.Name) || !dictCandidate(f.Type) {
 			continue
@@ -75,10 +85,7 @@ func dictionaryOff(rec arrow.RecordBatch, tableProps iceberg.Properties) iceberg
 		}
 		slices.Sort(vals)
 		if distinct := len(slices.Compact(vals)); distinct > n/2 {
-			if out == nil {
-				out = iceberg.Properties{}
-			}
-			out[dictColumnKey+f.Name] = "false"
+			off(f.Name)
 		}
 		vals = vals[:n]
 	}

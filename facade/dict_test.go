@@ -2,6 +2,7 @@ package facade
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -35,17 +36,25 @@ func TestDictionaryOff(t *testing.T) {
 	}
 	rec := batch(4096)
 	defer rec.Release()
-	require.Equal(t, iceberg.Properties{dictColumnKey + "id": "false", dictColumnKey + "name": "false"},
-		dictionaryOff(rec, nil))
+	ids := iceberg.Properties{dictColumnKey + ColRowID: "false", dictColumnKey + ColRowIndex: "false"}
+	with := func(cols ...string) iceberg.Properties {
+		p := maps.Clone(ids)
+		for _, c := range cols {
+			p[dictColumnKey+c] = "false"
+		}
+		return p
+	}
+	require.Equal(t, with("id", "name"), dictionaryOff(rec, nil))
 	// explicit table settings win
-	require.Equal(t, iceberg.Properties{dictColumnKey + "name": "false"},
-		dictionaryOff(rec, iceberg.Properties{dictColumnKey + "id": "true"}))
+	require.Equal(t, with("name"), dictionaryOff(rec, iceberg.Properties{dictColumnKey + "id": "true"}))
 	require.Nil(t, dictionaryOff(rec, iceberg.Properties{dictEnabledKey: "FALSE"}))
-	// too small a sample: no decision
+	require.Nil(t, dictionaryOff(rec, iceberg.Properties{dictColumnKey + ColRowID: "false", dictColumnKey + ColRowIndex: "false",
+		dictColumnKey + "id": "true", dictColumnKey + "name": "true"}))
+	// too small a sample: identity columns only
 	small := batch(100)
 	defer small.Release()
-	require.Nil(t, dictionaryOff(small, nil))
-	require.Nil(t, dictionaryOff(nil, nil))
+	require.Equal(t, ids, dictionaryOff(small, nil))
+	require.Equal(t, ids, dictionaryOff(nil, nil))
 }
 
 func TestPeekFirst(t *testing.T) {

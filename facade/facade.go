@@ -137,7 +137,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	// dictionary (see dictionaryOff); the writer sees the whole stream.
 	rows, stop, first, firstErr := peekFirst(req.Rows)
 	defer stop()
-	if firstErr == nil && first != nil {
+	if firstErr == nil {
 		if props := dictionaryOff(first, tbl.Properties()); len(props) > 0 {
 			if err := txn.SetProperties(props); err != nil {
 				return nil, fmt.Errorf("facade: stage writer properties: %w", err)
