@@ -133,6 +133,17 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols); err != nil {
 		return nil, err
 	}
+	// Peek at the first batch to choose the columns written without a
+	// dictionary (see dictionaryOff); the writer sees the whole stream.
+	rows, stop, first, firstErr := peekFirst(req.Rows)
+	defer stop()
+	if firstErr == nil {
+		if props := dictionaryOff(first, tbl.Properties()); len(props) > 0 {
+			if err := txn.SetProperties(props); err != nil {
+				return nil, fmt.Errorf("facade: stage writer properties: %w", err)
+			}
+		}
+	}
 	stagedTbl, err := txn.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("facade: stage schema: %w", err)
@@ -158,7 +169,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	st := newStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
 		rowBase, createdAt.UnixMicro(), f.s.OrdinalSlots)
 
-	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, req.Rows, st, writeID)
+	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
 	if err != nil {
 		f.deleteFiles(tbl, files)
 		return nil, err
@@ -218,6 +229,11 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		// lakewrite retries conflicts itself (see Staged.Commit).
 		table.CommitNumRetriesKey: "0",
 		"lakewrite.dataset-id":    datasetID,
+		// __row_id and __row_index are unique per row: a dictionary never
+		// pays, and the writer would hash the first page-row-limit values of
+		// every row group before falling back to PLAIN.
+		dictColumnKey + ColRowID:    "false",
+		dictColumnKey + ColRowIndex: "false",
 	}
 	if f.s.CompressionLevel > 0 {
 		props[table.ParquetCompressionLevelKey] = strconv.Itoa(f.s.CompressionLevel)

@@ -67,15 +67,14 @@ const (
 	tagBool
 )
 
-// hashColumn folds the values of arr into h (len(h) == arr.Len()).
-func hashColumn(f arrow.Field, arr arrow.Array, h []uint64) error {
-	n := arr.Len()
-	colSeed := hashString(f.Name)
-	vals := make([]uint64, n)
+// hashColumn folds the values of arr into h (len(h) == arr.Len()), using
+// vals (same length) as scratch.
+func hashColumn(f arrow.Field, colSeed uint64, arr arrow.Array, h, vals []uint64) error {
 	if err := valueHashes(f, arr, vals); err != nil {
 		return err
 	}
-	for i := range n {
+	vals = vals[:len(h)]
+	for i := range h {
 		h[i] = mix(h[i]^colSeed, vals[i])
 	}
 	return nil
@@ -227,9 +226,11 @@ func floatBits(v float64) uint64 {
 }
 
 // rowHasher computes row hashes over the business columns of batches that
-// share one schema.
+// share one schema. Not safe for concurrent use: it keeps scratch space.
 type rowHasher struct {
-	order []int // business column indices, sorted by name
+	order []int    // business column indices, sorted by name
+	seeds []uint64 // per order entry: hash of the column name
+	vals  []uint64 // scratch: one column's value hashes
 }
 
 func newRowHasher(sc *arrow.Schema) *rowHasher {
@@ -242,7 +243,11 @@ func newRowHasher(sc *arrow.Schema) *rowHasher {
 	slices.SortFunc(order, func(a, b int) int {
 		return compareStrings(sc.Field(a).Name, sc.Field(b).Name)
 	})
-	return &rowHasher{order: order}
+	seeds := make([]uint64, len(order))
+	for j, i := range order {
+		seeds[j] = hashString(sc.Field(i).Name)
+	}
+	return &rowHasher{order: order, seeds: seeds}
 }
 
 func compareStrings(a, b string) int {
@@ -260,9 +265,10 @@ func (rh *rowHasher) hash(rec arrow.RecordBatch, h []uint64) ([]uint64, error) {
 	n := int(rec.NumRows())
 	h = slices.Grow(h[:0], n)[:n]
 	clear(h)
+	rh.vals = slices.Grow(rh.vals[:0], n)[:n]
 	sc := rec.Schema()
-	for _, i := range rh.order {
-		if err := hashColumn(sc.Field(i), rec.Column(i), h); err != nil {
+	for j, i := range rh.order {
+		if err := hashColumn(sc.Field(i), rh.seeds[j], rec.Column(i), h, rh.vals); err != nil {
 			return nil, err
 		}
 	}
