@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,12 +197,14 @@ func peakHeap(t *testing.T, rows int) uint64 {
 // the row count and under 128 MiB for 1M rows. Not parallel: it measures
 // the process heap.
 //
-// It runs at the default GOGC (100). HeapInuse also counts garbage not yet
-// collected, so the figure is the live heap plus GC slack and moves with
-// GC timing. Measured (2-core shared VM, zstd level 1): 1Mi rows 93-112
-// MiB, 256Ki rows 85-115 MiB at GOGC=100 (nine runs); 75-78 MiB at
-// GOGC=50.
+// HeapInuse also counts garbage not yet collected, so at the default GOGC
+// the figure is the live heap plus GC slack and moves with GC timing
+// (measured on a 2-core shared VM, zstd level 1: 1Mi rows 93-112 MiB,
+// 256Ki rows 85-115 MiB at GOGC=100 over nine runs). The test runs at
+// GOGC=50 (75-78 MiB measured), where the figure tracks the live peak and
+// the bound does not depend on the scheduler; the GC setting is restored.
 func TestWriteMemoryBound(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	small := peakHeap(t, 1<<18)
 	large := peakHeap(t, 1<<20)
 	t.Logf("peak heap above baseline: 256Ki rows %.1f MiB, 1Mi rows %.1f MiB", float64(small)/(1<<20), float64(large)/(1<<20))
