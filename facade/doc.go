@@ -95,7 +95,7 @@
 //
 // # Performance (2-core shared VM, load 3-6: compare within a run)
 //
-//	go test -run XXX -bench WriteReplace1M -benchtime=2x ./facade/
+//	go test -run '^$' -bench WriteReplace1M -benchtime=2x ./facade/
 //	go test -run TestWriteMemoryBound -v ./facade/
 //	go run ./examples/bench -rows 1000000   # end to end against COPY
 //
