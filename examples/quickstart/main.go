@@ -143,6 +143,7 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 	type line struct {
 		r       writestrategy.WriteResult
 		elapsed time.Duration
+		rows    int64 // rows of the whole write (both outputs of a split)
 	}
 	var lines []line
 	for _, o := range outputs {
@@ -153,8 +154,14 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 		if err != nil {
 			return fmt.Errorf("write %s: %w", o.name, err)
 		}
+		elapsed := time.Since(t0)
+		var total int64
 		for _, r := range res {
-			lines = append(lines, line{r, time.Since(t0)})
+			total += r.Rows
+		}
+		for _, r := range res {
+			// A split pair is one write of both outputs: time and rate are the pair's.
+			lines = append(lines, line{r, elapsed, total})
 		}
 	}
 
@@ -167,7 +174,7 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 			snap = fmt.Sprint(l.r.SnapshotID)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.0f\t\n", l.r.DatasetID, l.r.Sink, l.r.Rows, snap,
-			l.r.CommittedAt.UTC().Format("15:04:05.000"), l.elapsed.Round(time.Millisecond), float64(l.r.Rows)/l.elapsed.Seconds())
+			l.r.CommittedAt.UTC().Format("15:04:05.000"), l.elapsed.Round(time.Millisecond), float64(l.rows)/l.elapsed.Seconds())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
