@@ -266,14 +266,11 @@ func (c *dateCol) decode(v []byte) error {
 		c.addNull()
 		return nil
 	}
-	if len(v) != 4 {
-		return errShort
+	days, err := parseDate(v)
+	if err != nil {
+		return err
 	}
-	days := int32(be.Uint32(v))
-	if days == math.MaxInt32 || days == math.MinInt32 {
-		return outOfRange("date ±infinity")
-	}
-	c.add(days + pgEpochDays)
+	c.add(days)
 	return nil
 }
 
@@ -284,14 +281,11 @@ func (c *tsCol) decode(v []byte) error {
 		c.addNull()
 		return nil
 	}
-	if len(v) != 8 {
-		return errShort
+	us, err := parseTimestamp(v)
+	if err != nil {
+		return err
 	}
-	us := int64(be.Uint64(v))
-	if us == math.MaxInt64 || us == math.MinInt64 {
-		return outOfRange("timestamp ±infinity")
-	}
-	c.add(us + pgEpochMicros)
+	c.add(us)
 	return nil
 }
 

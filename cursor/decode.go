@@ -194,6 +194,32 @@ func (d uuidDec) decode(v []byte) error {
 	return nil
 }
 
+// parseDate decodes a binary date into days since the Unix epoch; ±infinity
+// has no Arrow value and is an error.
+func parseDate(v []byte) (int32, error) {
+	if len(v) != 4 {
+		return 0, errShort
+	}
+	days := int32(be.Uint32(v))
+	if days == math.MaxInt32 || days == math.MinInt32 {
+		return 0, outOfRange("date ±infinity")
+	}
+	return days + pgEpochDays, nil
+}
+
+// parseTimestamp decodes a binary timestamp or timestamptz into microseconds
+// since the Unix epoch; ±infinity is an error.
+func parseTimestamp(v []byte) (int64, error) {
+	if len(v) != 8 {
+		return 0, errShort
+	}
+	us := int64(be.Uint64(v))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return 0, outOfRange("timestamp ±infinity")
+	}
+	return us + pgEpochMicros, nil
+}
+
 type dateDec struct{ b *array.Date32Builder }
 
 func (d dateDec) decode(v []byte) error {
@@ -201,14 +227,11 @@ func (d dateDec) decode(v []byte) error {
 		d.b.AppendNull()
 		return nil
 	}
-	if len(v) != 4 {
-		return errShort
+	days, err := parseDate(v)
+	if err != nil {
+		return err
 	}
-	days := int32(be.Uint32(v))
-	if days == math.MaxInt32 || days == math.MinInt32 {
-		return outOfRange("date ±infinity")
-	}
-	d.b.Append(arrow.Date32(days + pgEpochDays))
+	d.b.Append(arrow.Date32(days))
 	return nil
 }
 
@@ -219,14 +242,11 @@ func (d tsDec) decode(v []byte) error {
 		d.b.AppendNull()
 		return nil
 	}
-	if len(v) != 8 {
-		return errShort
+	us, err := parseTimestamp(v)
+	if err != nil {
+		return err
 	}
-	us := int64(be.Uint64(v))
-	if us == math.MaxInt64 || us == math.MinInt64 {
-		return outOfRange("timestamp ±infinity")
-	}
-	d.b.Append(arrow.Timestamp(us + pgEpochMicros))
+	d.b.Append(arrow.Timestamp(us))
 	return nil
 }
 
