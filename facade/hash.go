@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -241,23 +242,13 @@ func newRowHasher(sc *arrow.Schema) *rowHasher {
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		return compareStrings(sc.Field(a).Name, sc.Field(b).Name)
+		return strings.Compare(sc.Field(a).Name, sc.Field(b).Name)
 	})
 	seeds := make([]uint64, len(order))
 	for j, i := range order {
 		seeds[j] = hashString(sc.Field(i).Name)
 	}
 	return &rowHasher{order: order, seeds: seeds}
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // hash fills h (resized to the batch length) with the row hashes.

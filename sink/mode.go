@@ -1,6 +1,9 @@
 package sink
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+)
 
 // Mode is a writer flag value. Modes are ordered: [ModePG] < [ModeIcebergNative].
 // A writer's default mode and its per-dataset overrides are capped by its
@@ -43,14 +46,7 @@ func (m Mode) rank() int {
 // Compare returns -1, 0 or +1 as m is below, equal to or above o in the mode
 // order. Unknown modes sort below every known mode.
 func (m Mode) Compare(o Mode) int {
-	a, b := m.rank(), o.rank()
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(m.rank(), o.rank())
 }
 
 // atLeast returns the modes at or above m: the max modes that allow m.

@@ -40,6 +40,13 @@ type world struct {
 // warehouse.
 func newWorld(t *testing.T, lake facade.Lakehouse) *world {
 	t.Helper()
+	return newWorldWith(t, lake, nil, nil)
+}
+
+// newWorldWith is newWorld with a facade config (for the real facade) and
+// cursor options for the dispatcher.
+func newWorldWith(t *testing.T, lake facade.Lakehouse, fc *facade.Config, co *cursor.Options) *world {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
@@ -49,7 +56,7 @@ func newWorld(t *testing.T, lake facade.Lakehouse) *world {
 		cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cat.Close() })
-		f, err := facade.New(cat, nil)
+		f, err := facade.New(cat, fc)
 		require.NoError(t, err)
 		lake = f
 	}
@@ -60,7 +67,7 @@ func newWorld(t *testing.T, lake facade.Lakehouse) *world {
 	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.ModePG, Max: sink.ModeIcebergNative}))
 	res, err := sink.NewResolver(flags, nil)
 	require.NoError(t, err)
-	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake, Workspace: "test"})
+	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake, Workspace: "test", Cursor: co})
 	require.NoError(t, err)
 	return &world{t: t, pool: pool, ledger: l, flags: flags, resolver: res, lake: lake, d: d}
 }
@@ -445,31 +452,12 @@ func TestDispatchBadRequests(t *testing.T) {
 // facade's stamped ones, on a checked allocator.
 func TestDispatchReleasesArrowMemory(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	url := pgtest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cat.Close() })
-	lake, err := facade.New(cat, &facade.Config{Allocator: mem})
-	require.NoError(t, err)
-	l, err := ledger.New(pool, nil)
-	require.NoError(t, err)
-	flags, err := sink.NewFlags(pool, nil)
-	require.NoError(t, err)
-	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative}))
-	res, err := sink.NewResolver(flags, nil)
-	require.NoError(t, err)
-	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake,
-		Cursor: &cursor.Options{Allocator: mem, BatchSize: 1000}})
-	require.NoError(t, err)
-	seedRowStore(t, pool, "orders", ordersSchema, ordersSQL, 5000)
-	ensureOutputs(t, pool, "out")
-	out, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: "out", Source: "orders"}})
-	require.NoError(t, err)
+	w := newWorldWith(t, nil, &facade.Config{Allocator: mem}, &cursor.Options{Allocator: mem, BatchSize: 1000})
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 5000)
+	ensureOutputs(t, w.pool, "out")
+	w.iceberg("out")
+	out := w.mustWrite(writestrategy.Transform{Output: "out", Source: "orders"})
 	require.Equal(t, int64(5000), out[0].Rows)
 	mem.AssertSize(t, 0)
 }

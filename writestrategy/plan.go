@@ -80,10 +80,6 @@ type projection struct {
 	// target); empty otherwise.
 	identitySQL  string
 	identityArgs []any
-	// tierB: the output depends on the current target.
-	tierB bool
-	// target is the current target when it is read (Tier B).
-	target *relation
 }
 
 // targetState is what the plan knows about an output's current contents.
@@ -295,7 +291,7 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 	}
 	cols := src.cols("")
 	keyRow := func(alias string) string { return rowKey(alias, key) }
-	p := projection{output: d.Target, kind: d.Mode, target: tgt, tierB: tgt != nil}
+	p := projection{output: d.Target, kind: d.Mode}
 	// countSQL: the source rows considered, for skipped.
 	cb := newBuilder(nil)
 	cb.w("SELECT count(*) FROM ", src.render(cb), " s")
