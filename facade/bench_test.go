@@ -72,12 +72,12 @@ const benchBatchRows = 65536
 
 // newBenchFacade: LW_CODEC=snappy (for example) overrides the codec of the
 // tables it creates, to compare codecs.
-func newBenchFacade(tb testing.TB, mem memory.Allocator) (*facade.Facade, string) {
+func newBenchFacade(tb testing.TB, mem memory.Allocator, workers int) (*facade.Facade, string) {
 	wh := tb.TempDir()
 	cat, err := facade.OpenSQLCatalog(context.Background(), facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(tb), Warehouse: wh})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { cat.Close() })
-	f, err := facade.New(cat, &facade.Config{Allocator: mem, Compression: os.Getenv("LW_CODEC")})
+	f, err := facade.New(cat, &facade.Config{Allocator: mem, Compression: os.Getenv("LW_CODEC"), WriteWorkers: workers})
 	require.NoError(tb, err)
 	return f, wh
 }
@@ -104,6 +104,12 @@ func plainEncode(tb testing.TB, path string, sc *arrow.Schema, bs []arrow.Record
 // batches, against a plain pqarrow encode of the same batches in the same
 // run. Reports rows/s of both and their ratio.
 func BenchmarkWriteReplace1M(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchWriteReplace(b, workers) })
+	}
+}
+
+func benchWriteReplace(b *testing.B, workers int) {
 	const rows = 1 << 20
 	mem := memory.NewGoAllocator()
 	sc := benchSchema()
@@ -116,7 +122,7 @@ func BenchmarkWriteReplace1M(b *testing.B) {
 			x.Release()
 		}
 	}()
-	f, _ := newBenchFacade(b, mem)
+	f, _ := newBenchFacade(b, mem, workers)
 	dir := b.TempDir()
 	var plain, lake time.Duration
 	b.ResetTimer()
@@ -147,7 +153,7 @@ func BenchmarkWriteReplace1M(b *testing.B) {
 // and returns the peak HeapInuse above the pre-write baseline.
 func peakHeap(t *testing.T, rows int) uint64 {
 	mem := memory.NewGoAllocator()
-	f, _ := newBenchFacade(t, mem)
+	f, _ := newBenchFacade(t, mem, 0)
 	sc := benchSchema()
 	runtime.GC()
 	var ms runtime.MemStats

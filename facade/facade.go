@@ -349,70 +349,92 @@ func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 	return next, nil
 }
 
-// writeFiles stamps the rows and writes them as data files. The stream
-// handed to iceberg-go never carries an error and never sees the caller's
-// cancellation: on any failure the stream simply ends, so every file the
-// writer produced is returned (and deleted by the caller) instead of
+// writeFiles stamps the rows and writes them as data files, encoded by up to
+// WriteWorkers parallel writers that take the stamped batches in turns of
+// RowGroupRows rows (the next writer starts only when the stream reaches
+// it). Stamping runs on the caller's goroutine, in stream order, so row ids
+// and the checksum do not depend on the number of writers.
+//
+// The streams handed to iceberg-go never carry an error and never see the
+// caller's cancellation: on any failure they simply end, so every file the
+// writers produced is returned (and deleted by the caller) instead of
 // leaking as an orphan (NOTES pitfall 7).
 func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema,
 	rows iter.Seq2[arrow.RecordBatch, error], st *stamper, writeID uuid.UUID) ([]iceberg.DataFile, error) {
-	var (
-		mu     sync.Mutex
-		srcErr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if srcErr == nil {
-			srcErr = err
+	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)
+	failed := make(chan struct{})
+	var failOnce sync.Once
+	var workers []*fileWorker
+	defer func() {
+		// Every started worker ends before writeFiles returns: no goroutine
+		// outlives the call.
+		for _, w := range workers {
+			w.finish()
 		}
-		mu.Unlock()
+	}()
+	start := func() *fileWorker {
+		id := writeID
+		if len(workers) > 0 {
+			// Distinct file names per writer: iceberg-go numbers files per call.
+			id = uuid.NewSHA1(writeID, []byte{byte(len(workers))})
+		}
+		w := &fileWorker{in: make(chan arrow.RecordBatch), done: make(chan struct{})}
+		go w.run(wctx, tbl, sc, func() { failOnce.Do(func() { close(failed) }) },
+			table.WithWriteUUID(id),
+			table.WithRecordBatchBufferSize(f.s.WriteQueue),
+			table.WithTargetFileSize(f.s.TargetFileSize),
+			table.WithParquetRowGroupLimit(f.s.RowGroupRows),
+			table.WithMaxWriteWorkers(1),
+		)
+		workers = append(workers, w)
+		return w
 	}
-	feed := func(yield func(arrow.RecordBatch, error) bool) {
+
+	srcErr := func() error {
+		var (
+			cur   int   // index of the worker taking batches
+			taken int64 // rows it has taken in this turn
+		)
 		for rec, err := range rows {
 			if err != nil {
-				fail(err)
-				return
+				return err
 			}
 			if err := context.Cause(ctx); err != nil {
-				fail(err)
-				return
+				return err
 			}
 			if rec.NumRows() == 0 {
 				continue
 			}
 			out, err := st.stamp(rec)
 			if err != nil {
-				fail(err)
-				return
+				return err
 			}
-			if !yield(out, nil) { // WriteRecords releases out
-				return
+			if taken >= int64(f.s.RowGroupRows) {
+				cur, taken = (cur+1)%f.s.WriteWorkers, 0
+			}
+			if cur == len(workers) {
+				start()
+			}
+			taken += out.NumRows()
+			select {
+			case workers[cur].in <- out:
+			case <-failed:
+				out.Release()
+				return nil // the writer's error is reported below
 			}
 		}
-		if err := context.Cause(ctx); err != nil {
-			fail(err)
-		}
-	}
-	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)
+		return context.Cause(ctx)
+	}()
+
 	var (
 		files []iceberg.DataFile
 		werr  error
 	)
-	for df, err := range table.WriteRecords(wctx, tbl, sc, feed,
-		table.WithWriteUUID(writeID),
-		table.WithRecordBatchBufferSize(f.s.WriteQueue),
-		table.WithTargetFileSize(f.s.TargetFileSize),
-		table.WithParquetRowGroupLimit(f.s.RowGroupRows),
-		table.WithMaxWriteWorkers(1),
-	) {
-		if err != nil {
-			werr = errors.Join(werr, err)
-			continue
-		}
-		files = append(files, df)
+	for _, w := range workers {
+		w.finish()
+		files = append(files, w.files...)
+		werr = errors.Join(werr, w.err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if srcErr != nil {
 		return files, srcErr
 	}
@@ -420,6 +442,50 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 		return files, fmt.Errorf("facade: write data files: %w", werr)
 	}
 	return files, nil
+}
+
+// fileWorker runs one iceberg-go writer over the batches sent on in.
+type fileWorker struct {
+	in     chan arrow.RecordBatch
+	done   chan struct{}
+	closed bool
+	files  []iceberg.DataFile
+	err    error
+}
+
+func (w *fileWorker) run(ctx context.Context, tbl *table.Table, sc *arrow.Schema, fail func(), opts ...table.WriteRecordOption) {
+	defer close(w.done)
+	feed := func(yield func(arrow.RecordBatch, error) bool) {
+		for rec := range w.in {
+			if !yield(rec, nil) { // WriteRecords releases rec
+				return
+			}
+		}
+	}
+	for df, err := range table.WriteRecords(ctx, tbl, sc, feed, opts...) {
+		if err != nil {
+			w.err = errors.Join(w.err, err)
+			continue
+		}
+		w.files = append(w.files, df)
+	}
+	if w.err != nil {
+		fail()
+	}
+	// The producer may still be sending until it sees the failure.
+	for rec := range w.in {
+		rec.Release()
+	}
+}
+
+// finish ends the worker's input and waits for it; it is idempotent and
+// called from the producer's goroutine only.
+func (w *fileWorker) finish() {
+	if !w.closed {
+		w.closed = true
+		close(w.in)
+	}
+	<-w.done
 }
 
 func (f *Facade) deleteFiles(tbl *table.Table, files []iceberg.DataFile) {

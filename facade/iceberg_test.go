@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ type icebergEnv struct {
 	mem       *memory.CheckedAllocator
 }
 
-func newIcebergEnv(t *testing.T) *icebergEnv {
+func newIcebergEnv(t *testing.T, tune ...func(*facade.Config)) *icebergEnv {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	wh := t.TempDir()
@@ -78,7 +79,11 @@ func newIcebergEnv(t *testing.T) *icebergEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { sqlcat.Close() })
 	fc := &faultCatalog{Catalog: sqlcat, kind: map[string]error{}, n: map[string]int{}, land: map[string]bool{}}
-	f, err := facade.New(fc, &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6})
+	cfg := &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6}
+	for _, f := range tune {
+		f(cfg)
+	}
+	f, err := facade.New(fc, cfg)
 	require.NoError(t, err)
 	return &icebergEnv{f: f, cat: fc, warehouse: wh, mem: mem}
 }
@@ -94,6 +99,79 @@ func TestContract(t *testing.T) {
 			},
 		}
 	})
+}
+
+// TestContractParallelWriters runs the contract with three parallel file
+// writers taking turns of 64 rows, so every contract case with more than
+// one batch spreads its rows over several files.
+func TestContractParallelWriters(t *testing.T) {
+	contract.Run(t, func(t *testing.T) *contract.Env {
+		e := newIcebergEnv(t, func(c *facade.Config) { c.WriteWorkers, c.RowGroupRows = 3, 64 })
+		return &contract.Env{
+			LH:  e.f,
+			Mem: e.mem,
+			FailCommits: func(id string, kind error, n int) {
+				e.cat.fail(id, kind, n, false)
+			},
+		}
+	})
+}
+
+// TestParallelWritersSameTable: the same rows written by one and by four
+// writers make the same table contents (rows, identity, checksum); four
+// writers make four files, and a write no larger than one turn makes one.
+func TestParallelWritersSameTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := contract.Schema()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	bs := contract.Batches(mem, sc, 0, 5000, 250, 5000)
+	defer func() {
+		for _, b := range bs {
+			b.Release()
+		}
+	}()
+	type result struct {
+		files int
+		sum   facade.Checksum
+		rows  []string
+	}
+	write := func(workers, rowGroup int) result {
+		e := newIcebergEnv(t, func(c *facade.Config) {
+			c.Allocator, c.WriteWorkers, c.RowGroupRows = mem, workers, rowGroup
+			c.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+		})
+		res, err := e.f.Write(ctx, facade.Target{DatasetID: "par"}, facade.WriteRequest{Mode: facade.Replace, Schema: sc, Rows: contract.Seq(bs)})
+		require.NoError(t, err)
+		require.EqualValues(t, 5000, res.Rows)
+		sum, err := e.f.Checksum(ctx, "par", 0)
+		require.NoError(t, err)
+		require.Equal(t, res.Checksum, sum)
+		var rows []string
+		for rec, err := range e.f.Scan(ctx, "par", facade.ScanOptions{}) {
+			require.NoError(t, err)
+			for i := range int(rec.NumRows()) {
+				var b strings.Builder
+				for c := range int(rec.NumCols()) {
+					fmt.Fprintf(&b, "%v|", rec.Column(c).GetOneForMarshal(i))
+				}
+				rows = append(rows, b.String())
+			}
+			rec.Release()
+		}
+		slices.Sort(rows)
+		return result{files: len(res.DataFiles), sum: res.Checksum, rows: rows}
+	}
+	one := write(1, 1000)
+	four := write(4, 1000)
+	require.Equal(t, 1, one.files)
+	require.Equal(t, 4, four.files)
+	require.Equal(t, one.sum, four.sum)
+	require.Equal(t, one.rows, four.rows)
+	require.Len(t, four.rows, 5000)
+	small := write(4, 5000)
+	require.Equal(t, 1, small.files, "a write of one turn starts one writer")
 }
 
 // dataFiles lists the parquet files under the warehouse.
@@ -145,7 +223,7 @@ func TestNoOrphansAfterFailures(t *testing.T) {
 	_, err := e.f.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs)})
 	require.NoError(t, err)
 	// small files so a failure mid-stream has written complete files
-	small, err := facade.New(e.cat, &facade.Config{Allocator: e.mem, TargetFileSize: 1, RowGroupRows: 100, CommitRetries: -1})
+	small, err := facade.New(e.cat, &facade.Config{Allocator: e.mem, TargetFileSize: 1, RowGroupRows: 100, CommitRetries: -1, WriteWorkers: 2})
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	failing := func(yield func(arrowBatch, error) bool) {

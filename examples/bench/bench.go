@@ -64,6 +64,7 @@ type config struct {
 	Only         string // copy|cursor|e2e|parquet|all
 	RowGroupRows int    // facade.Config.RowGroupRows and the plain Parquet writer's; 0 = facade default
 	WriteQueue   int    // facade.Config.WriteQueue; 0 = facade default
+	WriteWorkers int    // facade.Config.WriteWorkers; 0 = facade default
 	Compression  string // facade.Config.Compression and the plain Parquet writer's; "" = zstd
 	// CompressionLevel is the codec level of the output table
 	// (write.parquet.compression-level) and of the plain Parquet writer;
@@ -97,8 +98,8 @@ func (c *config) tuning() string {
 	if comp == "" {
 		comp = "zstd"
 	}
-	return fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s compression=%s level=%s",
-		def(c.Batch, "default"), def(c.RowGroupRows, "default"), def(c.WriteQueue, "default"),
+	return fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s write-workers=%s compression=%s level=%s",
+		def(c.Batch, "default"), def(c.RowGroupRows, "default"), def(c.WriteQueue, "default"), def(c.WriteWorkers, "default"),
 		comp, def(c.CompressionLevel, "default"))
 }
 
@@ -197,8 +198,8 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 	if cfg.Rows <= 0 {
 		return nil, fmt.Errorf("-rows %d: want > 0", cfg.Rows)
 	}
-	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 {
-		return nil, errors.New("-batch, -row-group-rows and -write-queue must not be negative")
+	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 || cfg.WriteWorkers < 0 {
+		return nil, errors.New("-batch, -row-group-rows, -write-queue and -write-workers must not be negative")
 	}
 	if _, err := codec(cfg.Compression); err != nil {
 		return nil, err
@@ -215,6 +216,7 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 	fc := &facade.Config{
 		RowGroupRows: cfg.RowGroupRows,
 		WriteQueue:   cfg.WriteQueue,
+		WriteWorkers: cfg.WriteWorkers,
 		Compression:  cfg.Compression,
 	}
 	if cfg.CompressionLevel != 0 {

@@ -52,6 +52,7 @@ func mainCode() int {
 	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet or all")
 	flag.IntVar(&cfg.RowGroupRows, "row-group-rows", 0, "Parquet row group rows (0: facade default)")
 	flag.IntVar(&cfg.WriteQueue, "write-queue", 0, "batches queued ahead of the Parquet writer (0: facade default)")
+	flag.IntVar(&cfg.WriteWorkers, "write-workers", 0, "data files encoded in parallel by the e2e write (0: facade default)")
 	flag.StringVar(&cfg.Compression, "compression", "zstd", "Parquet codec: zstd, snappy or uncompressed")
 	flag.IntVar(&cfg.CompressionLevel, "compression-level", 0, "codec level (0: codec default; zstd 1 = fastest)")
 	flag.BoolVar(&cfg.Reseed, "reseed", false, "seed even when a source table of the right size exists")
