@@ -140,7 +140,8 @@
 //
 // and two busier runs gave direct 0.84x 1.19x 1.09x and 1.33x (raw-values
 // 0.95x 0.92x 1.55x and 0.93x). Before the change below, direct measured
-// 0.76x COPY.
+// 0.76x COPY. A later quiet run (-count 2, COPY at 1.03-1.21M rows/s):
+// direct 1.05x 1.02x, raw-values 1.04x 1.00x, staged 0.58x 0.67x.
 //
 // Where the time goes: the client used to spend ~0.9-1.2 s of CPU per 1M rows
 // (getrusage; COPY ~0.35-0.65 s), about a quarter of it allocating, zeroing
