@@ -29,7 +29,10 @@
 // a recount), committed_at = the commit time passed in (the Iceberg
 // snapshot's timestamp, not now()), and the dataset's source watermark,
 // row count, status and schema, after Config.Expectations had their chance
-// to veto. CommitTx does the same inside the caller's transaction.
+// to veto. CommitTx does the same inside the caller's transaction. Check
+// asks the expectations without committing anything, for writers that make
+// data visible elsewhere first (the Iceberg arm asks before its snapshot
+// commit, so a veto leaves the table as it was).
 //
 // # Crash recovery
 //

@@ -161,6 +161,47 @@ func (l *Ledger) Commit(ctx context.Context, in *Intent, o Outcome) error {
 	return nil
 }
 
+// Check runs Config.Expectations against the outcome o would commit, and
+// commits nothing: the same statements as Commit, in a transaction that is
+// always rolled back. The intent stays open whatever the answer.
+//
+// A writer whose commit makes data visible outside Postgres calls Check
+// before that commit, so that a veto leaves nothing visible (the Iceberg
+// arm of writestrategy checks the staged outcome before the snapshot
+// commit: o.SnapshotID is then 0 and o.CommittedAt the write's stamp
+// time). Commit runs the expectations again with the final outcome.
+//
+// Check returns a *VetoError (matching ErrVetoed) on a veto, a *StateError
+// when the intent cannot commit, and nil without a round trip when no
+// expectation is configured.
+func (l *Ledger) Check(ctx context.Context, in *Intent, o Outcome) error {
+	if err := in.validate(); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if len(l.cfg.Expectations) == 0 {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
+		if err := l.setLockTimeout(ctx, tx); err != nil {
+			return err
+		}
+		if err := l.commitTx(ctx, tx, in, o); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if err == nil || errors.Is(err, errRollback) {
+		return nil
+	}
+	return l.wrap("check", in.ID, err)
+}
+
+// errRollback makes pgx.BeginFunc roll back a transaction that succeeded.
+var errRollback = errors.New("ledger: rollback")
+
 // CommitTx is Commit inside the caller's transaction, so the ledger commits
 // with the caller's own writes (the Postgres path writes the row store and
 // commits the intent in one transaction). Nothing is committed until the

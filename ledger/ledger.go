@@ -32,6 +32,8 @@ type DB interface {
 // commit transaction, after the intent row was updated and before the
 // dataset is stamped; returning an error vetoes the commit: the intent is
 // aborted with the error as its reason and the dataset is left unchanged.
+// Check runs them without committing, so a writer can ask before it makes
+// data visible elsewhere; they run again at Commit.
 type Expectation func(ctx context.Context, tx pgx.Tx, c Commit) error
 
 // Config configures a Ledger. The zero value is valid.

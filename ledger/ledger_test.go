@@ -158,6 +158,57 @@ func TestVetoAbortsAndStampsNothing(t *testing.T) {
 	require.True(t, ds.SourceWatermark.IsZero())
 }
 
+func TestCheckCommitsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tooFew := errors.New("expected at least 10 rows")
+	var seen []ledger.Commit
+	l, _ := newLedger(t, &ledger.Config{Expectations: []ledger.Expectation{
+		func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
+			seen = append(seen, c)
+			if c.Outcome.RowCount < 10 {
+				return tooFew
+			}
+			return nil
+		},
+	}})
+	ensure(t, l, "d")
+	in, err := l.Open(ctx, params("d"))
+	require.NoError(t, err)
+	unchanged := func() {
+		t.Helper()
+		got, err := l.Get(ctx, in.ID)
+		require.NoError(t, err)
+		require.Equal(t, ledger.StatusOpen, got.Status)
+		require.Zero(t, got.RowCount)
+		require.True(t, got.CommittedAt.IsZero())
+		ds, err := l.Dataset(ctx, "d")
+		require.NoError(t, err)
+		require.True(t, ds.SourceWatermark.IsZero())
+		require.Zero(t, ds.RowCount)
+		require.Equal(t, "pending", ds.Status)
+	}
+
+	err = l.Check(ctx, in, ledger.Outcome{RowCount: 3, CommittedAt: time.Now()})
+	require.ErrorIs(t, err, ledger.ErrVetoed)
+	require.ErrorIs(t, err, tooFew)
+	unchanged()
+	require.NoError(t, l.Check(ctx, in, ledger.Outcome{RowCount: 12, CommittedAt: time.Now()}))
+	unchanged()
+	require.Len(t, seen, 2)
+	require.Equal(t, in.ID, seen[1].Intent.ID)
+
+	// The intent still commits, and the expectations run again.
+	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 12, CommittedAt: time.Now()}))
+	require.Len(t, seen, 3)
+	require.ErrorIs(t, l.Check(ctx, in, ledger.Outcome{RowCount: 12, CommittedAt: time.Now()}), ledger.ErrNotOpen)
+	require.ErrorIs(t, l.Check(ctx, in, ledger.Outcome{RowCount: 12}), ledger.ErrInvalid)
+
+	// Without expectations there is nothing to ask.
+	plain, _ := newLedger(t, nil)
+	require.NoError(t, plain.Check(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+}
+
 func TestCommitTxWithCallerWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

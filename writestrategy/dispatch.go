@@ -327,7 +327,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]
-		res, err := d.cfg.Lakehouse.Write(ctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
+		staged, err := d.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 			facade.WriteRequest{
 				Mode:       facade.Mode(c.Mode),
 				Schema:     c.Stream.Schema(),
@@ -336,6 +336,10 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 				Metadata:   req.Metadata,
 				TxnID:      in.ID,
 			})
+		if err != nil {
+			return fail(err)
+		}
+		res, err := CommitStaged(ctx, d.cfg.Ledger, in, staged, c.Columns.JSON())
 		if err != nil {
 			if errors.Is(err, facade.ErrCommitStateUnknown) {
 				// Never retried or aborted blindly: Recover reconciles it.

@@ -2,6 +2,7 @@ package writestrategy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -40,12 +41,12 @@ type world struct {
 // warehouse.
 func newWorld(t *testing.T, lake facade.Lakehouse) *world {
 	t.Helper()
-	return newWorldWith(t, lake, nil, nil)
+	return newWorldWith(t, lake, nil, nil, nil)
 }
 
-// newWorldWith is newWorld with a facade config (for the real facade) and
-// cursor options for the dispatcher.
-func newWorldWith(t *testing.T, lake facade.Lakehouse, fc *facade.Config, co *cursor.Options) *world {
+// newWorldWith is newWorld with a facade config (for the real facade),
+// cursor options for the dispatcher and a ledger config.
+func newWorldWith(t *testing.T, lake facade.Lakehouse, fc *facade.Config, co *cursor.Options, lc *ledger.Config) *world {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.URL(t)
@@ -60,7 +61,7 @@ func newWorldWith(t *testing.T, lake facade.Lakehouse, fc *facade.Config, co *cu
 		require.NoError(t, err)
 		lake = f
 	}
-	l, err := ledger.New(pool, nil)
+	l, err := ledger.New(pool, lc)
 	require.NoError(t, err)
 	flags, err := sink.NewFlags(pool, nil)
 	require.NoError(t, err)
@@ -434,6 +435,58 @@ func TestDispatchLedgerCommitFailure(t *testing.T) {
 	require.True(t, ds.SourceWatermark.Equal(found.CommittedAt))
 }
 
+// An expectation that vetoes an Iceberg write is asked before the snapshot
+// commit: the table keeps its previous snapshot, the staged files are
+// deleted and the intent is aborted with the veto.
+func TestDispatchVetoBeforeSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tooMany := errors.New("at most 150 rows")
+	veto := func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
+		if c.Outcome.RowCount > 150 {
+			return tooMany
+		}
+		return nil
+	}
+	for _, real := range []bool{true, false} {
+		t.Run(fmt.Sprintf("real=%t", real), func(t *testing.T) {
+			t.Parallel()
+			var lake facade.Lakehouse
+			if !real {
+				lake = facadetest.New(nil)
+			}
+			w := newWorldWith(t, lake, nil, nil, &ledger.Config{Expectations: []ledger.Expectation{veto}})
+			seedWorld(t, w, 100)
+			ensureOutputs(t, w.pool, "out")
+			w.iceberg("out")
+			first := w.mustWrite(writestrategy.Transform{Output: "out", Source: "orders"})
+			seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 200)
+
+			_, err := w.write(writestrategy.Transform{Output: "out", Source: "orders"})
+			require.ErrorIs(t, err, ledger.ErrVetoed)
+			require.ErrorIs(t, err, tooMany)
+			sum, err := w.lake.Checksum(ctx, "out", 0)
+			require.NoError(t, err)
+			require.EqualValues(t, 100, sum.Rows, "the vetoed rows never became visible")
+			last, ok, err := w.lake.FindTxn(ctx, "out", first[0].TxnID)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, first[0].SnapshotID, last.SnapshotID)
+			var status, reason string
+			require.NoError(t, w.pool.QueryRow(ctx, `SELECT status, error FROM lakewrite.pipeline_build_transactions
+				WHERE dataset_id = 'out' ORDER BY created_at DESC LIMIT 1`).Scan(&status, &reason))
+			require.Equal(t, "aborted", status)
+			require.Contains(t, reason, "at most 150 rows")
+			if f, ok := w.lake.(*facade.Facade); ok {
+				tbl, err := f.LoadTable(ctx, "out")
+				require.NoError(t, err)
+				require.Equal(t, first[0].SnapshotID, tbl.CurrentSnapshot().SnapshotID)
+				require.Len(t, tbl.Metadata().Snapshots(), 1)
+			}
+		})
+	}
+}
+
 func TestDispatchBadRequests(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
@@ -453,7 +506,7 @@ func TestDispatchBadRequests(t *testing.T) {
 func TestDispatchReleasesArrowMemory(t *testing.T) {
 	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	w := newWorldWith(t, nil, &facade.Config{Allocator: mem}, &cursor.Options{Allocator: mem, BatchSize: 1000})
+	w := newWorldWith(t, nil, &facade.Config{Allocator: mem}, &cursor.Options{Allocator: mem, BatchSize: 1000}, nil)
 	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 5000)
 	ensureOutputs(t, w.pool, "out")
 	w.iceberg("out")

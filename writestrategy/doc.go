@@ -52,9 +52,11 @@
 // gives: resolve the sink (package sink) -> clamp the read mode (package
 // incremental: an Iceberg sink forces a snapshot read) -> recover stale
 // intents and open the ledger intent -> Postgres arm: Apply and the ledger
-// commit in one transaction; Iceberg arm: ComputeRows -> facade write with
-// the transaction id -> ledger commit with the commit result (row count,
-// snapshot id, committed-at as the watermark). Any failure aborts the
+// commit in one transaction; Iceberg arm: ComputeRows -> facade Stage with
+// the transaction id -> CommitStaged (the ledger's expectations asked with
+// the staged outcome, so a veto deletes the files before anything is
+// visible; then the snapshot commit) -> ledger commit with the commit result
+// (row count, snapshot id, committed-at as the watermark). Any failure aborts the
 // intents whose writes did not land; an unknown commit outcome leaves the
 // intent open for Recover. Row counts always come from the write itself,
 // never from a count(*) of the target.

@@ -106,8 +106,14 @@ func (p *Publisher) Publish(ctx context.Context, orders []Order) (facade.CommitR
 		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 			b := p.totals(orders)
 			defer b.Release()
-			r, err := p.cfg.Lakehouse.Write(ctx, facade.Target{DatasetID: p.cfg.DatasetID, WriterID: p.cfg.WriterID},
+			staged, err := p.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: p.cfg.DatasetID, WriterID: p.cfg.WriterID},
 				facade.WriteRequest{Mode: facade.Replace, Schema: Schema, Rows: single(b), TxnID: in.ID})
+			if err != nil {
+				return ledger.Outcome{}, err
+			}
+			// The ledger's expectations are asked before the snapshot
+			// becomes visible.
+			r, err := writestrategy.CommitStaged(ctx, p.cfg.Ledger, in, staged, declared.JSON())
 			if errors.Is(err, facade.ErrCommitStateUnknown) {
 				return ledger.Outcome{}, fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
 			}

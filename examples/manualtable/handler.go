@@ -14,6 +14,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
 // SinkIceberg is the sink recorded on the ledger intents of uploads.
@@ -259,8 +260,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		if err := h.checkDeclaration(ctx, id, tbl); err != nil {
 			return ledger.Outcome{}, err
 		}
-		var err error
-		res, err = h.cfg.Lakehouse.Write(ctx,
+		staged, err := h.cfg.Lakehouse.Stage(ctx,
 			facade.Target{DatasetID: id, WriterID: h.cfg.WriterID, Workspace: h.cfg.Workspace},
 			facade.WriteRequest{
 				Mode:     mode,
@@ -270,10 +270,13 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 				Metadata: map[string]string{"source": "manualtable", "content-type": form.String()},
 			})
 		switch {
-		case up.err != nil && err == nil:
-			// The stream failed but the lakehouse committed: a broken
-			// Lakehouse. Leave the intent for reconciliation.
-			return ledger.Outcome{}, &outcomeUnknownError{fmt.Errorf("lakehouse committed snapshot %d although the input failed: %w", res.SnapshotID, up.err)}
+		case err == nil && up.err != nil:
+			// A lakehouse that did not see the input fail: commit nothing.
+			err = staged.Abort(context.WithoutCancel(ctx))
+		case err == nil:
+			res, err = writestrategy.CommitStaged(ctx, h.cfg.Ledger, in, staged, tbl.schemaJSON())
+		}
+		switch {
 		case up.err != nil:
 			return ledger.Outcome{}, up.err
 		case errors.Is(err, facade.ErrCommitStateUnknown):

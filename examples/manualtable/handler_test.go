@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,7 @@ type envOptions struct {
 	batchRows      int
 	maxUploadBytes int64
 	maxLineBytes   int
+	expectations   []ledger.Expectation
 	// handlerMem, when set, is the handler's allocator (the facade keeps
 	// its own), to measure what the handler alone holds.
 	handlerMem memory.Allocator
@@ -63,7 +65,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	led, err := ledger.New(pool, &ledger.Config{WaitTimeout: o.ledgerWait})
+	led, err := ledger.New(pool, &ledger.Config{WaitTimeout: o.ledgerWait, Expectations: o.expectations})
 	require.NoError(t, err)
 
 	e := &env{t: t, pool: pool, ledger: led}
@@ -551,6 +553,32 @@ func TestWriteFailure(t *testing.T) {
 
 	// Clean afterwards: the next upload lands.
 	e.uploadCSV("w", "", body).result(t)
+}
+
+// A ledger expectation that refuses an upload answers 422 and leaves the
+// table as it was: the expectations are asked before the snapshot commit.
+func TestVetoedUploadLeavesTableUnchanged(t *testing.T) {
+	t.Parallel()
+	atMost3 := func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
+		if c.Outcome.RowCount > 3 {
+			return fmt.Errorf("at most 3 rows, got %d", c.Outcome.RowCount)
+		}
+		return nil
+	}
+	for _, double := range []bool{false, true} {
+		t.Run(fmt.Sprintf("double=%t", double), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{double: double, batchRows: 2, expectations: []ledger.Expectation{atMost3}})
+			require.Equal(t, http.StatusCreated, e.declare("v", "id bigint").status)
+			first := e.uploadCSV("v", "", "id\n1\n2\n3\n").result(t)
+			eb := e.uploadCSV("v", "", "id\n4\n5\n6\n7\n").error(t, http.StatusUnprocessableEntity, manualtable.CodeVetoed)
+			assert.Contains(t, eb.Error, "at most 3 rows, got 4")
+			assert.Equal(t, ledger.StatusAborted, e.txn(eb.TxnID).Status)
+			assert.Equal(t, first.SnapshotID, e.currentSnapshot("v"))
+			assert.Equal(t, [][]string{{"1"}, {"2"}, {"3"}}, e.rows("v"))
+			assert.EqualValues(t, 3, e.dataset("v").RowCount)
+		})
+	}
 }
 
 // Concurrent uploads of one dataset: the ledger serializes them, both land
