@@ -20,7 +20,10 @@ type Dataset struct {
 	Status   string // "pending" until the first commit, then "active"
 	// Sink is where the contents live: the sink of the last committed intent
 	// ("pg", "iceberg_native"); "" until the first commit.
-	Sink            string
+	Sink string
+	// Owner is the only writer whose intents open on the dataset; "" means
+	// any writer (see ClaimDataset).
+	Owner           string
 	SourceWatermark time.Time // zero until the first commit
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -48,9 +51,10 @@ func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 	var d Dataset
 	var schema []byte
 	var wm *time.Time
-	err := l.db.QueryRow(ctx, `SELECT id, name, schema, row_count, status, coalesce(sink, ''), source_watermark, created_at, updated_at
+	err := l.db.QueryRow(ctx, `SELECT id, name, schema, row_count, status, coalesce(sink, ''), coalesce(owner, ''),
+		source_watermark, created_at, updated_at
 		FROM `+l.table("datasets")+` WHERE id = $1`, id).
-		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &wm, &d.CreatedAt, &d.UpdatedAt)
+		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &d.CreatedAt, &d.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Dataset{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 	}
@@ -64,4 +68,48 @@ func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 		d.SourceWatermark = *wm
 	}
 	return d, nil
+}
+
+// ClaimDataset makes writerID the owner of dataset id. From then on only
+// that writer's intents open on it: Open returns an *OwnerError (matching
+// ErrNotOwner) to any other writer, so that two writers of the same id (a
+// manual table and a pipeline output, say) cannot overwrite each other.
+// Claiming an unowned dataset, or one the writer already owns, succeeds; a
+// dataset owned by another writer returns an *OwnerError. Datasets nobody
+// claimed accept every writer.
+func (l *Ledger) ClaimDataset(ctx context.Context, id, writerID string) error {
+	if strings.TrimSpace(writerID) == "" {
+		return invalid("dataset %q: writer id is empty", id)
+	}
+	// The owner after the claim: the writer, the other owner, or NULL
+	// when the dataset does not exist.
+	var owner *string
+	err := l.db.QueryRow(ctx, `WITH claimed AS (
+			UPDATE `+l.table("datasets")+` SET owner = $2, updated_at = now()
+			WHERE id = $1 AND (owner IS NULL OR owner = $2) RETURNING owner)
+		SELECT coalesce((SELECT owner FROM claimed), (SELECT owner FROM `+l.table("datasets")+` WHERE id = $1))`,
+		id, writerID).Scan(&owner)
+	switch {
+	case err != nil:
+		return fmt.Errorf("ledger: claim dataset %q: %w", id, err)
+	case owner == nil:
+		return fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
+	case *owner == writerID:
+		return nil
+	}
+	return &OwnerError{DatasetID: id, Owner: *owner, WriterID: writerID}
+}
+
+// SetDatasetOwner sets the owner of dataset id unconditionally; "" clears
+// it (any writer again). It is the operator's tool for handing a dataset
+// over; writers claim with ClaimDataset.
+func (l *Ledger) SetDatasetOwner(ctx context.Context, id, owner string) error {
+	tag, err := l.db.Exec(ctx, `UPDATE `+l.table("datasets")+` SET owner = nullif($2, ''), updated_at = now() WHERE id = $1`, id, owner)
+	if err != nil {
+		return fmt.Errorf("ledger: set owner of dataset %q: %w", id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
+	}
+	return nil
 }

@@ -22,6 +22,15 @@
 // *BusyError once Config.WaitTimeout or the context runs out. Datasets never
 // wait on each other.
 //
+// # Owners
+//
+// A dataset may have an owner writer (ClaimDataset; SetDatasetOwner for an
+// operator): Open then refuses any other writer with an *OwnerError
+// (ErrNotOwner) and leaves no intent. Unclaimed datasets accept every
+// writer. The manual-table example claims the datasets it declares, so a
+// pipeline output of the same id cannot overwrite an uploaded table, nor
+// the other way round.
+//
 // # Commit
 //
 // Commit is conditional on the intent being open with the attempt it was
@@ -54,5 +63,5 @@
 //
 // Errors are typed and match sentinels with errors.Is: ErrBusy,
 // ErrDatasetNotFound, ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed,
-// ErrInvalid, ErrIDInUse.
+// ErrNotOwner, ErrInvalid, ErrIDInUse.
 package ledger

@@ -23,6 +23,9 @@ var (
 	ErrVetoed = errors.New("ledger: commit vetoed by an expectation")
 	// ErrInvalid: a bad argument (empty id, negative count, zero time, ...).
 	ErrInvalid = errors.New("ledger: invalid argument")
+	// ErrNotOwner: the dataset is owned by another writer (see
+	// Ledger.ClaimDataset).
+	ErrNotOwner = errors.New("ledger: dataset owned by another writer")
 	// ErrIDInUse: a pre-minted transaction id already names another intent.
 	ErrIDInUse = errors.New("ledger: transaction id already in use")
 	// ErrOutcomeUnknown marks a write whose outcome is unknown (for example
@@ -55,6 +58,21 @@ func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Unwrap returns the context error, if any.
 func (e *BusyError) Unwrap() error { return e.Cause }
+
+// OwnerError is returned when a writer opens an intent on, or claims, a
+// dataset that another writer owns. It matches ErrNotOwner.
+type OwnerError struct {
+	DatasetID string
+	Owner     string // the owning writer
+	WriterID  string // the writer that was refused
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("ledger: dataset %q is owned by writer %q; writer %q may not write or claim it", e.DatasetID, e.Owner, e.WriterID)
+}
+
+// Is reports ErrNotOwner.
+func (e *OwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // StateError says why an intent could not change state: it is missing, not
 // open any more, or fenced. It matches ErrIntentNotFound, ErrNotOpen or

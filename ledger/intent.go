@@ -74,11 +74,30 @@ func (l *Ledger) tryOpen(ctx context.Context, id string, p OpenParams) (*Intent,
 		if err := l.setLockTimeout(ctx, tx); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `INSERT INTO `+l.table("pipeline_build_transactions")+`
-			(id, dataset_id, writer_id, sink, write_mode) VALUES ($1, $2, $3, $4, $5)
+		// Only the owner (or anyone, for an unowned dataset) gets a row.
+		err := tx.QueryRow(ctx, `INSERT INTO `+l.table("pipeline_build_transactions")+`
+			(id, dataset_id, writer_id, sink, write_mode)
+			SELECT $1, $2, $3, $4, $5 FROM `+l.table("datasets")+` d
+			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3)
 			RETURNING attempt, created_at`, id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode).
 			Scan(&in.Attempt, &in.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var owner *string
+			switch oerr := tx.QueryRow(ctx, `SELECT owner FROM `+l.table("datasets")+` WHERE id = $1`, p.DatasetID).Scan(&owner); {
+			case errors.Is(oerr, pgx.ErrNoRows):
+				return fmt.Errorf("%w: %q", ErrDatasetNotFound, p.DatasetID)
+			case oerr != nil:
+				return oerr
+			case owner != nil && *owner != p.WriterID:
+				return &OwnerError{DatasetID: p.DatasetID, Owner: *owner, WriterID: p.WriterID}
+			}
+		}
+		return err
 	})
+	var owned *OwnerError
+	if errors.As(err, &owned) || errors.Is(err, ErrDatasetNotFound) {
+		return nil, "", err
+	}
 	if err == nil {
 		return in, "", nil
 	}

@@ -454,3 +454,57 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusOpen, got.Status)
 }
+
+func TestDatasetOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, pool := newLedger(t, nil)
+	ensure(t, l, "manual", "free")
+	manual := ledger.OpenParams{DatasetID: "manual", WriterID: "manualtable", Sink: "iceberg_native", WriteMode: ledger.ModeReplace}
+
+	// Unowned: any writer opens.
+	in, err := l.Open(ctx, params("manual"))
+	require.NoError(t, err)
+	require.NoError(t, l.Abort(ctx, in, nil))
+
+	require.NoError(t, l.ClaimDataset(ctx, "manual", "manualtable"))
+	require.NoError(t, l.ClaimDataset(ctx, "manual", "manualtable"), "claiming again is a no-op")
+	ds, err := l.Dataset(ctx, "manual")
+	require.NoError(t, err)
+	require.Equal(t, "manualtable", ds.Owner)
+
+	// Another writer can neither open nor claim it.
+	_, err = l.Open(ctx, params("manual"))
+	require.ErrorIs(t, err, ledger.ErrNotOwner)
+	var oe *ledger.OwnerError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, ledger.OwnerError{DatasetID: "manual", Owner: "manualtable", WriterID: "pipeline.output"}, *oe)
+	require.ErrorIs(t, l.ClaimDataset(ctx, "manual", "pipeline.output"), ledger.ErrNotOwner)
+	var open int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+	require.Zero(t, open, "a refused open leaves no intent")
+
+	// The owner writes as usual; other datasets are unaffected.
+	in, err = l.Open(ctx, manual)
+	require.NoError(t, err)
+	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 2, CommittedAt: time.Now()}))
+	in, err = l.Open(ctx, params("free"))
+	require.NoError(t, err)
+	require.NoError(t, l.Abort(ctx, in, nil))
+
+	// The operator hands it over.
+	require.NoError(t, l.SetDatasetOwner(ctx, "manual", ""))
+	in, err = l.Open(ctx, params("manual"))
+	require.NoError(t, err)
+	require.NoError(t, l.Abort(ctx, in, nil))
+	require.NoError(t, l.SetDatasetOwner(ctx, "manual", "pipeline.output"))
+	_, err = l.Open(ctx, manual)
+	require.ErrorIs(t, err, ledger.ErrNotOwner)
+
+	// Bad input.
+	require.ErrorIs(t, l.ClaimDataset(ctx, "nope", "manualtable"), ledger.ErrDatasetNotFound)
+	require.ErrorIs(t, l.ClaimDataset(ctx, "free", " "), ledger.ErrInvalid)
+	require.ErrorIs(t, l.SetDatasetOwner(ctx, "nope", "x"), ledger.ErrDatasetNotFound)
+	_, err = l.Open(ctx, params("nope"))
+	require.ErrorIs(t, err, ledger.ErrDatasetNotFound)
+}

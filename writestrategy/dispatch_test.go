@@ -487,6 +487,30 @@ func TestDispatchVetoBeforeSnapshot(t *testing.T) {
 	}
 }
 
+// A dataset another writer owns (a manual table) is refused on both sinks
+// before anything is computed or written.
+func TestDispatchRefusesOwnedDataset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedWorld(t, w, 10)
+	ensureOutputs(t, w.pool, "mine", "theirs")
+	require.NoError(t, w.ledger.ClaimDataset(ctx, "theirs", "manual.table"))
+	for _, iceberg := range []bool{false, true} {
+		if iceberg {
+			w.iceberg("theirs")
+		}
+		_, err := w.write(writestrategy.Transform{Output: "theirs", Source: "orders"})
+		require.ErrorIs(t, err, ledger.ErrNotOwner, "iceberg=%t", iceberg)
+		var n int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE dataset_id = 'theirs'`).Scan(&n))
+		require.Zero(t, n)
+	}
+	// The writer's own claim is no obstacle.
+	require.NoError(t, w.ledger.ClaimDataset(ctx, "mine", writer))
+	w.mustWrite(writestrategy.Transform{Output: "mine", Source: "orders"})
+}
+
 func TestDispatchBadRequests(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)

@@ -19,6 +19,14 @@
 // normalized). Changing the declaration while a write of the dataset is in
 // flight is refused with 409.
 //
+// PUT also makes the handler's writer (Config.WriterID) the dataset's owner
+// in the ledger (ledger.ClaimDataset): from then on only uploads write it,
+// and a pipeline write of the same id is refused by ledger.Open
+// (ErrNotOwner). The other way round, a dataset owned or already written by
+// another writer cannot be declared (409 not_manual), and only datasets the
+// handler owns accept uploads; a manual table declared before owners
+// existed is claimed by declaring it again.
+//
 // POST uploads the full contents of the table: by default a replace (one
 // snapshot that replaces the table), with ?mode=append one appended
 // snapshot. The answer is the commit result:

@@ -16,7 +16,7 @@ const (
 	CodeTooLarge       = "too_large"        // 413: body (or one NDJSON line) over the limit
 	CodeUnsupported    = "unsupported_type" // 415: Content-Type other than CSV or NDJSON
 	CodeUnknownDataset = "unknown_dataset"  // 404: no such dataset
-	CodeNotManual      = "not_manual"       // 409: the dataset has no declared schema of supported types
+	CodeNotManual      = "not_manual"       // 409: the dataset is not a manual table (not declared here, or another writer's)
 	CodeSchemaChanged  = "schema_changed"   // 409: the declaration changed while the upload started
 	CodeSchemaMismatch = "schema_mismatch"  // 409: an append that does not match the table's columns
 	CodeBusy           = "busy"             // 409: another write of the dataset stayed open past the wait budget

@@ -119,8 +119,8 @@ func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
 	}
 	created := false
 	err = pgx.BeginFunc(ctx, h.cfg.DB, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO `+h.datasetsTable()+` (id, name, schema) VALUES ($1, $2, $3::jsonb)
-			ON CONFLICT (id) DO NOTHING`, id, d.Name, string(tbl.schemaJSON()))
+		tag, err := tx.Exec(ctx, `INSERT INTO `+h.datasetsTable()+` (id, name, schema, owner) VALUES ($1, $2, $3::jsonb, $4)
+			ON CONFLICT (id) DO NOTHING`, id, d.Name, string(tbl.schemaJSON()), h.cfg.WriterID)
 		if err != nil {
 			return err
 		}
@@ -130,12 +130,31 @@ func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
 		// Lock the row first, then look for a write in flight: an upload
 		// opens its intent before reading the declaration FOR SHARE, so
 		// one of the two always sees the other.
-		var name string
+		var name, owner string
 		var schema []byte
-		if err := tx.QueryRow(ctx, `SELECT name, schema FROM `+h.datasetsTable()+` WHERE id = $1 FOR UPDATE`, id).Scan(&name, &schema); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT name, schema, coalesce(owner, '') FROM `+h.datasetsTable()+` WHERE id = $1 FOR UPDATE`, id).
+			Scan(&name, &schema, &owner); err != nil {
 			return err
 		}
-		if name == d.Name && schema != nil {
+		claim := owner != h.cfg.WriterID
+		if claim {
+			// A dataset another writer owns or has written (a pipeline
+			// output) is not a manual table: declaring it would let
+			// uploads overwrite that writer's table.
+			other := owner
+			if other == "" {
+				err := tx.QueryRow(ctx, `SELECT writer_id FROM `+h.intentsTable()+` WHERE dataset_id = $1 AND writer_id <> $2 LIMIT 1`,
+					id, h.cfg.WriterID).Scan(&other)
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+			}
+			if other != "" {
+				return &InputError{Status: http.StatusConflict, Code: CodeNotManual,
+					Msg: fmt.Sprintf("dataset %q belongs to writer %q: it is not a manual table", id, other)}
+			}
+		}
+		if !claim && name == d.Name && schema != nil {
 			if cur, err := parseSchema(schema); err == nil && cur.sameColumns(tbl) {
 				return nil // unchanged
 			}
@@ -148,8 +167,8 @@ func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE `+h.datasetsTable()+` SET name = $2, schema = $3::jsonb, updated_at = now() WHERE id = $1`,
-			id, d.Name, string(tbl.schemaJSON()))
+		_, err = tx.Exec(ctx, `UPDATE `+h.datasetsTable()+` SET name = $2, schema = $3::jsonb, owner = $4, updated_at = now() WHERE id = $1`,
+			id, d.Name, string(tbl.schemaJSON()), h.cfg.WriterID)
 		return err
 	})
 	if err != nil {
@@ -227,8 +246,8 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if ds.Schema == nil {
-		h.fail(w, r, badInput(http.StatusConflict, CodeNotManual, 0, "", "dataset %q has no declared columns: declare it with PUT /datasets/%s first", id, id))
+	if ds.Schema == nil || ds.Owner != h.cfg.WriterID {
+		h.fail(w, r, badInput(http.StatusConflict, CodeNotManual, 0, "", "dataset %q is not a declared manual table: declare it with PUT /datasets/%s first", id, id))
 		return
 	}
 	tbl, err := parseSchema(ds.Schema)
@@ -371,6 +390,8 @@ func classify(err error) (int, ErrorBody) {
 		return http.StatusNotFound, ErrorBody{Error: err.Error(), Code: CodeUnknownDataset}
 	case errors.Is(err, ledger.ErrBusy):
 		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeBusy}
+	case errors.Is(err, ledger.ErrNotOwner):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeNotManual}
 	case errors.Is(err, facade.ErrCommitConflict):
 		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeConflict}
 	case errors.As(err, &sm):

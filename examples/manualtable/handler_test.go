@@ -466,6 +466,55 @@ func TestUnknownDatasetAndBadRequests(t *testing.T) {
 	e.uploadCSV("pipe", "", "id\n1\n").error(t, http.StatusConflict, manualtable.CodeNotManual)
 }
 
+// Manual tables and pipeline outputs cannot overwrite each other: PUT
+// claims the dataset for the handler's writer, the ledger refuses other
+// writers on it, and a dataset another writer wrote cannot be declared or
+// uploaded to.
+func TestOwnership(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, envOptions{double: true})
+	pipeline := func(id string) ledger.OpenParams {
+		return ledger.OpenParams{DatasetID: id, WriterID: "pipeline.output", Sink: "pg", WriteMode: ledger.ModeReplace}
+	}
+
+	// A declared manual table: owned by the handler, refused to a pipeline.
+	require.Equal(t, http.StatusCreated, e.declare("m", "id bigint").status)
+	assert.Equal(t, manualtable.DefaultWriterID, e.dataset("m").Owner)
+	_, err := e.ledger.Open(ctx, pipeline("m"))
+	require.ErrorIs(t, err, ledger.ErrNotOwner)
+	e.uploadCSV("m", "", "id\n1\n").result(t)
+
+	// A pipeline output with a committed schema: neither declarable nor
+	// uploadable, and left as it was.
+	_, err = e.ledger.EnsureDataset(ctx, "p", "pipeline output", nil)
+	require.NoError(t, err)
+	in, err := e.ledger.Open(ctx, pipeline("p"))
+	require.NoError(t, err)
+	require.NoError(t, e.ledger.Commit(ctx, in, ledger.Outcome{RowCount: 5, CommittedAt: time.Now(), Schema: []byte(`{"columns":[{"name":"id","type":"bigint"}]}`)}))
+	e.uploadCSV("p", "", "id\n1\n").error(t, http.StatusConflict, manualtable.CodeNotManual)
+	eb := e.declare("p", "id bigint").error(t, http.StatusConflict, manualtable.CodeNotManual)
+	assert.Contains(t, eb.Error, `belongs to writer "pipeline.output"`)
+	ds := e.dataset("p")
+	assert.Equal(t, "", ds.Owner)
+	assert.EqualValues(t, 5, ds.RowCount)
+	assert.Equal(t, "pipeline output", ds.Name)
+
+	// Owned by another writer: refused too.
+	_, err = e.ledger.EnsureDataset(ctx, "q", "", nil)
+	require.NoError(t, err)
+	require.NoError(t, e.ledger.ClaimDataset(ctx, "q", "sync.crm"))
+	e.declare("q", "id bigint").error(t, http.StatusConflict, manualtable.CodeNotManual)
+
+	// A manual table from before owners existed: uploads are refused until
+	// it is declared again, which claims it.
+	require.NoError(t, e.ledger.SetDatasetOwner(ctx, "m", ""))
+	e.uploadCSV("m", "", "id\n2\n").error(t, http.StatusConflict, manualtable.CodeNotManual)
+	assert.Equal(t, http.StatusOK, e.declare("m", "id bigint").status)
+	assert.Equal(t, manualtable.DefaultWriterID, e.dataset("m").Owner)
+	e.uploadCSV("m", "", "id\n2\n").result(t)
+}
+
 func TestDeclare(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
