@@ -47,7 +47,8 @@
 //
 // The two outputs of a split flip as a pair: [Resolver.ResolvePair] (or the
 // pure [Pair]) gives both-Postgres (the combined statement) or both-Iceberg
-// (two native writes), and a [*MixedPairError] otherwise. Set or clear both
+// (two native writes, both staged before either commits: see package
+// writestrategy), and a [*MixedPairError] otherwise. Set or clear both
 // overrides in one [Flags.SetOverride] / [Flags.ClearOverride] call.
 //
 // Resolve once per build, before the delta block: the same [Decision] chooses

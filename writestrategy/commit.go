@@ -24,13 +24,20 @@ import (
 // and the manual-table example use it; so can any writer that composes
 // facade and ledger itself.
 func CommitStaged(ctx context.Context, l *ledger.Ledger, in *ledger.Intent, staged facade.Staged, schema json.RawMessage) (facade.CommitResult, error) {
-	if info := staged.Info(); info.Replay == nil {
-		err := l.Check(ctx, in, ledger.Outcome{RowCount: info.Rows, CommittedAt: info.CreatedAt, Schema: schema})
-		if err != nil {
-			return facade.CommitResult{}, errors.Join(err, abortStaged(ctx, staged))
-		}
+	if err := checkStaged(ctx, l, in, staged, schema); err != nil {
+		return facade.CommitResult{}, errors.Join(err, abortStaged(ctx, staged))
 	}
 	return staged.Commit(ctx)
+}
+
+// checkStaged asks the ledger's expectations about a staged write's
+// outcome; a replay is already visible and not asked about.
+func checkStaged(ctx context.Context, l *ledger.Ledger, in *ledger.Intent, staged facade.Staged, schema json.RawMessage) error {
+	info := staged.Info()
+	if info.Replay != nil {
+		return nil
+	}
+	return l.Check(ctx, in, ledger.Outcome{RowCount: info.Rows, CommittedAt: info.CreatedAt, Schema: schema})
 }
 
 // abortStaged deletes a staged write's files, also after the caller's

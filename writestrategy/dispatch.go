@@ -324,23 +324,46 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	if err := checkModes(results, intents); err != nil {
 		return fail(err)
 	}
+	// Stage every output (a split pair has two) and ask the ledger's
+	// expectations about each before any snapshot is committed: a failing
+	// stream, a staging error or a veto in either output leaves both tables
+	// as they were.
+	staged := make([]facade.Staged, 0, len(computed))
+	abortFrom := func(i int) {
+		for _, st := range staged[i:] {
+			_ = abortStaged(ctx, st) // best effort: unreferenced files at worst
+		}
+	}
 	for i := range computed {
 		c := &computed[i]
-		in := intents[c.DatasetID]
-		staged, err := d.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
+		st, err := d.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 			facade.WriteRequest{
 				Mode:       facade.Mode(c.Mode),
 				Schema:     c.Stream.Schema(),
 				Rows:       c.Batches(),
 				SourceRefs: req.Strategy.Sources(),
 				Metadata:   req.Metadata,
-				TxnID:      in.ID,
+				TxnID:      intents[c.DatasetID].ID,
 			})
 		if err != nil {
+			abortFrom(0)
 			return fail(err)
 		}
-		res, err := CommitStaged(ctx, d.cfg.Ledger, in, staged, c.Columns.JSON())
+		staged = append(staged, st)
+	}
+	for i := range computed {
+		c := &computed[i]
+		if err := checkStaged(ctx, d.cfg.Ledger, intents[c.DatasetID], staged[i], c.Columns.JSON()); err != nil {
+			abortFrom(0)
+			return fail(err)
+		}
+	}
+	for i := range computed {
+		c := &computed[i]
+		in := intents[c.DatasetID]
+		res, err := staged[i].Commit(ctx)
 		if err != nil {
+			abortFrom(i + 1)
 			if errors.Is(err, facade.ErrCommitStateUnknown) {
 				// Never retried or aborted blindly: Recover reconciles it.
 				delete(pending, c.DatasetID)
@@ -356,6 +379,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		delete(pending, c.DatasetID)
 		if err := d.cfg.Ledger.Commit(ctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
 			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+			abortFrom(i + 1)
 			if errors.Is(err, ledger.ErrVetoed) {
 				return fail(err)
 			}

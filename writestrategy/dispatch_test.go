@@ -275,6 +275,48 @@ func TestDispatchSplitPairs(t *testing.T) {
 	require.Zero(t, open)
 }
 
+// A split pair on Iceberg stages both outputs before committing either: a
+// failing write or a veto of either output leaves both tables as they were.
+func TestDispatchSplitPairStagesBoth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := facadetest.New(nil)
+	t.Cleanup(lake.Close)
+	veto := errors.New("no more than 70 rows per output")
+	w := newWorldWith(t, lake, nil, nil, &ledger.Config{Expectations: []ledger.Expectation{
+		func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
+			if c.Outcome.RowCount > 70 {
+				return veto
+			}
+			return nil
+		},
+	}})
+	seedWorld(t, w, 100)
+	ensureOutputs(t, w.pool, "m", "u")
+	w.iceberg("m", "u")
+	split := writestrategy.Split{Source: "orders", Predicate: "category = 'a'", Matched: "m", Unmatched: "u"}
+	w.mustWrite(split) // 33 and 67 rows
+	unchanged := func(msg string) {
+		t.Helper()
+		require.Len(t, lake.Snapshots("m"), 1, msg)
+		require.Len(t, lake.Snapshots("u"), 1, msg)
+		var open int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+		require.Zero(t, open, msg)
+	}
+	for _, id := range []string{"m", "u"} {
+		lake.InjectFault(id, facadetest.Fault{FailAtBatch: 1})
+		_, err := w.write(split)
+		require.ErrorIs(t, err, facadetest.ErrInjected, id)
+		unchanged("write of " + id + " failed")
+	}
+	// A veto of one output (all 100 rows in it) commits neither.
+	_, err := w.write(writestrategy.Split{Source: "orders", Predicate: "true", Matched: "m", Unmatched: "u"})
+	require.ErrorIs(t, err, ledger.ErrVetoed)
+	require.ErrorIs(t, err, veto)
+	unchanged("veto")
+}
+
 // A native upstream feeds a Postgres output and the other way round; the
 // cross-join preflight reads the native source's recorded row count.
 func TestDispatchNativeSources(t *testing.T) {

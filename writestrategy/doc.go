@@ -52,11 +52,15 @@
 // gives: resolve the sink (package sink) -> clamp the read mode (package
 // incremental: an Iceberg sink forces a snapshot read) -> recover stale
 // intents and open the ledger intent -> Postgres arm: Apply and the ledger
-// commit in one transaction; Iceberg arm: ComputeRows -> facade Stage with
-// the transaction id -> CommitStaged (the ledger's expectations asked with
-// the staged outcome, so a veto deletes the files before anything is
-// visible; then the snapshot commit) -> ledger commit with the commit result
-// (row count, snapshot id, committed-at as the watermark). Any failure aborts the
+// commit in one transaction; Iceberg arm: ComputeRows -> facade Stage of
+// every output with its transaction id -> the ledger's expectations asked
+// with each staged outcome (ledger.Check) -> the snapshot commits -> ledger
+// commit with each commit result (row count, snapshot id, committed-at as
+// the watermark). A failing stream, staging error or veto in either output
+// of a split pair deletes the staged files of both and commits neither;
+// only a failure of the second snapshot commit itself (a conflict, say)
+// leaves the first output committed. CommitStaged is the same order for
+// writers composing facade and ledger themselves. Any failure aborts the
 // intents whose writes did not land; an unknown commit outcome leaves the
 // intent open for Recover. Row counts always come from the write itself,
 // never from a count(*) of the target.
