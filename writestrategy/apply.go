@@ -164,7 +164,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, txn
 		base = "(SELECT coalesce(max(row_index), -1) FROM " + ctl + ".dataset_rows WHERE dataset_id = " + ds + ")"
 	}
 	b.w("INSERT INTO ", ctl, ".dataset_rows (dataset_id, row_index, data, txn_id) SELECT ", ds, ", ", base,
-		" + row_number() OVER (), to_jsonb(o), ", txn, "::uuid FROM (", p.sql, "\n) o")
+		" + row_number() OVER (), to_jsonb(o.*), ", txn, "::uuid FROM (", p.sql, "\n) o")
 	tag, err := tx.Exec(ctx, b.String(), b.args...)
 	if err != nil {
 		return 0, queryError("write row store", err)
@@ -180,7 +180,7 @@ func insertSplit(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, tx
 	for i, p := range ps {
 		sql := p.sql
 		ds, txn := b.param(p.output), b.param(txns[i])
-		ctes = append(ctes, fmt.Sprintf(`i%d AS (INSERT INTO %s.dataset_rows (dataset_id, row_index, data, txn_id) SELECT %s, row_number() OVER () - 1, to_jsonb(o), %s::uuid FROM (%s
+		ctes = append(ctes, fmt.Sprintf(`i%d AS (INSERT INTO %s.dataset_rows (dataset_id, row_index, data, txn_id) SELECT %s, row_number() OVER () - 1, to_jsonb(o.*), %s::uuid FROM (%s
 ) o RETURNING 1)`, i, ctl, ds, txn, sql))
 	}
 	b.w("WITH ", strings.Join(ctes, ", "), " SELECT (SELECT count(*) FROM i0), (SELECT count(*) FROM i1)")
@@ -202,7 +202,7 @@ func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, t
 	}
 	ds, t := b.param(p.output), b.param(txnArg)
 	rows := ctl + ".dataset_rows"
-	b.w("WITH o AS MATERIALIZED (SELECT to_jsonb(x) AS data, row_number() OVER () AS n FROM (", p.sql, "\n) x), ",
+	b.w("WITH o AS MATERIALIZED (SELECT to_jsonb(x.*) AS data, row_number() OVER () AS n FROM (", p.sql, "\n) x), ",
 		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data = d.data) RETURNING 1), ",
 		"ins AS (INSERT INTO ", rows, " (dataset_id, row_index, data, txn_id) SELECT ", ds,
 		", (SELECT coalesce(max(row_index), -1) FROM ", rows, " WHERE dataset_id = ", ds, ") + row_number() OVER (ORDER BY o.n), o.data, ", t,

@@ -193,6 +193,37 @@ func TestApplyErrors(t *testing.T) {
 
 // Hostile identifiers are quoted, never spliced: the data round-trips and
 // nothing else happens.
+// Columns named like the aliases of the generated SQL (o, x, s, t, ...)
+// are stored as columns, not mistaken for the whole row, on every row-store
+// path: replace, split, append and a preserving snapshot_replace.
+func TestApplyAliasNamedColumns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	cols := writestrategy.Schema{Columns: []writestrategy.Column{
+		{Name: "o", Type: "integer"}, {Name: "x", Type: "text"}, {Name: "s", Type: "integer"}, {Name: "t", Type: "text"},
+	}}
+	seedRowStore(t, pool, "src", cols, `SELECT g AS o, 'v' || g AS x, g * 2 AS s, 'w' AS t FROM generate_series(1, 3) g`)
+	ensureOutputs(t, pool, "rep", "m", "u", "app", "snap")
+	want := []string{
+		`{"o": 1, "s": 2, "t": "w", "x": "v1"}`,
+		`{"o": 2, "s": 4, "t": "w", "x": "v2"}`,
+		`{"o": 3, "s": 6, "t": "w", "x": "v3"}`,
+	}
+	for _, s := range []writestrategy.WriteStrategy{
+		writestrategy.Transform{Output: "rep", Source: "src"},
+		writestrategy.Split{Source: "src", Predicate: "o < 10", Matched: "m", Unmatched: "u"},
+		writestrategy.Deploy{Mode: writestrategy.KindAppendAlways, Source: "src", Target: "app"},
+		writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "src", Target: "snap", Key: []string{"o"}},
+		writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "src", Target: "snap", Key: []string{"o"}}, // preserving
+	} {
+		_, err := apply(t, pool, s)
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"rep", "m", "app", "snap"} {
+		require.Equal(t, want, rowStoreRows(t, pool, id), id)
+	}
+}
+
 func TestApplyHostileIdentifiers(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)

@@ -44,7 +44,7 @@ func seedRowStore(t *testing.T, pool *pgxpool.Pool, id string, schema writestrat
 	_, err = tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, id)
 	require.NoError(t, err)
 	tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-		SELECT '`+id+`', row_number() OVER () - 1, to_jsonb(x), '`+in.ID+`' FROM (`+selectSQL+`) x`, args...)
+		SELECT '`+id+`', row_number() OVER () - 1, to_jsonb(x.*), '`+in.ID+`' FROM (`+selectSQL+`) x`, args...)
 	require.NoError(t, err)
 	require.NoError(t, l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: tag.RowsAffected(), CommittedAt: timeNow(t, tx), Schema: schema.JSON()}))
 	require.NoError(t, tx.Commit(ctx))

@@ -96,7 +96,7 @@ func seedSource(ctx context.Context, db ledger.DB, l *ledger.Ledger) (bool, erro
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		rows := pgx.Identifier{l.Schema(), "dataset_rows"}.Sanitize()
 		tag, err := tx.Exec(ctx, `INSERT INTO `+rows+` (dataset_id, row_index, data, txn_id)
-			SELECT $2, row_number() OVER () - 1, to_jsonb(x), $3 FROM (`+demoRowsSQL+`) x`, demoRows, demoSource, in.ID)
+			SELECT $2, row_number() OVER () - 1, to_jsonb(x.*), $3 FROM (`+demoRowsSQL+`) x`, demoRows, demoSource, in.ID)
 		if err != nil {
 			return fmt.Errorf("seed %s: %w", demoSource, err)
 		}

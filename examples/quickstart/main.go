@@ -231,7 +231,7 @@ func seed(ctx context.Context, env *embedded.Env, rows int, out io.Writer) error
 						return err
 					}
 					tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-						SELECT $2, row_number() OVER () - 1, to_jsonb(x), $3 FROM (`+s.sql+`) x`, s.n, s.id, in.ID)
+						SELECT $2, row_number() OVER () - 1, to_jsonb(x.*), $3 FROM (`+s.sql+`) x`, s.n, s.id, in.ID)
 					if err != nil {
 						return err
 					}
