@@ -32,6 +32,7 @@ import (
 const (
 	sourceTable = "bench_source"
 	datasetID   = "bench_output"
+	naiveTable  = "bench_naive" // the naive phase's table, outside the ledger
 	writerID    = "pipeline.output"
 	// seedMark is stored as the source table's comment, so a later run on
 	// the same database reuses a table of the same shape and size.
@@ -46,6 +47,7 @@ const (
 	phaseCursor  = "cursor"
 	phaseE2E     = "e2e"
 	phaseParquet = "parquet"
+	phaseNaive   = "naive"
 	phaseCopy2   = "copy-again"
 )
 
@@ -61,7 +63,7 @@ type config struct {
 	DatabaseURL  string
 	Warehouse    string
 	Batch        int    // cursor.Options.BatchSize; 0 = cursor default
-	Only         string // copy|cursor|e2e|parquet|all
+	Only         string // copy|cursor|e2e|parquet|naive|all
 	RowGroupRows int    // facade.Config.RowGroupRows and the plain Parquet writer's; 0 = facade default
 	WriteQueue   int    // facade.Config.WriteQueue; 0 = facade default
 	WriteWorkers int    // facade.Config.WriteWorkers; 0 = facade default
@@ -79,11 +81,11 @@ type config struct {
 func (c *config) phases() ([]string, error) {
 	switch c.Only {
 	case "", "all":
-		return []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseCopy2}, nil
-	case phaseCopy, phaseCursor, phaseE2E, phaseParquet:
+		return []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive, phaseCopy2}, nil
+	case phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive:
 		return []string{c.Only}, nil
 	}
-	return nil, fmt.Errorf("-only %q: want copy, cursor, e2e, parquet or all", c.Only)
+	return nil, fmt.Errorf("-only %q: want copy, cursor, e2e, parquet, naive or all", c.Only)
 }
 
 // tuning describes the tuning flags (defaults spelled out).
@@ -278,6 +280,8 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 			}
 		case phaseParquet:
 			fn = b.plainParquet
+		case phaseNaive:
+			fn = b.naiveIceberg
 		}
 		pr, err := b.measure(ctx, name, fn)
 		if err != nil {
@@ -663,6 +667,44 @@ func (b *bench) plainParquet(ctx context.Context) (int64, int64, error) {
 		return n, 0, cerr
 	}
 	return n, out.n.Load(), nil
+}
+
+// naiveIceberg is iceberg-go on its own, as the dependency notes' probe
+// used it: the cursor's RecordReader into Transaction.Append of a fresh
+// table with iceberg-go's default table properties (zstd at its default
+// level, dictionaries tried on every column, a 64-batch queue) and no
+// stamping, ledger or bound on memory. A reference point, not a target.
+func (b *bench) naiveIceberg(ctx context.Context) (int64, int64, error) {
+	ident := table.Identifier{"lakewrite", naiveTable}
+	if err := b.env.Catalog.PurgeTable(ctx, ident); err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
+		return 0, 0, fmt.Errorf("drop %v: %w", ident, err)
+	}
+	s, err := cursor.Batches(ctx, b.env.Pool, query, nil, b.cursorOptions())
+	if err != nil {
+		return 0, 0, err
+	}
+	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(s.Schema(), false)
+	if err != nil {
+		return 0, 0, err
+	}
+	tbl, err := b.env.Catalog.CreateTable(ctx, ident, sc)
+	if err != nil {
+		return 0, 0, err
+	}
+	rdr := s.RecordReader()
+	defer rdr.Release()
+	txn := tbl.NewTransaction()
+	if err := txn.Append(ctx, rdr, nil); err != nil {
+		return 0, 0, err
+	}
+	tbl, err = txn.Commit(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	sum := tbl.CurrentSnapshot().Summary.Properties
+	rows, _ := strconv.ParseInt(sum["added-records"], 10, 64)
+	size, _ := strconv.ParseInt(sum["added-files-size"], 10, 64)
+	return rows, size, nil
 }
 
 func describeMachine() machine {

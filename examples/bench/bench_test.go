@@ -42,7 +42,7 @@ func TestRun(t *testing.T) {
 		assert.Positive(t, p.PeakHeap, p.Phase)
 		assert.Positive(t, p.PeakRSS, p.Phase)
 	}
-	assert.Equal(t, []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseCopy2}, names)
+	assert.Equal(t, []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive, phaseCopy2}, names)
 	require.NotNil(t, rep.Seed, "a fresh database is seeded")
 	require.NotNil(t, rep.E2E)
 	assert.Equal(t, int64(rows), rep.E2E.Rows)

@@ -49,7 +49,7 @@ func mainCode() int {
 		"Postgres URL (default $DATABASE_URL); empty starts a throwaway cluster from the system binaries")
 	flag.StringVar(&cfg.Warehouse, "warehouse", "", "Iceberg warehouse directory (default: a temporary directory, removed)")
 	flag.IntVar(&cfg.Batch, "batch", 0, "cursor batch size in rows (0: cursor default)")
-	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet or all")
+	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet, naive or all")
 	flag.IntVar(&cfg.RowGroupRows, "row-group-rows", 0, "Parquet row group rows (0: facade default)")
 	flag.IntVar(&cfg.WriteQueue, "write-queue", 0, "batches queued ahead of the Parquet writer (0: facade default)")
 	flag.IntVar(&cfg.WriteWorkers, "write-workers", 0, "data files encoded in parallel by the e2e write (0: facade default)")
