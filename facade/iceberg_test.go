@@ -88,25 +88,18 @@ func newIcebergEnv(t *testing.T, tune ...func(*facade.Config)) *icebergEnv {
 	return &icebergEnv{f: f, cat: fc, warehouse: wh, mem: mem}
 }
 
-func TestContract(t *testing.T) {
-	contract.Run(t, func(t *testing.T) *contract.Env {
-		e := newIcebergEnv(t)
-		return &contract.Env{
-			LH:  e.f,
-			Mem: e.mem,
-			FailCommits: func(id string, kind error, n int) {
-				e.cat.fail(id, kind, n, false)
-			},
-		}
-	})
-}
+func TestContract(t *testing.T) { contract.Run(t, contractEnv()) }
 
 // TestContractParallelWriters runs the contract with three parallel file
 // writers taking turns of 64 rows, so every contract case with more than
 // one batch spreads its rows over several files.
 func TestContractParallelWriters(t *testing.T) {
-	contract.Run(t, func(t *testing.T) *contract.Env {
-		e := newIcebergEnv(t, func(c *facade.Config) { c.WriteWorkers, c.RowGroupRows = 3, 64 })
+	contract.Run(t, contractEnv(func(c *facade.Config) { c.WriteWorkers, c.RowGroupRows = 3, 64 }))
+}
+
+func contractEnv(tune ...func(*facade.Config)) func(t *testing.T) *contract.Env {
+	return func(t *testing.T) *contract.Env {
+		e := newIcebergEnv(t, tune...)
 		return &contract.Env{
 			LH:  e.f,
 			Mem: e.mem,
@@ -114,7 +107,7 @@ func TestContractParallelWriters(t *testing.T) {
 				e.cat.fail(id, kind, n, false)
 			},
 		}
-	})
+	}
 }
 
 // TestParallelWritersSameTable: the same rows written by one and by four

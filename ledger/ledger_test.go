@@ -115,18 +115,26 @@ func TestAbortLeavesWatermark(t *testing.T) {
 	require.NoError(t, err)
 }
 
+var tooFew = errors.New("expected at least 10 rows")
+
+// atLeast10 is an expectation refusing commits of fewer than 10 rows; it
+// records what it saw in seen, when not nil.
+func atLeast10(seen *[]ledger.Commit) ledger.Expectation {
+	return func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
+		if seen != nil {
+			*seen = append(*seen, c)
+		}
+		if c.Outcome.RowCount < 10 {
+			return tooFew
+		}
+		return nil
+	}
+}
+
 func TestVetoAbortsAndStampsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tooFew := errors.New("expected at least 10 rows")
-	l, pool := newLedger(t, &ledger.Config{Expectations: []ledger.Expectation{
-		func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
-			if c.Outcome.RowCount < 10 {
-				return tooFew
-			}
-			return nil
-		},
-	}})
+	l, pool := newLedger(t, &ledger.Config{Expectations: []ledger.Expectation{atLeast10(nil)}})
 	ensure(t, l, "d")
 	in, err := l.Open(ctx, params("d"))
 	require.NoError(t, err)
@@ -161,17 +169,8 @@ func TestVetoAbortsAndStampsNothing(t *testing.T) {
 func TestCheckCommitsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tooFew := errors.New("expected at least 10 rows")
 	var seen []ledger.Commit
-	l, _ := newLedger(t, &ledger.Config{Expectations: []ledger.Expectation{
-		func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
-			seen = append(seen, c)
-			if c.Outcome.RowCount < 10 {
-				return tooFew
-			}
-			return nil
-		},
-	}})
+	l, _ := newLedger(t, &ledger.Config{Expectations: []ledger.Expectation{atLeast10(&seen)}})
 	ensure(t, l, "d")
 	in, err := l.Open(ctx, params("d"))
 	require.NoError(t, err)
