@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// scheme, as facade's doc says
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// scheme, as facade's doc says
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
