@@ -58,8 +58,11 @@
 // Each upload runs inside ledger.With: the intent is opened (a concurrent
 // upload of the same dataset waits for it, up to the ledger's WaitTimeout,
 // then gets 409 busy), the facade write carries the intent id as its txn
-// id, and the commit stamps the row count, snapshot id and commit time from
-// the commit result and the declared schema on the dataset. A write that
+// id, the ledger's expectations are asked about the staged write before its
+// snapshot commits (writestrategy.CommitStaged: a veto answers 422 vetoed
+// and leaves the table as it was), and the commit stamps the row count,
+// snapshot id and commit time from the commit result and the declared
+// schema on the dataset. A write that
 // fails aborts the intent (5xx, or 409 for a clean catalog conflict). When
 // the catalog cannot say whether the commit landed
 // (facade.ErrCommitStateUnknown), the intent is left open for the ledger's
