@@ -363,7 +363,7 @@ func TestBusyAndDifferentDatasets(t *testing.T) {
 	require.Equal(t, held.ID, be.HolderID)
 
 	// Or when the caller's context ends first.
-	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	l2, err := ledger.New(pool, &ledger.Config{WaitTimeout: time.Hour})
 	require.NoError(t, err)
