@@ -115,7 +115,7 @@ func TestAbortLeavesWatermark(t *testing.T) {
 	require.NoError(t, err)
 }
 
-var tooFew = errors.New("expected at least 10 rows")
+var errTooFew = errors.New("expected at least 10 rows")
 
 // atLeast10 is an expectation refusing commits of fewer than 10 rows; it
 // records what it saw in seen, when not nil.
@@ -125,7 +125,7 @@ func atLeast10(seen *[]ledger.Commit) ledger.Expectation {
 			*seen = append(*seen, c)
 		}
 		if c.Outcome.RowCount < 10 {
-			return tooFew
+			return errTooFew
 		}
 		return nil
 	}
@@ -140,7 +140,7 @@ func TestVetoAbortsAndStampsNothing(t *testing.T) {
 	require.NoError(t, err)
 	err = l.Commit(ctx, in, ledger.Outcome{RowCount: 3, CommittedAt: time.Now()})
 	require.ErrorIs(t, err, ledger.ErrVetoed)
-	require.ErrorIs(t, err, tooFew)
+	require.ErrorIs(t, err, errTooFew)
 	got, err := l.Get(ctx, in.ID)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusAborted, got.Status)
@@ -190,7 +190,7 @@ func TestCheckCommitsNothing(t *testing.T) {
 
 	err = l.Check(ctx, in, ledger.Outcome{RowCount: 3, CommittedAt: time.Now()})
 	require.ErrorIs(t, err, ledger.ErrVetoed)
-	require.ErrorIs(t, err, tooFew)
+	require.ErrorIs(t, err, errTooFew)
 	unchanged()
 	require.NoError(t, l.Check(ctx, in, ledger.Outcome{RowCount: 12, CommittedAt: time.Now()}))
 	unchanged()
