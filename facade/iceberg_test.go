@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -276,4 +277,79 @@ func TestRetryOnConflictLands(t *testing.T) {
 	c, err := e.f.Checksum(ctx, "retry", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 200, c.Rows)
+}
+
+// TestWriteLeavesNoGoroutine: after Write returns (success, failing stream,
+// cancelled context), no writer goroutine of the facade or of iceberg-go is
+// left. Not parallel: it reads every goroutine's stack.
+func TestWriteLeavesNoGoroutine(t *testing.T) {
+	e := newIcebergEnv(t, func(c *facade.Config) { c.WriteWorkers, c.RowGroupRows = 3, 100 })
+	defer e.mem.AssertSize(t, 0)
+	sc := contract.Schema()
+	bs := contract.Batches(e.mem, sc, 0, 1000, 100, 1000)
+	defer func() {
+		for _, b := range bs {
+			b.Release()
+		}
+	}()
+	writerStacks := func() string {
+		buf := make([]byte, 1<<20)
+		var found []string
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "lakewrite/facade.(*fileWorker)") || strings.Contains(g, "iceberg-go/table.") {
+				found = append(found, g)
+			}
+		}
+		return strings.Join(found, "\n\n")
+	}
+	settled := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for writerStacks() != "" && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.Empty(t, writerStacks(), "writer goroutines left after %s", what)
+	}
+	ctx := context.Background()
+	tgt := facade.Target{DatasetID: "goroutines"}
+	seen := ""
+	_, err := e.f.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: sc, Rows: func(yield func(arrowBatch, error) bool) {
+		for i, b := range bs {
+			if i == 5 {
+				seen = writerStacks() // the detector sees the writers at work
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}})
+	require.NoError(t, err)
+	require.Contains(t, seen, "(*fileWorker)")
+	settled("a write")
+
+	boom := errors.New("boom")
+	_, err = e.f.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: sc, Rows: func(yield func(arrowBatch, error) bool) {
+		for _, b := range bs[:5] {
+			if !yield(b, nil) {
+				return
+			}
+		}
+		yield(nil, boom)
+	}})
+	require.ErrorIs(t, err, boom)
+	settled("a failing stream")
+
+	cctx, cancel := context.WithCancel(ctx)
+	_, err = e.f.Write(cctx, tgt, facade.WriteRequest{Mode: facade.Replace, Schema: sc, Rows: func(yield func(arrowBatch, error) bool) {
+		for i, b := range bs {
+			if i == 4 {
+				cancel()
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}})
+	require.ErrorIs(t, err, context.Canceled)
+	settled("a cancelled write")
 }
