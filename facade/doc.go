@@ -12,7 +12,8 @@
 // ledger transaction id. Write returns a CommitResult (rows, snapshot id,
 // committed-at = the snapshot timestamp, schema, data files, checksum).
 // Stage and Staged.Commit expose the two steps, so a caller can record
-// what was staged before committing. Open returns a Handle bound to one
+// what was staged, or have it checked, before committing (with the ledger:
+// writestrategy.CommitStaged asks its expectations in between). Open returns a Handle bound to one
 // target and mode.
 //
 // One write is one Iceberg snapshot, or an error and nothing visible. A
