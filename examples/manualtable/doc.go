@@ -41,7 +41,12 @@
 // strictly: a value that does not fit its column (an integer out of range, a
 // decimal with more digits or decimal places than declared — never rounded
 // — a timestamp more precise than microseconds, an invalid uuid or JSON) is
-// rejected, never coerced.
+// rejected, never coerced. Nothing that Postgres refuses for the declared
+// type is accepted either (a NUL character in text, \u0000 in jsonb, year
+// 0000, Go-only number forms such as 1_000 or hex floats, non-ASCII spaces
+// around a value), so a manual table stays readable as a Postgres source:
+// FuzzAppendValue, FuzzParseDecimal and FuzzParseTimestamp check the
+// parsers against a real server.
 //
 // # Streaming and all-or-nothing
 //

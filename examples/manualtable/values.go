@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -43,8 +44,7 @@ func (c *colBuilder) appendJSON(raw json.RawMessage) error {
 	}
 	switch c.t.kind {
 	case kindJSON:
-		c.b.(*array.StringBuilder).Append(string(raw))
-		return nil
+		return c.appendValue(string(raw))
 	case kindBool:
 		switch string(raw) {
 		case "true":
@@ -71,11 +71,7 @@ func (c *colBuilder) appendJSON(raw json.RawMessage) error {
 		return fmt.Errorf("bad JSON string: %v", err)
 	}
 	if c.t.kind == kindText {
-		if !utf8.ValidString(s) {
-			return errors.New("text is not valid UTF-8")
-		}
-		c.b.(*array.StringBuilder).Append(s)
-		return nil
+		return c.appendValue(s) // "" is an empty text, not NULL
 	}
 	if s == "" {
 		return fmt.Errorf("empty string is not a %s (use null)", c.t.name)
@@ -83,10 +79,13 @@ func (c *colBuilder) appendJSON(raw json.RawMessage) error {
 	return c.appendValue(s)
 }
 
+// asciiSpace is what C's isspace, and so Postgres, skips around a value.
+const asciiSpace = " \t\n\v\f\r"
+
 // appendValue parses a non-null value from its text form.
 func (c *colBuilder) appendValue(s string) error {
 	if c.t.kind != kindText && c.t.kind != kindJSON {
-		s = strings.TrimSpace(s)
+		s = strings.Trim(s, asciiSpace) // as Postgres' input functions; not Unicode spaces
 	}
 	switch c.t.kind {
 	case kindInt16, kindInt32, kindInt64:
@@ -118,6 +117,9 @@ func (c *colBuilder) appendValue(s string) error {
 			bits = 32
 		}
 		v, err := strconv.ParseFloat(s, bits)
+		if err == nil && strings.ContainsAny(s, "_xX") {
+			err = strconv.ErrSyntax // Go's digit separators and hex floats; Postgres has neither
+		}
 		if err != nil {
 			if errors.Is(err, strconv.ErrRange) {
 				return fmt.Errorf("%s is out of range for %s", clip(s), c.t.name)
@@ -148,16 +150,25 @@ func (c *colBuilder) appendValue(s string) error {
 		if !utf8.ValidString(s) {
 			return errors.New("text is not valid UTF-8")
 		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return errors.New("text contains a NUL character, which Postgres text cannot hold")
+		}
 		c.b.(*array.StringBuilder).Append(s)
 	case kindJSON:
-		if !json.Valid([]byte(s)) {
+		if !utf8.ValidString(s) || !json.Valid([]byte(s)) {
 			return fmt.Errorf("%q is not valid JSON", clip(s))
+		}
+		if c.t.typname == "jsonb" && jsonHasNUL(s) {
+			return errors.New(`JSON contains \u0000, which jsonb cannot hold`)
 		}
 		c.b.(*array.StringBuilder).Append(s)
 	case kindDate:
 		d, err := time.Parse(time.DateOnly, s)
 		if err != nil {
 			return fmt.Errorf("%q is not a valid date (want YYYY-MM-DD)", clip(s))
+		}
+		if d.Year() < 1 {
+			return fmt.Errorf("%q is not a valid date: year 0000 does not exist (Postgres counts 1 BC before 0001)", clip(s))
 		}
 		c.b.(*array.Date32Builder).Append(arrow.Date32FromTime(d))
 	case kindTimestamptz, kindTimestamp:
@@ -176,6 +187,37 @@ func (c *colBuilder) appendValue(s string) error {
 		return fmt.Errorf("unsupported type %s", c.t.name)
 	}
 	return nil
+}
+
+// jsonHasNUL reports whether valid JSON s holds a string (or key) with a
+// NUL character, written as the escape \u0000.
+func jsonHasNUL(s string) bool {
+	if !strings.Contains(s, `\u0000`) {
+		return false
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return strings.IndexByte(v, 0) >= 0
+		case []any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[string]any:
+			for k, e := range v {
+				if strings.IndexByte(k, 0) >= 0 || walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var v any
+	_ = json.Unmarshal([]byte(s), &v)
+	return walk(v)
 }
 
 // clip shortens a value quoted in an error message.
@@ -260,10 +302,24 @@ var (
 	localLayouts = []string{"2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", time.DateOnly}
 )
 
+// timestampShape is the documented form, digit for digit.
+// The offset's hours and minutes are captured: Postgres takes at most
+// 15:59.
+var timestampShape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[ T][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-]([0-9]{2})(?::([0-9]{2}))?)?)?$`)
+
 // parseTimestamp parses an ISO 8601 / Postgres-style timestamp with
 // microsecond precision. For timestamptz a value without offset is read as
 // UTC; for timestamp (without time zone) an offset is rejected.
 func parseTimestamp(s string, zoned bool) (time.Time, error) {
+	// time.Parse alone is looser than the documented form (one-digit
+	// hours, a comma before the fraction), and Postgres refuses those.
+	m := timestampShape.FindStringSubmatch(s)
+	if m == nil {
+		return time.Time{}, errors.New("want YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][offset]")
+	}
+	if m[1] > "15" || m[2] > "59" {
+		return time.Time{}, errors.New("UTC offset out of range (at most ±15:59)")
+	}
 	var ts time.Time
 	var err error
 	found := false
@@ -286,6 +342,9 @@ func parseTimestamp(s string, zoned bool) (time.Time, error) {
 	}
 	if !found {
 		return time.Time{}, errors.New("want YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][offset]")
+	}
+	if ts.Year() < 1 {
+		return time.Time{}, errors.New("year 0000 does not exist (Postgres counts 1 BC before 0001)")
 	}
 	if ts.Nanosecond()%1000 != 0 {
 		return time.Time{}, errors.New("more precise than microseconds")

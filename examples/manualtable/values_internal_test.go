@@ -2,7 +2,10 @@ package manualtable
 
 import (
 	"testing"
+	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,6 +61,16 @@ func TestParseTimestamp(t *testing.T) {
 	ts, err := parseTimestamp("2024-01-02", false)
 	require.NoError(t, err)
 	assert.Zero(t, ts.Hour())
+	ts, err = parseTimestamp("2024-01-02 03:04:05-15:59", true)
+	require.NoError(t, err)
+	assert.Equal(t, "2024-01-02T19:03:05Z", ts.Format(time.RFC3339))
+	// Looser forms time.Parse takes and Postgres refuses (found by
+	// FuzzParseTimestamp).
+	for _, in := range []string{"2024-01-02 3:04:05", "2024-01-02 03:04:05,1", "0000-01-01 00:00", "2024-01-02 03:04:05+10:60",
+		"2024-01-02 03:04:05+16:00", "24-01-02", "2024-1-02", " 2024-01-02", "2024-01-02 03:04:05+0200"} {
+		_, err := parseTimestamp(in, true)
+		assert.Error(t, err, in)
+	}
 }
 
 func TestParseUUID(t *testing.T) {
@@ -86,5 +99,35 @@ func TestParsePGType(t *testing.T) {
 	for _, in := range []string{"numeric", "numeric(0,0)", "numeric(39,1)", "numeric(5,6)", "varchar(10)", "money", ""} {
 		_, err := parsePGType(in)
 		assert.Error(t, err, in)
+	}
+}
+
+// Values that Go's parsers take and Postgres refuses are refused (found by
+// FuzzAppendValue); a manual table must stay readable by Postgres.
+func TestAppendValueRefusesWhatPostgresRefuses(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	for _, c := range []struct{ decl, in string }{
+		{"real", "1_000"}, {"double precision", "0x1p-2"}, {"text", "a\x00b"}, {"date", "0000-01-01"},
+		{"jsonb", `{"a":"\u0000"}`}, {"jsonb", "\"\xff\""}, {"numeric(12,2)", "\u20002"}, {"integer", "\u00a07"},
+		{"timestamp with time zone", "2024-01-02 03:04:05,1"},
+	} {
+		typ, err := parsePGType(c.decl)
+		require.NoError(t, err)
+		b := array.NewBuilder(mem, typ.arrowType())
+		col := colBuilder{name: "v", t: typ, b: b}
+		assert.Error(t, col.appendValue(c.in), "%s %q", c.decl, c.in)
+		b.Release()
+	}
+	// Still accepted: json keeps \u0000 (Postgres json does), ASCII spaces
+	// around a number, an escaped backslash before u0000 in jsonb.
+	for _, c := range []struct{ decl, in string }{
+		{"json", `"\u0000"`}, {"integer", " 7\t"}, {"jsonb", `"\\u0000"`},
+	} {
+		typ, err := parsePGType(c.decl)
+		require.NoError(t, err)
+		b := array.NewBuilder(mem, typ.arrowType())
+		col := colBuilder{name: "v", t: typ, b: b}
+		assert.NoError(t, col.appendValue(c.in), "%s %q", c.decl, c.in)
+		b.Release()
 	}
 }
