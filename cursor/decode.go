@@ -208,14 +208,20 @@ func parseDate(v []byte) (int32, error) {
 }
 
 // parseTimestamp decodes a binary timestamp or timestamptz into microseconds
-// since the Unix epoch; ±infinity is an error.
+// since the Unix epoch; ±infinity, and the last 29 millennia of Postgres'
+// range that an int64 of Unix microseconds cannot hold, are errors.
 func parseTimestamp(v []byte) (int64, error) {
 	if len(v) != 8 {
 		return 0, errShort
 	}
 	us := int64(be.Uint64(v))
-	if us == math.MaxInt64 || us == math.MinInt64 {
+	switch {
+	case us == math.MaxInt64 || us == math.MinInt64:
 		return 0, outOfRange("timestamp ±infinity")
+	case us > math.MaxInt64-pgEpochMicros:
+		// Postgres goes to 294276 AD; Unix microseconds in an int64 end
+		// at 294247-01-10 04:00:54.775807 UTC.
+		return 0, outOfRange("timestamp after 294247-01-10 04:00:54.775807 UTC")
 	}
 	return us + pgEpochMicros, nil
 }

@@ -101,8 +101,10 @@
 //
 // Decimals are exact: a value that would need rounding or exceeds the
 // precision (and NaN, ±Infinity) fails with a [*DecodeError] matching
-// [ErrOutOfRange], as do ±infinity dates and timestamps and arrays of more
-// than one dimension. A domain maps as its base type. Any other type fails
+// [ErrOutOfRange], as do ±infinity dates and timestamps, timestamps after
+// 294247-01-10 04:00:54.775807 UTC (the last Unix microsecond an int64
+// holds; Postgres goes on to 294276 AD) and arrays of more than one
+// dimension. A domain maps as its base type. Any other type fails
 // Batches with an [*UnsupportedTypeError] naming the column and the type,
 // unless Options.UnknownAsText streams it as its text representation.
 //
