@@ -76,7 +76,8 @@ func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 // manual table and a pipeline output, say) cannot overwrite each other.
 // Claiming an unowned dataset, or one the writer already owns, succeeds; a
 // dataset owned by another writer returns an *OwnerError. Datasets nobody
-// claimed accept every writer.
+// claimed accept every writer. An intent already open when the dataset is
+// claimed is not affected: it commits or aborts as usual.
 func (l *Ledger) ClaimDataset(ctx context.Context, id, writerID string) error {
 	if strings.TrimSpace(writerID) == "" {
 		return invalid("dataset %q: writer id is empty", id)
