@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -52,4 +53,28 @@ func ExampleLedger_With() {
 		panic(err)
 	}
 	fmt.Println(out.RowCount)
+}
+
+// A manual table and a pipeline output of the same id cannot overwrite each
+// other once the manual writer claims its dataset.
+func ExampleLedger_ClaimDataset() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	l, err := ledger.New(pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := l.EnsureDataset(ctx, "budget_2027", "Budget 2027 (uploaded)", nil); err != nil {
+		panic(err)
+	}
+	if err := l.ClaimDataset(ctx, "budget_2027", "manual.table"); err != nil {
+		panic(err) // an *OwnerError when another writer owns it
+	}
+	_, err = l.Open(ctx, ledger.OpenParams{DatasetID: "budget_2027", WriterID: "pipeline.output",
+		Sink: "iceberg_native", WriteMode: ledger.ModeReplace})
+	fmt.Println(errors.Is(err, ledger.ErrNotOwner))
 }

@@ -2,13 +2,18 @@ package writestrategy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -73,4 +78,51 @@ func ExampleDispatcher() {
 		panic(err)
 	}
 	fmt.Println(res[0].Sink, res[0].Rows, res[0].SnapshotID, res[0].CommittedAt)
+}
+
+// A writer composing facade and ledger itself (as the manual-table handler
+// does): stage the write under the intent, let CommitStaged ask the
+// ledger's expectations before the snapshot becomes visible, then commit
+// the intent with the commit result.
+func ExampleCommitStaged() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	l, err := ledger.New(pool, &ledger.Config{Expectations: []ledger.Expectation{
+		func(ctx context.Context, tx pgx.Tx, c ledger.Commit) error {
+			if c.Outcome.RowCount == 0 {
+				return errors.New("an empty upload replaces nothing")
+			}
+			return nil
+		},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	lake := facadetest.New(nil)                  // or a *facade.Facade
+	var rows iter.Seq2[arrow.RecordBatch, error] // the upload, batch by batch
+	var schema *arrow.Schema
+
+	_, err = l.With(ctx, ledger.OpenParams{DatasetID: "uploads", WriterID: "manual.table", Sink: writestrategy.StorageIceberg, WriteMode: ledger.ModeReplace},
+		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
+			staged, err := lake.Stage(ctx, facade.Target{DatasetID: "uploads", WriterID: "manual.table"},
+				facade.WriteRequest{Mode: facade.Replace, Schema: schema, Rows: rows, TxnID: in.ID})
+			if err != nil {
+				return ledger.Outcome{}, err
+			}
+			res, err := writestrategy.CommitStaged(ctx, l, in, staged, nil)
+			if errors.Is(err, facade.ErrCommitStateUnknown) {
+				return ledger.Outcome{}, fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err) // left open for Recover
+			}
+			if err != nil {
+				return ledger.Outcome{}, err // a veto matches ledger.ErrVetoed; nothing is visible
+			}
+			return ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt}, nil
+		})
+	if err != nil {
+		fmt.Println(err)
+	}
 }
