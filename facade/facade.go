@@ -372,7 +372,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			w.finish()
 		}
 	}()
-	start := func() *fileWorker {
+	start := func() {
 		id := writeID
 		if len(workers) > 0 {
 			// Distinct file names per writer: iceberg-go numbers files per call.
@@ -387,7 +387,6 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			table.WithMaxWriteWorkers(1),
 		)
 		workers = append(workers, w)
-		return w
 	}
 
 	srcErr := func() error {
