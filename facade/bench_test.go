@@ -22,23 +22,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/contract"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
 
 // benchSchema is the shape: id bigint, name text, amount
 // numeric(12,2), ts timestamptz, flag bool, attrs jsonb, category text.
 func benchSchema() *arrow.Schema {
-	m := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{facade.MetaPgType}, []string{t}) }
-	return arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true, Metadata: m("int8")},
-		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: m("text")},
-		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true, Metadata: m("numeric")},
-		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true, Metadata: m("timestamptz")},
-		{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true, Metadata: m("bool")},
-		{Name: "attrs", Type: arrow.BinaryTypes.String, Nullable: true,
-			Metadata: arrow.NewMetadata([]string{facade.MetaPgType, facade.MetaJSON}, []string{"jsonb", "true"})},
-		{Name: "category", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: m("text")},
-	}, nil)
+	// The contract's first six columns are the shape's; category follows.
+	fields := append([]arrow.Field(nil), contract.Schema().Fields()[:6]...)
+	fields = append(fields, arrow.Field{Name: "category", Type: arrow.BinaryTypes.String, Nullable: true,
+		Metadata: arrow.NewMetadata([]string{facade.MetaPgType}, []string{"text"})})
+	return arrow.NewSchema(fields, nil)
 }
 
 var categories = []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}
