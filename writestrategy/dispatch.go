@@ -2,9 +2,11 @@ package writestrategy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"time"
 
@@ -228,7 +230,35 @@ func (d *Dispatcher) Lookup(ctx context.Context, in ledger.Intent) (ledger.Landi
 	if err != nil || !found {
 		return ledger.Landing{}, err
 	}
-	return ledger.Landing{Landed: true, Outcome: ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt}}, nil
+	// A roll-forward stamps what a normal commit stamps: row count,
+	// snapshot id, committed-at (and so the watermark) and the declared
+	// schema, all read back from the landed snapshot.
+	return ledger.Landing{Landed: true, Outcome: ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
+		CommittedAt: res.CommittedAt, Schema: declaredSchema(res.Summary)}}, nil
+}
+
+// summarySchemaKey is the request metadata key under which the Iceberg arm
+// records the output's declared schema in the snapshot summary (as
+// facade.SummaryMetaPrefix + summarySchemaKey), so that a write rolled
+// forward after a crash stamps the same dataset schema as a normal commit.
+const summarySchemaKey = "lakewrite-declared-schema"
+
+func withDeclaredSchema(meta map[string]string, cols Schema) map[string]string {
+	out := make(map[string]string, len(meta)+1)
+	maps.Copy(out, meta)
+	out[summarySchemaKey] = string(cols.JSON())
+	return out
+}
+
+func declaredSchema(summary map[string]string) json.RawMessage {
+	raw, ok := summary[facade.SummaryMetaPrefix+summarySchemaKey]
+	if !ok {
+		return nil
+	}
+	if _, err := ParseSchema(json.RawMessage(raw)); err != nil {
+		return nil
+	}
+	return json.RawMessage(raw)
 }
 
 func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
@@ -342,7 +372,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 				Schema:     c.Stream.Schema(),
 				Rows:       c.Batches(),
 				SourceRefs: req.Strategy.Sources(),
-				Metadata:   req.Metadata,
+				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,
 			})
 		if err != nil {
