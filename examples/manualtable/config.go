@@ -3,6 +3,7 @@ package manualtable
 import (
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -43,6 +44,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Allocator for the record batches. Default memory.DefaultAllocator.
 	Allocator memory.Allocator
+	// BodyStallTimeout bounds how long one read of the request body may
+	// wait for the client: an upload whose client stops sending (or
+	// vanishes without closing the connection) fails after this long, its
+	// intent is aborted and the dataset is free again. It is a stall bound,
+	// not a bound on the whole upload: every read that makes progress
+	// extends the deadline. Applied through http.ResponseController, so it
+	// needs a server whose connections support read deadlines (net/http's
+	// does). Default 30s.
+	BodyStallTimeout time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -53,8 +63,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("manualtable: Config.Ledger is nil: pass ledger.New(pool, ...)")
 	case c.Lakehouse == nil:
 		return c, errors.New("manualtable: Config.Lakehouse is nil: pass a *facade.Facade (or a facadetest double)")
-	case c.MaxUploadBytes < 0 || c.MaxLineBytes < 0 || c.BatchRows < 0:
-		return c, errors.New("manualtable: Config.MaxUploadBytes, MaxLineBytes and BatchRows must not be negative (0 means the default)")
+	case c.MaxUploadBytes < 0 || c.MaxLineBytes < 0 || c.BatchRows < 0 || c.BodyStallTimeout < 0:
+		return c, errors.New("manualtable: Config.MaxUploadBytes, MaxLineBytes, BatchRows and BodyStallTimeout must not be negative (0 means the default)")
 	}
 	if c.WriterID == "" {
 		c.WriterID = DefaultWriterID
@@ -73,6 +83,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
+	}
+	if c.BodyStallTimeout == 0 {
+		c.BodyStallTimeout = 30 * time.Second
 	}
 	return c, nil
 }

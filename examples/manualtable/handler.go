@@ -239,7 +239,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, badInput(http.StatusRequestEntityTooLarge, CodeTooLarge, 0, "", "request body is larger than %d bytes", h.cfg.MaxUploadBytes))
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxUploadBytes)
+	body := http.MaxBytesReader(w, stallGuard(w, r.Body, h.cfg.BodyStallTimeout), h.cfg.MaxUploadBytes)
 
 	ds, err := h.cfg.Ledger.Dataset(ctx, id)
 	if err != nil {

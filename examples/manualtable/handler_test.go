@@ -49,6 +49,7 @@ type envOptions struct {
 	batchRows      int
 	maxUploadBytes int64
 	maxLineBytes   int
+	stall          time.Duration
 	expectations   []ledger.Expectation
 	// handlerMem, when set, is the handler's allocator (the facade keeps
 	// its own), to measure what the handler alone holds.
@@ -89,6 +90,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	h, err := manualtable.NewHandler(manualtable.Config{
 		DB: pool, Ledger: led, Lakehouse: lh, Allocator: hmem,
 		BatchRows: o.batchRows, MaxUploadBytes: o.maxUploadBytes, MaxLineBytes: o.maxLineBytes,
+		BodyStallTimeout: o.stall,
 	})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(h)

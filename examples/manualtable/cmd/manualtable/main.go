@@ -72,7 +72,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Uploads may be long: no whole-request ReadTimeout or WriteTimeout; the
+	// handler bounds a stalled body itself (Config.BodyStallTimeout).
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("manualtable listening", "addr", *addr)
