@@ -131,3 +131,23 @@ func TestBadFlags(t *testing.T) {
 		assert.False(t, strings.Contains(err.Error(), "connect"), "rejected before connecting: %v", err)
 	}
 }
+
+// TestHistory runs the history mode on a few writes so it cannot rot.
+func TestHistory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := runHistory(ctx, historyConfig{Writes: 6, Rows: 50, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir(),
+		Modes: []string{"replace", "append"}})
+	require.NoError(t, err)
+	require.Len(t, rs, 2)
+	assert.Equal(t, int64(50), rs[0].Rows)
+	assert.Equal(t, int64(300), rs[1].Rows)
+	for _, r := range rs {
+		assert.Positive(t, r.FirstP50Ms)
+		assert.Positive(t, r.Files)
+		assert.Positive(t, r.MetadataBytes)
+	}
+	var out bytes.Buffer
+	printHistory(&out, rs)
+	assert.Contains(t, out.String(), "replace")
+}

@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -59,6 +60,11 @@ func mainCode() int {
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation profile at the end to this file")
 	flag.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	var hist historyConfig
+	var histModes string
+	flag.IntVar(&hist.Writes, "history", 0, "history mode: write one dataset this many times per mode through the Dispatcher (default settings) and compare the p50 latency of the first and last 100 writes")
+	flag.IntVar(&hist.Rows, "history-rows", 1000, "history mode: rows per write")
+	flag.StringVar(&histModes, "history-modes", "replace,append", "history mode: write modes, comma-separated")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -69,6 +75,26 @@ func mainCode() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if hist.Writes > 0 {
+		hist.DatabaseURL, hist.Warehouse, hist.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		hist.Modes = strings.Split(histModes, ",")
+		rs, err := runHistory(ctx, hist)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		if asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rs); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+				return 1
+			}
+			return 0
+		}
+		printHistory(os.Stdout, rs)
+		return 0
+	}
 	rep, err := run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
