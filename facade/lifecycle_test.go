@@ -1,0 +1,265 @@
+package facade_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/contract"
+)
+
+// locStats is what a table's location holds on disk.
+type locStats struct {
+	files, metaFiles int   // all files; *.metadata.json files
+	bytes            int64 // all files
+	metaSize         int64 // the current metadata.json
+	dataFiles        int   // *.parquet
+}
+
+func tableDir(t *testing.T, f *facade.Facade, dataset string) string {
+	t.Helper()
+	tbl, err := f.LoadTable(context.Background(), dataset)
+	require.NoError(t, err)
+	return strings.TrimPrefix(tbl.Location(), "file://")
+}
+
+func statLocation(t *testing.T, f *facade.Facade, dataset string) locStats {
+	t.Helper()
+	tbl, err := f.LoadTable(context.Background(), dataset)
+	require.NoError(t, err)
+	var s locStats
+	require.NoError(t, filepath.WalkDir(tableDir(t, f, dataset), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s.files++
+		s.bytes += info.Size()
+		switch {
+		case strings.HasSuffix(p, ".metadata.json"):
+			s.metaFiles++
+		case strings.HasSuffix(p, ".parquet"):
+			s.dataFiles++
+		}
+		return nil
+	}))
+	info, err := os.Stat(strings.TrimPrefix(tbl.MetadataLocation(), "file://"))
+	require.NoError(t, err)
+	s.metaSize = info.Size()
+	return s
+}
+
+// liveManifests is the number of manifests in the head's manifest list.
+func liveManifests(t *testing.T, tbl *table.Table) int {
+	t.Helper()
+	if tbl.CurrentSnapshot() == nil {
+		return 0
+	}
+	fsys, err := tbl.FS(context.Background())
+	require.NoError(t, err)
+	mfs, err := tbl.CurrentSnapshot().Manifests(fsys)
+	require.NoError(t, err)
+	return len(mfs)
+}
+
+// writeRows writes rows [from, from+n) of the contract schema.
+func writeRows(t *testing.T, e *icebergEnv, f *facade.Facade, dataset string, mode facade.Mode, from, n int, txn string) facade.CommitResult {
+	t.Helper()
+	bs := contract.Batches(e.mem, contract.Schema(), from, n, max(n, 1), 1<<30)
+	defer func() {
+		for _, b := range bs {
+			b.Release()
+		}
+	}()
+	res, err := f.Write(context.Background(), facade.Target{DatasetID: dataset, WriterID: "w"},
+		facade.WriteRequest{Mode: mode, Schema: contract.Schema(), Rows: contract.Seq(bs), TxnID: txn})
+	require.NoError(t, err)
+	return res
+}
+
+func addChecksum(a, b facade.Checksum) facade.Checksum {
+	return facade.Checksum{Rows: a.Rows + b.Rows, Sum: a.Sum + b.Sum, Sum2: a.Sum2 + b.Sum2}
+}
+
+// rowIndices scans the current snapshot's __row_index values, sorted.
+func rowIndices(t *testing.T, f *facade.Facade, dataset string) []int64 {
+	t.Helper()
+	var out []int64
+	for rec, err := range f.Scan(context.Background(), dataset, facade.ScanOptions{Columns: []string{facade.ColRowIndex}}) {
+		require.NoError(t, err)
+		out = append(out, rec.Column(0).(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func requireDense(t *testing.T, idx []int64, n int) {
+	t.Helper()
+	require.Len(t, idx, n)
+	for i, v := range idx {
+		if v != int64(i) {
+			require.Failf(t, "__row_index not dense", "position %d holds %d", i, v)
+		}
+	}
+}
+
+// TestLongHistoryStaysBounded: one dataset replaced 300 times, then
+// appended 300 times, running Maintain whenever a commit says it is due.
+// After every run the history, the metadata and the files on disk stay
+// under bounds that do not depend on the number of writes, the contents are
+// right, and the last txn is found.
+func TestLongHistoryStaysBounded(t *testing.T) {
+	t.Parallel()
+	// No file grace in this test: the run after an expiry deletes what it
+	// dereferenced. With the default minute of grace, a test writing many
+	// times a second would keep a minute's worth of writes on disk: bounded
+	// by the write rate, not by a constant these assertions can state.
+	pol := facade.Lifecycle{FileGrace: -1}
+	e := newIcebergEnv(t, func(c *facade.Config) { c.Lifecycle = pol })
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	const (
+		ds       = "long"
+		writes   = 300
+		rows     = 20
+		keepLast = facade.DefaultKeepLast
+		every    = facade.DefaultEveryCommits
+	)
+	var (
+		want         facade.Checksum
+		wantRows     int
+		runs, expiry int
+		lastTxn      string
+		deleted      int
+	)
+	check := func(i int, rep facade.MaintenanceReport) {
+		t.Helper()
+		tbl, err := e.f.LoadTable(ctx, ds)
+		require.NoError(t, err)
+		snaps := len(tbl.Metadata().Snapshots())
+		st := statLocation(t, e.f, ds)
+		live := liveManifests(t, tbl)
+		// Bounds independent of the write count:
+		require.LessOrEqual(t, snaps, keepLast+every, "write %d", i)
+		require.LessOrEqual(t, st.metaFiles, facade.DefaultMetadataVersions+1, "write %d: metadata.json files", i)
+		// ~1.5 KB per retained snapshot (summary with the lakewrite keys),
+		// the schema, the 10-entry metadata log and snapshot log.
+		require.Less(t, st.metaSize, int64(48<<10), "write %d: metadata.json size", i)
+		// Files: the live data files and the live manifests, plus per
+		// retained snapshot its manifest list, at most two manifests and
+		// one data file it alone references, plus the metadata files.
+		headFiles := tbl.CurrentSnapshot().Summary.Properties["total-data-files"]
+		liveData, err := strconv.Atoi(headFiles)
+		require.NoError(t, err)
+		bound := liveData + live + 4*(keepLast+every) + facade.DefaultMetadataVersions + 1
+		require.LessOrEqual(t, st.files, bound, "write %d: files in the table location", i)
+		sum, err := e.f.Checksum(ctx, ds, 0)
+		require.NoError(t, err)
+		require.Equal(t, want, sum, "write %d", i)
+		require.EqualValues(t, wantRows, sum.Rows)
+		res, found, err := e.f.FindTxn(ctx, ds, lastTxn)
+		require.NoError(t, err)
+		require.True(t, found, "write %d: last txn", i)
+		require.Equal(t, tbl.CurrentSnapshot().SnapshotID, res.SnapshotID)
+		if runs%10 == 1 || i == 2*writes-1 {
+			t.Logf("write %3d: run %2d expired %2d deleted %2d files (%6d B): snapshots %2d, metadata.json %5d B x %2d, live manifests %3d, files %3d (%7d B), data files %3d (live %3d)",
+				i+1, runs, rep.SnapshotsExpired, rep.FilesDeleted, rep.BytesDeleted, snaps, st.metaSize, st.metaFiles, live, st.files, st.bytes, st.dataFiles, liveData)
+		}
+	}
+	for i := range 2 * writes {
+		mode := facade.Replace
+		if i >= writes {
+			mode = facade.Append
+		}
+		lastTxn = "txn-" + strconv.Itoa(i)
+		from := i * rows
+		if mode == facade.Replace {
+			from = (i % 7) * rows // some replaces repeat content
+		}
+		res := writeRows(t, e, e.f, ds, mode, from, rows, lastTxn)
+		if mode == facade.Replace {
+			want, wantRows = res.Checksum, rows
+		} else {
+			want, wantRows = addChecksum(want, res.Checksum), wantRows+rows
+		}
+		if !res.MaintenanceDue {
+			continue
+		}
+		runs++
+		rep, err := e.f.Maintain(ctx, ds)
+		require.NoError(t, err)
+		if rep.SnapshotsExpired > 0 {
+			expiry++
+		}
+		deleted += rep.FilesDeleted
+		check(i, rep)
+	}
+	// Maintenance ran on a minority of the writes; appends with no
+	// compaction yet make every write due once the head has 16 small files.
+	t.Logf("maintenance runs: %d (%d expiring), files deleted: %d", runs, expiry, deleted)
+	require.Greater(t, expiry, 2*writes/every-4)
+	require.Greater(t, deleted, 0)
+	// __row_index continued across every expiry.
+	requireDense(t, rowIndices(t, e.f, ds), rows+writes*rows)
+}
+
+// TestMetadataFilesBounded: with the lifecycle properties iceberg-go's
+// commit deletes the metadata.json files it drops from the metadata log;
+// a table that lacks them gets them from the next write, in that write's
+// commit.
+func TestMetadataFilesBounded(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	for i := range 50 {
+		writeRows(t, e, e.f, "meta", facade.Replace, i, 5, "")
+	}
+	st := statLocation(t, e.f, "meta")
+	require.Equal(t, facade.DefaultMetadataVersions+1, st.metaFiles, "current + previous-versions-max")
+	tbl, err := e.f.LoadTable(ctx, "meta")
+	require.NoError(t, err)
+	require.Equal(t, "true", tbl.Properties()[table.MetadataDeleteAfterCommitEnabledKey])
+	require.Equal(t, "10", tbl.Properties()[table.MetadataPreviousVersionsMaxKey])
+
+	// A table written without the lifecycle (as before it existed) keeps
+	// every metadata.json, and no lifecycle property.
+	old, err := facade.New(e.cat, &facade.Config{Allocator: e.mem, Lifecycle: facade.Lifecycle{Disabled: true}})
+	require.NoError(t, err)
+	for i := range 30 {
+		writeRows(t, e, old, "legacy", facade.Replace, i, 5, "")
+	}
+	st = statLocation(t, e.f, "legacy")
+	require.Equal(t, 31, st.metaFiles) // create + 30 commits
+	tbl, err = e.f.LoadTable(ctx, "legacy")
+	require.NoError(t, err)
+	require.NotContains(t, tbl.Properties(), table.MetadataDeleteAfterCommitEnabledKey)
+	require.NotContains(t, tbl.Properties(), facade.TablePropOrphansCheckedAt)
+	snaps := len(tbl.Metadata().Snapshots())
+	// The next write through the default policy sets the properties in
+	// its own commit: one snapshot more, no other commit, and that commit
+	// already trims the log and deletes the dropped files.
+	res := writeRows(t, e, e.f, "legacy", facade.Replace, 0, 5, "t-legacy")
+	tbl, err = e.f.LoadTable(ctx, "legacy")
+	require.NoError(t, err)
+	require.Len(t, tbl.Metadata().Snapshots(), snaps+1)
+	require.Equal(t, res.SnapshotID, tbl.CurrentSnapshot().SnapshotID)
+	require.Equal(t, "true", tbl.Properties()[table.MetadataDeleteAfterCommitEnabledKey])
+	require.Contains(t, tbl.Properties(), facade.TablePropOrphansCheckedAt)
+	st = statLocation(t, e.f, "legacy")
+	require.Equal(t, facade.DefaultMetadataVersions+1, st.metaFiles)
+}
+
