@@ -52,9 +52,10 @@ type Lifecycle struct {
 	// TablePropOrphansCheckedAt. Default 1 hour; a negative value runs it
 	// on every Maintain.
 	OrphanEvery time.Duration
-	// EveryCommits: maintenance is due at most every this many commits
-	// (CommitResult.MaintenanceDue turns true when that many snapshots are
-	// expirable). Default 10.
+	// EveryCommits: expiry runs once this many snapshots are expirable, so
+	// maintenance is due about every this many commits
+	// (CommitResult.MaintenanceDue) and a table holds at most
+	// KeepLast+EveryCommits snapshots (plus young ones). Default 10.
 	EveryCommits int
 	// MetadataVersions is write.metadata.previous-versions-max: how many
 	// previous metadata.json files the table keeps (with
