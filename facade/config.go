@@ -67,6 +67,13 @@ type Config struct {
 	// OrdinalSlots sizes the fixed table used to number equal rows for
 	// __row_id (4 bytes per slot). Default DefaultOrdinalSlots (1<<20).
 	OrdinalSlots int
+	// Lifecycle is the table maintenance policy of every dataset (see
+	// Lifecycle for its zero-value defaults and Facade.Maintain).
+	Lifecycle Lifecycle
+	// LifecycleFor, when set, returns the policy of one dataset; ok=false
+	// means Lifecycle applies. A returned policy's zero fields take the
+	// documented defaults, not Config.Lifecycle's values.
+	LifecycleFor func(datasetID string) (policy Lifecycle, ok bool)
 }
 
 type settings struct {

@@ -56,8 +56,10 @@
 //
 // # Identity
 //
-// __row_index is 0..n-1 for a replace and continues after the current max
-// (data file upper bounds) for an append. __row_id is an int64 hash of the
+// __row_index is 0..n-1 for a replace and, for an append, continues at the
+// head snapshot's lakewrite.next-row-index (every snapshot the facade
+// commits records it; a head without it, written by an older version or
+// another engine, falls back to the live data files' upper bounds). __row_id is an int64 hash of the
 // dataset id, the append's first index (0 for a replace), the row's business
 // values (normalized, name-ordered, see Checksum) and an ordinal among equal
 // rows from a fixed 4 MiB slot table, so ids are unique, the same replace
@@ -71,11 +73,88 @@
 //
 // The snapshot summary carries lakewrite.txn-id, writer id, workspace,
 // source refs (JSON), mode, write id, rows, checksum and the caller's
-// metadata as lakewrite.meta.<key>. FindTxn walks the current branch's
-// ancestry for a txn id (the ledger's sweep/recover). Scan streams a
+// metadata as lakewrite.meta.<key>, and lakewrite.next-row-index. FindTxn
+// looks for a txn id at the head snapshot, then in the retained ancestry
+// of the current branch (the ledger's sweep/recover; see Lifecycle). Scan streams a
 // snapshot (one file task at a time); Checksum and ChecksumBatches give the
 // same order-independent fingerprint for an Iceberg snapshot and for Arrow
 // batches read from Postgres.
+//
+// # Lifecycle
+//
+// A dataset rewritten every few minutes for months must cost the same per
+// write, and hold the same storage, in its thousandth week as in its first.
+// Each table follows a Lifecycle policy: Config.Lifecycle for every
+// dataset, Config.LifecycleFor per dataset. Zero fields are defaults: keep
+// the last 10 snapshots (KeepLast; the current one always) and none for
+// age (KeepYoungerThan 0); delete what expiry dereferenced 1 minute after
+// the expiry (FileGrace); remove unreferenced files older than 1 hour
+// (OrphanAge), checking once an hour per table (OrphanEvery); expire in
+// batches of 10 (EveryCommits); keep 10 previous metadata files
+// (MetadataVersions); compact from 8 small files (CompactMinFiles) below a
+// quarter of CompactTargetBytes (Config.TargetFileSize).
+//
+// Metadata: tables carry write.metadata.delete-after-commit.enabled=true and
+// write.metadata.previous-versions-max=MetadataVersions (a table that lacks
+// them gets them in its next write's own commit). iceberg-go's commit then
+// deletes the metadata.json files it drops from the metadata log, so a
+// table holds at most MetadataVersions+1 of them; older ones left from
+// before are removed by the orphan pass.
+//
+// Maintain(ctx, datasetID) runs the policy once (MaintainWith takes an
+// explicit one): compaction; deletion of the files of earlier expiries
+// whose grace has passed and that no snapshot of the table references
+// (data files, manifests, manifest lists; a file already gone is fine);
+// the orphan pass when due (iceberg-go's orphan planning over the table
+// location, which counts metadata files, the version hint and everything
+// the snapshots reach as referenced, minus the files still in their grace);
+// then expiry of the snapshots beyond the policy, once EveryCommits of
+// them are expirable. Expiry never removes the current snapshot and runs
+// without iceberg-go's post-commit file deletion (which deletes at once
+// and turns a failed delete into an error of a commit that landed):
+// instead the expired snapshots' manifest lists and the expiry time are
+// recorded in the table property lakewrite.expired in the same commit as
+// the expiry, the record the later deletion works from. Lifecycle
+// properties, expiry and record land in one commit, asserting the branch
+// head it read. Every step reads what the retained snapshots reference
+// (bounded by the policy) and the expired snapshots' manifests once. The
+// MaintenanceReport is returned (JSON, for the ledger) and logged.
+//
+// When: CommitResult.MaintenanceDue is decided from the metadata the
+// commit returned, with no extra round trip: EveryCommits snapshots are
+// expirable, an expiry is past its grace, the orphan pass is due, or the
+// head holds at least 2*CompactMinFiles data files that are certainly
+// small. A caller that runs Maintain whenever it is true keeps every bound
+// flat and runs it on a minority of writes (about 2 in EveryCommits for a
+// replace-only dataset: the expiry, then the deletion after the grace).
+// Run Maintain (when a commit says it is due, or on a schedule) while
+// holding the dataset's ledger intent, as for a write; Lifecycle.Disabled
+// turns it all off.
+//
+// Guaranteed, for a caller that runs Maintain when due: at most
+// KeepLast+EveryCommits snapshots (plus those younger than
+// KeepYoungerThan), MetadataVersions+1 metadata files whose size follows
+// the retained snapshots, and on storage only the retained snapshots'
+// files, the files of expiries within their grace, and stray files younger
+// than OrphanAge+OrphanEvery. A reader scanning a snapshot keeps its files
+// for at least FileGrace after that snapshot is expired: set FileGrace
+// above the longest read of a non-current snapshot (downstream engines
+// included). OrphanAge must exceed the longest write, whose data files are
+// unreferenced until it commits.
+//
+// Why recovery does not depend on expired snapshots: the ledger allows one
+// open intent per dataset, and every lakewrite commit of a dataset, writes
+// and Maintain alike, happens under one. So if the snapshot of an open
+// intent landed, no other lakewrite commit landed after it: it is the
+// head, and expiry never removes the head. FindTxn checks the head first,
+// then the retained ancestry, so recovery finds a landed intent whatever
+// was expired; a txn outside the retained history is reported absent, and
+// that is asked only of intents the ledger has already closed. Append
+// replay (in Stage, and in Commit's conflict retry) is the same lookup: a
+// retried append whose intent is open finds itself at the head. An
+// append's first __row_index comes from the head's summary, and a replace
+// plans only the head's live files: no step of a write reads older
+// snapshots or older data files.
 //
 // # Backends
 //

@@ -187,11 +187,11 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	}
 	return &icebergStaged{
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
-		files: files, info: info, props: f.summary(target, req, info),
+		files: files, info: info, props: f.summary(target, req, info, rowBase),
 	}, nil
 }
 
-func (f *Facade) summary(target Target, req WriteRequest, info StageInfo) iceberg.Properties {
+func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBase int64) iceberg.Properties {
 	p := iceberg.Properties{}
 	for k, v := range req.Metadata {
 		p[SummaryMetaPrefix+k] = v
@@ -207,6 +207,9 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo) iceber
 		SummaryCreatedAt:  info.CreatedAt.Format(time.RFC3339Nano),
 		SummaryRows:       strconv.FormatInt(info.Rows, 10),
 		SummaryChecksum:   info.Checksum.String(),
+		// an append commits only while the table still continues at
+		// rowBase (see Commit), so this stays true across retries
+		SummaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
 	})
 	return p
 }
@@ -239,6 +242,8 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		props[table.ParquetCompressionLevelKey] = strconv.Itoa(f.s.CompressionLevel)
 	}
 	maps.Copy(props, f.s.TableProperties)
+	// the lifecycle policy owns the metadata retention properties
+	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.Now()))
 	tbl, err = f.cat.CreateTable(ctx, ident, newTableSchema(cols), catalog.WithProperties(props))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
@@ -316,13 +321,22 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 	return nil
 }
 
-// nextRowIndex is max(__row_index)+1 of the current snapshot, from the
-// data files' upper bounds (falling back to the snapshot's total-records
-// when a file has no bound).
+// nextRowIndex is the __row_index an append to the current snapshot
+// starts at: SummaryNextRowIndex of the head snapshot (O(1)), or, for a
+// head without it, max(__row_index)+1 from the live data files' upper
+// bounds (falling back to the snapshot's total-records when a file has no
+// bound).
 func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 	snap := tbl.CurrentSnapshot()
 	if snap == nil {
 		return 0, nil
+	}
+	if snap.Summary != nil {
+		if v, ok := snap.Summary.Properties[SummaryNextRowIndex]; ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				return n, nil
+			}
+		}
 	}
 	fld, ok := tbl.Schema().FindFieldByName(ColRowIndex)
 	if !ok {
@@ -578,6 +592,13 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	if err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols); err != nil {
 		return nil, err
 	}
+	// Tables written before the lifecycle existed get its properties in
+	// this same commit.
+	if props := lifecycleProps(tbl.Properties(), s.f.policy(s.target.DatasetID), s.f.s.Now()); len(props) > 0 {
+		if err := txn.SetProperties(props); err != nil {
+			return nil, fmt.Errorf("facade: set lifecycle properties: %w", err)
+		}
+	}
 	var old []iceberg.DataFile
 	if s.req.Mode == Replace && tbl.CurrentSnapshot() != nil {
 		tasks, err := tbl.Scan().PlanFiles(ctx)
@@ -705,7 +726,8 @@ func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitRe
 		DatasetID: s.target.DatasetID, TxnID: s.req.TxnID, Mode: s.req.Mode, Rows: s.info.Rows,
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.info.Checksum,
-		Summary: maps.Clone(map[string]string(snap.Summary.Properties)),
+		Summary:        maps.Clone(map[string]string(snap.Summary.Properties)),
+		MaintenanceDue: maintenanceDue(tbl.Metadata(), s.f.policy(s.target.DatasetID), s.f.s.Now()),
 	}, nil
 }
 

@@ -42,6 +42,12 @@ const (
 	SummaryRows       = "lakewrite.rows"
 	SummaryChecksum   = "lakewrite.checksum"
 	SummaryMetaPrefix = "lakewrite.meta."
+	// SummaryNextRowIndex is the __row_index the next append starts at,
+	// after this snapshot: its rows for a replace, the append's first index
+	// plus its rows for an append. Appends read it from the head snapshot
+	// (O(1)); a head without it (written before this key existed, or by
+	// another engine) falls back to the live data files' bounds.
+	SummaryNextRowIndex = "lakewrite.next-row-index"
 )
 
 // Target names the dataset and the writer of a write.
@@ -98,6 +104,12 @@ type CommitResult struct {
 	// Replayed is true when an append found its txn id already committed
 	// and returned that earlier result instead of writing.
 	Replayed bool
+	// MaintenanceDue is true when the dataset's lifecycle policy has work
+	// for Maintain (see Maintainer): decided from the metadata the commit
+	// returned, without another round trip. A caller that runs Maintain
+	// whenever it is true keeps snapshots, metadata and files bounded, and
+	// runs it on a small share of the writes.
+	MaintenanceDue bool
 }
 
 // StageInfo is what a staged (not yet committed) write has prepared: a
@@ -149,10 +161,12 @@ type Lakehouse interface {
 	Stage(ctx context.Context, target Target, req WriteRequest) (Staged, error)
 	// Write is Stage followed by Commit (Abort on a staging error).
 	Write(ctx context.Context, target Target, req WriteRequest) (CommitResult, error)
-	// FindTxn walks the current branch's ancestry for the snapshot whose
-	// summary carries txnID. found=false with a nil error means provably
-	// absent (including: no table); an error means the table could not be
-	// read (unknown).
+	// FindTxn looks for the snapshot whose summary carries txnID: the head
+	// first, then the current branch's retained ancestry. found=false with
+	// a nil error means absent from the retained history (including: no
+	// table); an error means the table could not be read (unknown). The
+	// snapshot of a dataset's open ledger intent, if it landed, is the head,
+	// which expiry never removes.
 	FindTxn(ctx context.Context, datasetID, txnID string) (res CommitResult, found bool, err error)
 	// Scan reads a snapshot as Arrow batches in bounded memory. Each batch is
 	// valid during the yield only and released by the facade afterwards:

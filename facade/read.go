@@ -18,11 +18,14 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// FindTxn walks the current branch's ancestry for the newest snapshot whose
-// summary carries lakewrite.txn-id = txnID. A missing table is "absent"
-// (found=false, nil error); a table that cannot be read is an error, so a
-// caller can tell unknown from absent. Snapshots expired from the table
-// are not visible to the walk.
+// FindTxn looks for the newest snapshot whose summary carries
+// lakewrite.txn-id = txnID: the head snapshot first, then the retained
+// ancestry of the current branch (bounded by the lifecycle policy, see
+// Lifecycle). A missing table is "absent" (found=false, nil error); a table
+// that cannot be read is an error, so a caller can tell unknown from
+// absent. A txn whose snapshot was expired is reported absent: recovery
+// asks only about the open intent of a dataset, whose snapshot, if it
+// landed, is the head (see the package doc, Lifecycle).
 func (f *Facade) FindTxn(ctx context.Context, datasetID, txnID string) (CommitResult, bool, error) {
 	if txnID == "" {
 		return CommitResult{}, false, fmt.Errorf("%w: empty txn id", ErrInvalidRequest)
@@ -45,15 +48,24 @@ func (f *Facade) FindTxn(ctx context.Context, datasetID, txnID string) (CommitRe
 	return res, true, nil
 }
 
+// findInAncestry checks the head, then walks its parents while the table
+// still holds them: the walk ends at the first expired parent, so it reads
+// at most the retained snapshots (metadata already loaded, no I/O).
 func findInAncestry(tbl *table.Table, key, value string) *table.Snapshot {
-	for snap := tbl.CurrentSnapshot(); snap != nil; {
+	head := tbl.CurrentSnapshot()
+	if head == nil {
+		return nil
+	}
+	if head.Summary != nil && head.Summary.Properties[key] == value {
+		return head
+	}
+	for snap := head; snap.ParentSnapshotID != nil; {
+		if snap = tbl.SnapshotByID(*snap.ParentSnapshotID); snap == nil {
+			return nil
+		}
 		if snap.Summary != nil && snap.Summary.Properties[key] == value {
 			return snap
 		}
-		if snap.ParentSnapshotID == nil {
-			return nil
-		}
-		snap = tbl.SnapshotByID(*snap.ParentSnapshotID)
 	}
 	return nil
 }

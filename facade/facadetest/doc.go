@@ -6,6 +6,10 @@
 // fail at input batch N, fail the commit with a clean conflict, or with
 // "commit state unknown" (optionally having landed).
 //
+// Maintain (facade.Maintainer) expires the in-memory history by
+// Config.Lifecycle's KeepLast, in batches of EveryCommits, and commits
+// report MaintenanceDue by the same rule as the Iceberg backend.
+//
 // It passes the same contract suite as the Iceberg backend. Call Close to
 // release the Arrow memory it holds.
 package facadetest

@@ -22,6 +22,12 @@ type Config struct {
 	Allocator memory.Allocator
 	// Now stamps __created_at and snapshot times. Default time.Now.
 	Now func() time.Time
+	// Lifecycle is the maintenance policy of every dataset. The double
+	// honours Disabled, KeepLast and EveryCommits (expiry, and
+	// CommitResult.MaintenanceDue when EveryCommits snapshots are
+	// expirable); it holds no files, so it has no grace, orphans or
+	// compaction.
+	Lifecycle facade.Lifecycle
 }
 
 // Fault is a one-shot failure for the next write of a dataset.
@@ -70,6 +76,7 @@ func (d *dataset) current() *Snapshot {
 type Lakehouse struct {
 	mem memory.Allocator
 	now func() time.Time
+	pol facade.Lifecycle
 
 	mu       sync.Mutex
 	datasets map[string]*dataset
@@ -78,7 +85,10 @@ type Lakehouse struct {
 	writes   int64
 }
 
-var _ facade.Lakehouse = (*Lakehouse)(nil)
+var (
+	_ facade.Lakehouse  = (*Lakehouse)(nil)
+	_ facade.Maintainer = (*Lakehouse)(nil)
+)
 
 // New returns an empty double.
 func New(cfg *Config) *Lakehouse {
@@ -92,7 +102,14 @@ func New(cfg *Config) *Lakehouse {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Lakehouse{mem: c.Allocator, now: c.Now, datasets: map[string]*dataset{}, faults: map[string]Fault{}}
+	pol := c.Lifecycle
+	if pol.KeepLast <= 0 {
+		pol.KeepLast = facade.DefaultKeepLast
+	}
+	if pol.EveryCommits <= 0 {
+		pol.EveryCommits = facade.DefaultEveryCommits
+	}
+	return &Lakehouse{mem: c.Allocator, now: c.Now, pol: pol, datasets: map[string]*dataset{}, faults: map[string]Fault{}}
 }
 
 // InjectFault arms a one-shot fault for the next write of datasetID.
@@ -334,6 +351,7 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	d.schema = s.schema
 	d.nextIndex = s.next
 	res := result(s.target.DatasetID, snap)
+	res.MaintenanceDue = !l.pol.Disabled && len(d.snapshots)-l.pol.KeepLast >= l.pol.EveryCommits
 	if s.fault.Commit != nil { // landed, but the caller hears "unknown"
 		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: facade.ErrCommitStateUnknown, Err: s.fault.Commit}
 	}
@@ -380,6 +398,44 @@ func rowsOf(s *Snapshot) int64 {
 	var n int64
 	_, _ = fmt.Sscan(s.Summary[facade.SummaryRows], &n)
 	return n
+}
+
+// Maintain expires the snapshots beyond Config.Lifecycle.KeepLast (the
+// current one always kept) once EveryCommits of them are expirable, as the
+// Iceberg facade does, and releases their batches. Only SnapshotsExpired
+// is counted: the double holds no files.
+func (l *Lakehouse) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
+	rep := facade.MaintenanceReport{DatasetID: datasetID, StartedAt: l.now().UTC()}
+	if !facade.ValidDatasetID(datasetID) {
+		return rep, fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return rep, err
+	}
+	if l.pol.Disabled {
+		rep.Skipped = "disabled"
+		return rep, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.datasets[datasetID]
+	switch {
+	case d == nil:
+		rep.Skipped = "no table"
+	case len(d.snapshots)-l.pol.KeepLast >= l.pol.EveryCommits:
+		n := len(d.snapshots) - l.pol.KeepLast
+		for _, s := range d.snapshots[:n] {
+			for _, b := range s.batches {
+				b.Release()
+			}
+		}
+		d.snapshots = slices.Delete(d.snapshots, 0, n)
+		rep.SnapshotsExpired = n
+	default:
+		rep.Skipped = "nothing due"
+	}
+	rep.Duration = l.now().Sub(rep.StartedAt)
+	return rep, nil
 }
 
 // FindTxn walks the snapshots from the newest.

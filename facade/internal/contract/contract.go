@@ -4,6 +4,7 @@ package contract
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -56,6 +57,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		"PreserveIdentity":        testPreserve,
 		"ConcurrentAppends":       testConcurrentAppends,
 		"ConcurrentReplaceAppend": testConcurrentReplaceAppend,
+		"Maintain":                testMaintain,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {
@@ -650,4 +652,61 @@ func testConcurrentReplaceAppend(t *testing.T, e *Env) {
 	for i, r := range got {
 		assert.Equal(t, fmt.Sprintf("%012d", i), strings.Split(r, "|")[0])
 	}
+}
+
+// testMaintain: with the default lifecycle policy, the 20th commit says
+// maintenance is due; Maintain expires the 10 oldest snapshots and keeps
+// contents, the head's txn, appends and replays intact.
+func testMaintain(t *testing.T, e *Env) {
+	ctx := context.Background()
+	m, ok := e.LH.(facade.Maintainer)
+	require.True(t, ok, "%T implements facade.Maintainer", e.LH)
+	rep, err := m.Maintain(ctx, "never-written")
+	require.NoError(t, err)
+	assert.Equal(t, "no table", rep.Skipped)
+
+	bs := Batches(e.Mem, Schema(), 0, 10, 10, 10)
+	defer release(bs)
+	var last facade.CommitResult
+	for i := range 20 {
+		last = write(t, e, facade.Replace, bs, fmt.Sprintf("m%d", i))
+		require.Equal(t, i == 19, last.MaintenanceDue, "write %d", i)
+	}
+	rep, err = m.Maintain(ctx, target.DatasetID)
+	require.NoError(t, err)
+	assert.Equal(t, target.DatasetID, rep.DatasetID)
+	assert.Equal(t, 10, rep.SnapshotsExpired)
+	assert.Empty(t, rep.Skipped)
+	js, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"snapshots_expired":10`)
+
+	got, found, err := e.LH.FindTxn(ctx, target.DatasetID, "m19")
+	require.NoError(t, err)
+	require.True(t, found, "the head's txn")
+	assert.Equal(t, last.SnapshotID, got.SnapshotID)
+	_, found, err = e.LH.FindTxn(ctx, target.DatasetID, "m10")
+	require.NoError(t, err)
+	assert.True(t, found, "retained")
+	_, found, err = e.LH.FindTxn(ctx, target.DatasetID, "m9")
+	require.NoError(t, err)
+	assert.False(t, found, "expired")
+	sum, err := e.LH.Checksum(ctx, target.DatasetID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, last.Checksum, sum)
+
+	more := Batches(e.Mem, Schema(), 10, 5, 5, 5)
+	defer release(more)
+	a := write(t, e, facade.Append, more, "ma")
+	assert.False(t, a.MaintenanceDue)
+	r := rows(t, e, 0, true)
+	require.Len(t, r, 15)
+	assert.Equal(t, fmt.Sprintf("%012d", 14), strings.Split(r[14], "|")[0], "__row_index continues")
+	again := write(t, e, facade.Append, more, "ma")
+	assert.True(t, again.Replayed)
+	assert.Equal(t, a.SnapshotID, again.SnapshotID)
+
+	rep, err = m.Maintain(ctx, target.DatasetID)
+	require.NoError(t, err)
+	assert.Zero(t, rep.SnapshotsExpired, "expiry waits for EveryCommits expirable snapshots")
 }
