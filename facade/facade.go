@@ -238,6 +238,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	if f.s.CompressionLevel > 0 {
 		props[table.ParquetCompressionLevelKey] = strconv.Itoa(f.s.CompressionLevel)
 	}
+	maps.Copy(props, manifestProperties()) // bounded manifest lists (compact.go)
 	maps.Copy(props, f.s.TableProperties)
 	tbl, err = f.cat.CreateTable(ctx, ident, newTableSchema(cols), catalog.WithProperties(props))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
@@ -577,6 +578,13 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	txn := tbl.NewTransaction()
 	if err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols); err != nil {
 		return nil, err
+	}
+	// Tables created before manifest merging was the default get it with
+	// their next commit (compact.go: bounded manifest lists).
+	if p := missingManifestProperties(tbl.Properties()); len(p) > 0 {
+		if err := txn.SetProperties(p); err != nil {
+			return nil, fmt.Errorf("facade: set manifest properties: %w", err)
+		}
 	}
 	var old []iceberg.DataFile
 	if s.req.Mode == Replace && tbl.CurrentSnapshot() != nil {
