@@ -142,21 +142,23 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	}
 	rep.WrittenFiles = len(written)
 
+	// No txn id, rows or checksum: a compaction is no write of the
+	// pipeline. The write id identifies the snapshot after an ambiguous
+	// commit.
 	props := iceberg.Properties{
-		SummaryMode:      compactMode,
-		SummaryWriteID:   writeID.String(),
-		SummaryCreatedAt: f.s.Now().UTC().Format(time.RFC3339Nano),
+		SummaryMode:    compactMode,
+		SummaryWriteID: writeID.String(),
 	}
 	if snap.Summary != nil {
 		if v, ok := snap.Summary.Properties[compactNextRowIndexKey]; ok {
 			props[compactNextRowIndexKey] = v
 		}
 	}
-	newTbl, err := f.commitCompaction(ctx, tbl, dataset, files, written, props)
+	newTbl, snapID, err := f.commitCompaction(ctx, tbl, dataset, files, written, props)
 	if err != nil {
 		return nil, compactReport{}, err
 	}
-	rep.SnapshotID = newTbl.CurrentSnapshot().SnapshotID
+	rep.SnapshotID = snapID
 	return newTbl, rep, nil
 }
 
@@ -496,14 +498,15 @@ func mergeStreams(streams []*mergeStream, emit func(arrow.RecordBatch) bool) err
 }
 
 // commitCompaction commits one snapshot replacing files by written on tbl's
-// current snapshot, asserting that the branch head has not moved.
+// current snapshot, asserting that the branch head has not moved. It
+// returns the table after the commit and the compaction snapshot's id.
 func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset string, files []compactFile,
-	written []iceberg.DataFile, props iceberg.Properties) (*table.Table, error) {
+	written []iceberg.DataFile, props iceberg.Properties) (*table.Table, int64, error) {
 	obs := &observedCatalog{Catalog: f.cat}
 	base := table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
-	fail := func(err error) (*table.Table, error) {
+	fail := func(err error) (*table.Table, int64, error) {
 		f.deleteFiles(tbl, written)
-		return nil, fmt.Errorf("facade: compact %q: %w", dataset, err)
+		return nil, 0, fmt.Errorf("facade: compact %q: %w", dataset, err)
 	}
 	txn := base.NewTransaction()
 	// Pin the head: even with commit retries configured on the table,
@@ -528,7 +531,7 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 		if newTbl == nil || newTbl.CurrentSnapshot() == nil {
 			return f.reconcileCompaction(ctx, tbl, dataset, props[SummaryWriteID], err)
 		}
-		return newTbl, nil
+		return newTbl, newTbl.CurrentSnapshot().SnapshotID, nil
 	case !called:
 		if err == nil {
 			err = errors.New("the catalog was not asked to commit")
@@ -536,31 +539,28 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 		return fail(err)
 	case isConflict(cerr):
 		f.deleteFiles(tbl, written)
-		return nil, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitConflict, Err: cerr}
+		return nil, 0, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitConflict, Err: cerr}
 	default:
 		return f.reconcileCompaction(ctx, tbl, dataset, props[SummaryWriteID], cerr)
 	}
 }
 
 // reconcileCompaction looks for the compaction snapshot after an ambiguous
-// commit: found means committed; otherwise the outcome stays unknown and
-// the written files are kept.
-func (f *Facade) reconcileCompaction(ctx context.Context, tbl *table.Table, dataset, writeID string, cause error) (*table.Table, error) {
+// commit: found (at the head or, if later commits landed, in its
+// ancestry) means committed; otherwise the outcome stays unknown and the
+// written files are kept.
+func (f *Facade) reconcileCompaction(ctx context.Context, tbl *table.Table, dataset, writeID string, cause error) (*table.Table, int64, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if fresh, err := f.cat.LoadTable(rctx, tbl.Identifier()); err == nil {
-		if cur := fresh.CurrentSnapshot(); cur != nil && cur.Summary != nil && cur.Summary.Properties[SummaryWriteID] == writeID {
-			return fresh, nil
-		}
-		if findInAncestry(fresh, SummaryWriteID, writeID) != nil {
-			return nil, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitStateUnknown,
-				Err: errors.New("the compaction landed but is no longer the head")}
+		if snap := findInAncestry(fresh, SummaryWriteID, writeID); snap != nil {
+			return fresh, snap.SnapshotID, nil
 		}
 	}
 	if cause == nil {
 		cause = errors.New("the catalog returned no table")
 	}
-	return nil, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitStateUnknown, Err: cause}
+	return nil, 0, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitStateUnknown, Err: cause}
 }
 
 // Bounded manifest lists.

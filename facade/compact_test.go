@@ -55,20 +55,32 @@ func (a *peakAllocator) Reallocate(n int, b []byte) []byte {
 
 func (a *peakAllocator) reset() { a.peak.Store(int64(a.CurrentAlloc())) }
 
-// hookCatalog runs hook (once) before forwarding the next CommitTable.
+// hookCatalog runs hook (once) before forwarding the next CommitTable;
+// with inject set, the next CommitTable returns inject instead, after
+// committing for real when land is set.
 type hookCatalog struct {
 	catalog.Catalog
-	mu   sync.Mutex
-	hook func()
+	mu     sync.Mutex
+	hook   func()
+	inject error
+	land   bool
 }
 
 func (c *hookCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	c.mu.Lock()
-	h := c.hook
-	c.hook = nil
+	h, inject, land := c.hook, c.inject, c.land
+	c.hook, c.inject, c.land = nil, nil, false
 	c.mu.Unlock()
 	if h != nil {
 		h()
+	}
+	if inject != nil {
+		if land {
+			if _, _, err := c.Catalog.CommitTable(ctx, ident, reqs, updates); err != nil {
+				return nil, "", err
+			}
+		}
+		return nil, "", inject
 	}
 	return c.Catalog.CommitTable(ctx, ident, reqs, updates)
 }
@@ -470,6 +482,42 @@ func TestCompactConflict(t *testing.T) {
 	require.Len(t, live, 11)
 	require.Equal(t, localPaths(live), parquetFiles(t, e.warehouse), "the compaction's files are deleted")
 	require.Len(t, scanIndexes(t, e.f, ds), 220)
+}
+
+// TestCompactUnknownOutcome: a catalog error that does not say whether the
+// commit landed is reconciled by the snapshot's write id: landed means
+// success; not found means ErrCommitStateUnknown with the files kept.
+func TestCompactUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	e := newCompactEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	const ds = "unknown"
+	for i := range 8 {
+		rec := compactBatch(e.mem, i*20, 20, false, 8)
+		e.append(t, ds, fmt.Sprintf("t%d", i), rec)
+		rec.Release()
+	}
+	tbl, err := e.f.LoadTable(ctx, ds)
+	require.NoError(t, err)
+	before := parquetFiles(t, e.warehouse)
+
+	e.cat.inject = errors.New("injected: connection reset by peer")
+	_, _, err = e.f.compact(ctx, tbl, compactOptions{})
+	require.ErrorIs(t, err, ErrCommitStateUnknown)
+	cur, err := e.f.LoadTable(ctx, ds)
+	require.NoError(t, err)
+	require.Equal(t, tbl.CurrentSnapshot().SnapshotID, cur.CurrentSnapshot().SnapshotID)
+	kept := parquetFiles(t, e.warehouse)
+	require.Len(t, kept, len(before)+1, "an unknown outcome keeps the written file")
+
+	e.cat.inject, e.cat.land = errors.New("injected: connection reset by peer"), true
+	got, rep, err := e.f.compact(ctx, tbl, compactOptions{})
+	require.NoError(t, err, "the write id proves the compaction landed")
+	require.Equal(t, rep.SnapshotID, got.CurrentSnapshot().SnapshotID)
+	require.Equal(t, compactMode, got.CurrentSnapshot().Summary.Properties[SummaryMode])
+	require.Len(t, liveFiles(t, got), 1)
+	require.Len(t, scanIndexes(t, e.f, ds), 160)
 }
 
 // TestCompactCancelled: a compaction cancelled while writing commits
