@@ -241,6 +241,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	if f.s.CompressionLevel > 0 {
 		props[table.ParquetCompressionLevelKey] = strconv.Itoa(f.s.CompressionLevel)
 	}
+	maps.Copy(props, manifestProperties()) // bounded manifest lists (compact.go)
 	maps.Copy(props, f.s.TableProperties)
 	// the lifecycle policy owns the metadata retention properties
 	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.Now()))
@@ -592,11 +593,19 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	if err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols); err != nil {
 		return nil, err
 	}
-	// Tables written before the lifecycle existed get its properties in
+	// Tables written before the lifecycle existed get its properties (and
+	// manifest merging, which bounds the manifest list: see compact.go) in
 	// this same commit.
-	if props := lifecycleProps(tbl.Properties(), s.f.policy(s.target.DatasetID), s.f.s.Now()); len(props) > 0 {
+	props := lifecycleProps(tbl.Properties(), s.f.policy(s.target.DatasetID), s.f.s.Now())
+	if p := missingManifestProperties(tbl.Properties()); len(p) > 0 {
+		if props == nil {
+			props = iceberg.Properties{}
+		}
+		maps.Copy(props, p)
+	}
+	if len(props) > 0 {
 		if err := txn.SetProperties(props); err != nil {
-			return nil, fmt.Errorf("facade: set lifecycle properties: %w", err)
+			return nil, fmt.Errorf("facade: set table properties: %w", err)
 		}
 	}
 	var old []iceberg.DataFile

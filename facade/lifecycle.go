@@ -239,12 +239,13 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 
 	// Compaction commits its own snapshot; everything below continues from
 	// the table it returns.
-	tbl, crep, err := f.compact(ctx, tbl, pol)
+	compacted, crep, err := f.compact(ctx, tbl, compactOptions{MinFiles: pol.CompactMinFiles, TargetBytes: pol.CompactTargetBytes})
 	rep.CompactedFiles, rep.WrittenFiles, rep.CompactedBytes, rep.SnapshotID =
 		crep.CompactedFiles, crep.WrittenFiles, crep.CompactedBytes, crep.SnapshotID
 	if err != nil {
 		return rep, err
 	}
+	tbl = compacted
 
 	now := f.s.Now()
 	fsys, err := tbl.FS(ctx)
