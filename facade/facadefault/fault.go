@@ -20,8 +20,8 @@ const (
 	// batch that would cross that count is split, so exactly AfterRows rows
 	// are handed over). An error from the action is yielded by the stream,
 	// as a failing producer would, so Stage fails with it; nil lets the
-	// stream go on. A stream that ends with fewer rows never reaches the
-	// point.
+	// stream go on. A stream of exactly AfterRows rows reaches the point
+	// after its last batch, before it ends; a shorter one never does.
 	MidStream Point = "mid_stream"
 	// BeforeCommit fires when Staged.Commit is called, before the wrapped
 	// commit. An error from the action is returned as is, after the staged

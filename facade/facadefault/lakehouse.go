@@ -11,8 +11,10 @@ import (
 )
 
 // Lakehouse wraps a facade.Lakehouse and fires the armed faults at their
-// points. Everything else is forwarded unchanged. It is safe for
-// concurrent use and starts no goroutine.
+// points. Everything else is forwarded unchanged. It implements
+// facade.Lakehouse only: a caller that looks for another interface on the
+// wrapped value by type assertion does not find it through the wrapper. It
+// is safe for concurrent use and starts no goroutine.
 type Lakehouse struct {
 	lh     facade.Lakehouse
 	faults []Fault
