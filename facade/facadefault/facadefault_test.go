@@ -222,6 +222,20 @@ func TestMidStreamReleasesProducer(t *testing.T) {
 	mem.AssertSize(t, 0)
 }
 
+// cancelWhenHit calls cancel once a fault fired at p (its Block is then
+// waiting), or after a minute; the returned channel closes after the call.
+func cancelWhenHit(lh *facadefault.Lakehouse, p facadefault.Point, cancel func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		for deadline := time.Now().Add(time.Minute); lh.Hits(p) == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return done
+}
+
 // Block waits for the Stage context and returns its cause; the stream's
 // slice and the double's stamped batches are released.
 func TestMidStreamBlock(t *testing.T) {
@@ -231,9 +245,9 @@ func TestMidStreamBlock(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 7, Action: facadefault.Block()})
-	stop := time.AfterFunc(20*time.Millisecond, func() { cancel(cause) })
-	defer stop.Stop()
+	done := cancelWhenHit(lh, facadefault.MidStream, func() { cancel(cause) })
 	_, err := lh.Write(ctx, target("a"), request(input(t, mem), "t1"))
+	<-done
 	require.ErrorIs(t, err, cause)
 	require.Equal(t, 1, lh.Hits(facadefault.MidStream))
 	require.Empty(t, inner.Snapshots("a"))
@@ -344,9 +358,9 @@ func TestAfterCommitActions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	block := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.AfterCommit, Action: facadefault.Block()})
-	stop := time.AfterFunc(20*time.Millisecond, cancel)
-	defer stop.Stop()
+	done := cancelWhenHit(block, facadefault.AfterCommit, cancel)
 	_, err := block.Write(ctx, target("a"), request(bs, "t1"))
+	<-done
 	require.ErrorIs(t, err, facade.ErrCommitStateUnknown)
 	require.ErrorIs(t, err, context.Canceled)
 	_, found, err := inner.FindTxn(context.Background(), "a", "t1")
