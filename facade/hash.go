@@ -175,10 +175,10 @@ func valueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
 		if err := valueHashes(ef, child, ch); err != nil {
 			return err
 		}
-		offs := a.Offsets()
 		for i := range out {
-			h := mix(tagList, uint64(offs[i+1]-offs[i]))
-			for _, v := range ch[offs[i]:offs[i+1]] {
+			lo, hi := a.ValueOffsets(i) // honours the array's slice offset
+			h := mix(tagList, uint64(hi-lo))
+			for _, v := range ch[lo:hi] {
 				h = mix(h, v)
 			}
 			out[i] = h

@@ -1,0 +1,136 @@
+package facadefault
+
+import (
+	"context"
+	"iter"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lakewrite/lakewrite/facade"
+)
+
+// Lakehouse wraps a facade.Lakehouse and fires the armed faults at their
+// points. Everything else is forwarded unchanged. It implements
+// facade.Lakehouse only: a caller that looks for another interface on the
+// wrapped value by type assertion does not find it through the wrapper. It
+// is safe for concurrent use and starts no goroutine.
+type Lakehouse struct {
+	lh     facade.Lakehouse
+	faults []Fault
+
+	mu    sync.Mutex
+	fired []int // per fault
+	hits  map[Point]int
+}
+
+var _ facade.Lakehouse = (*Lakehouse)(nil)
+
+// Wrap returns lh with faults armed. When several faults match a call at
+// the same point, the first one in the list that has not used up its Times
+// fires (at MidStream: the one with the lowest AfterRows). Wrap panics on a
+// fault with an unknown Point or a negative Times or AfterRows: that is a
+// mistake in the test, not a condition to handle.
+func Wrap(lh facade.Lakehouse, faults ...Fault) *Lakehouse {
+	if lh == nil {
+		panic("facadefault: Wrap(nil)")
+	}
+	for _, f := range faults {
+		if err := f.validate(); err != nil {
+			panic(err)
+		}
+	}
+	return &Lakehouse{
+		lh: lh, faults: append([]Fault(nil), faults...),
+		fired: make([]int, len(faults)), hits: map[Point]int{},
+	}
+}
+
+// Unwrap returns the wrapped lakehouse.
+func (l *Lakehouse) Unwrap() facade.Lakehouse { return l.lh }
+
+// Hits returns how many times a fault fired at p so far. A fault counts as
+// fired when its action starts, so a Block or Panic that never returns is
+// counted too.
+func (l *Lakehouse) Hits(p Point) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.hits[p]
+}
+
+func (f Fault) matches(p Point, dataset string) bool {
+	return f.Point == p && (f.Dataset == "" || f.Dataset == dataset)
+}
+
+// take claims fault i if it still has a firing left.
+func (l *Lakehouse) take(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.faults[i].Times; t > 0 && l.fired[i] >= t {
+		return false
+	}
+	l.fired[i]++
+	l.hits[l.faults[i].Point]++
+	return true
+}
+
+// available reports whether fault i has a firing left (without claiming).
+func (l *Lakehouse) available(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.faults[i].Times
+	return t == 0 || l.fired[i] < t
+}
+
+// fire runs the first matching fault at p that has a firing left; nil when
+// none fired or its action let the call go on.
+func (l *Lakehouse) fire(ctx context.Context, p Point, dataset string) error {
+	for i, f := range l.faults {
+		if f.matches(p, dataset) && l.take(i) {
+			return f.Action.run(ctx)
+		}
+	}
+	return nil
+}
+
+// Stage fires BeforeStage, arms MidStream on the rows and stages through
+// the wrapped lakehouse. The staged write fires BeforeCommit, AfterCommit
+// and BeforeAbort.
+func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
+	if err := l.fire(ctx, BeforeStage, target.DatasetID); err != nil {
+		return nil, err
+	}
+	if req.Rows != nil {
+		req.Rows = l.stream(ctx, target.DatasetID, req.Rows)
+	}
+	st, err := l.lh.Stage(ctx, target, req)
+	if err != nil {
+		return nil, err
+	}
+	return &staged{l: l, inner: st, dataset: target.DatasetID}, nil
+}
+
+// Write is Stage followed by Commit, both through the wrapper, so every
+// point fires as it does for a caller that stages itself.
+func (l *Lakehouse) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
+	st, err := l.Stage(ctx, target, req)
+	if err != nil {
+		return facade.CommitResult{}, err
+	}
+	return st.Commit(ctx)
+}
+
+// FindTxn is forwarded.
+func (l *Lakehouse) FindTxn(ctx context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
+	return l.lh.FindTxn(ctx, datasetID, txnID)
+}
+
+// Scan is forwarded.
+func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+	return l.lh.Scan(ctx, datasetID, opts)
+}
+
+// Checksum is forwarded.
+func (l *Lakehouse) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
+	return l.lh.Checksum(ctx, datasetID, snapshotID)
+}
