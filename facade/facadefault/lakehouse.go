@@ -2,6 +2,8 @@ package facadefault
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"iter"
 	"sync"
 
@@ -133,4 +135,15 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 // Checksum is forwarded.
 func (l *Lakehouse) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
 	return l.lh.Checksum(ctx, datasetID, snapshotID)
+}
+
+// Maintain forwards to the wrapped lakehouse's table lifecycle
+// (facade.Maintainer) with no fault; a wrapped lakehouse without one
+// reports errors.ErrUnsupported.
+func (l *Lakehouse) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
+	m, ok := l.lh.(facade.Maintainer)
+	if !ok {
+		return facade.MaintenanceReport{}, fmt.Errorf("facadefault: %T has no Maintain: %w", l.lh, errors.ErrUnsupported)
+	}
+	return m.Maintain(ctx, datasetID)
 }
