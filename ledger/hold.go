@@ -93,10 +93,7 @@ func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) 
 	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, st.key).Scan(&ok)
 	if err != nil || !ok {
 		if pooled != nil {
-			if err != nil {
-				closeConn(conn, st.cleanup)
-			}
-			pooled.Release()
+			giveBack(pooled, err == nil, st.cleanup)
 		}
 		return st, err
 	}
@@ -104,7 +101,15 @@ func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) 
 	return st, nil
 }
 
-func closeConn(c *pgx.Conn, timeout time.Duration) {
+// giveBack returns an acquired connection to its pool, or, when it is not
+// reusable, takes it out of the pool at once (so the pool's count is right
+// when this returns) and closes it, which ends its session and its locks.
+func giveBack(pc *pgxpool.Conn, reusable bool, timeout time.Duration) {
+	if reusable {
+		pc.Release()
+		return
+	}
+	c := pc.Hijack()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_ = c.Close(ctx)
@@ -142,10 +147,7 @@ func (st *intentState) release() {
 	if pooled == nil {
 		return // the ledger's own *pgx.Conn: never closed by the ledger
 	}
-	if !ok {
-		closeConn(conn, st.cleanup) // ends the session, and the lock with it
-	}
-	pooled.Release()
+	giveBack(pooled, ok, st.cleanup)
 }
 
 // Release ends this writer's hold on the intent: the session lock is

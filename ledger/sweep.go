@@ -88,8 +88,8 @@ func (l *Ledger) Sweep(ctx context.Context, p SweepParams) (SweepReport, error) 
 		SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (SELECT * FROM held), false) AS live
 		FROM `+l.table("pipeline_build_transactions")+`
 		WHERE status = 'open' AND ($2 = '' OR dataset_id = $2)
-		  AND (lock_key IS NOT NULL OR ($1::interval > '0' AND created_at <= now() - $1::interval))
-		ORDER BY live, created_at LIMIT $3`, p.OlderThan, p.DatasetID, p.Limit)
+		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::interval))
+		ORDER BY live, created_at LIMIT $3`, p.OlderThan, p.DatasetID, p.Limit, p.OlderThan > 0)
 	if err != nil {
 		return rep, fmt.Errorf("ledger: sweep: %w", err)
 	}
@@ -114,7 +114,7 @@ func (l *Ledger) Sweep(ctx context.Context, p SweepParams) (SweepReport, error) 
 			return rep, fmt.Errorf("ledger: sweep: take a session: %w", err)
 		}
 		if pooled != nil {
-			defer pooled.Release()
+			defer func() { giveBack(pooled, !sess.IsClosed(), l.cfg.CleanupTimeout) }()
 		}
 	}
 	for _, h := range stale {
@@ -196,10 +196,9 @@ func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int6
 			defer cancel()
 			if _, err := sess.Exec(cctx, `SELECT pg_advisory_unlock($1)`, *key); err != nil && !sess.IsClosed() {
 				// An unlock that failed on a live session would make the
-				// intent look alive; ending the session frees it. Only
-				// acquired sessions get here in practice (a failure on the
-				// caller's own *pgx.Conn leaves it to the caller).
-				if _, isConn := l.db.(*pgx.Conn); !isConn {
+				// intent look alive until the session ends: end it, unless
+				// it is the caller's own *pgx.Conn.
+				if _, own := l.db.(*pgx.Conn); !own {
 					_ = sess.Close(cctx)
 				}
 			}

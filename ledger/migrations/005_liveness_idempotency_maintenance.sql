@@ -19,9 +19,10 @@ ALTER TABLE pipeline_build_transactions ADD COLUMN lock_key bigint;
 ALTER TABLE pipeline_build_transactions ADD COLUMN idempotency_key text CHECK (idempotency_key <> '');
 
 -- "The newest committed intent of this dataset with this key" is an index
--- lookup, never a scan of the dataset's history.
+-- lookup, never a scan of the dataset's history (committed_at last, so the
+-- newest is the first entry read backwards).
 CREATE INDEX pipeline_build_transactions_idempotency
-    ON pipeline_build_transactions (dataset_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+    ON pipeline_build_transactions (dataset_id, idempotency_key, committed_at) WHERE idempotency_key IS NOT NULL;
 
 -- Maintenance runs (snapshot expiry, compaction, ...) open intents with
 -- write_mode 'maintenance', so they never race a writer of the dataset.
