@@ -67,7 +67,9 @@ func landedAt(at time.Time, rows int64) ledger.Lookup {
 	}
 }
 
-func absent(ctx context.Context, in ledger.Intent) (ledger.Landing, error) { return ledger.Landing{}, nil }
+func absent(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
+	return ledger.Landing{}, nil
+}
 
 // openTimed opens with p and reports how long it took.
 func openTimed(t *testing.T, l *ledger.Ledger, p ledger.OpenParams) (*ledger.Intent, time.Duration) {
@@ -307,7 +309,9 @@ func TestRelease(t *testing.T) {
 	// A Lookup that cannot tell: typed error, intent left open (claimed).
 	catalogDown := errors.New("catalog unreachable")
 	p := params("d")
-	p.Lookup = func(ctx context.Context, in ledger.Intent) (ledger.Landing, error) { return ledger.Landing{}, catalogDown }
+	p.Lookup = func(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
+		return ledger.Landing{}, catalogDown
+	}
 	_, err = l.Open(ctx, p)
 	require.ErrorIs(t, err, ledger.ErrUnresolved)
 	require.ErrorIs(t, err, ledger.ErrBusy)
