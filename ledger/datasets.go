@@ -27,6 +27,12 @@ type Dataset struct {
 	SourceWatermark time.Time // zero until the first commit
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	// MaintainedAt is the commit time of the last maintenance intent; zero
+	// until one commits.
+	MaintainedAt time.Time
+	// Maintenance is the report of the last maintenance run that passed
+	// one (Outcome.Report); nil when none did.
+	Maintenance json.RawMessage
 }
 
 // EnsureDataset registers a dataset if it is not registered yet; an
@@ -50,11 +56,13 @@ func (l *Ledger) EnsureDataset(ctx context.Context, id, name string, schema json
 func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 	var d Dataset
 	var schema []byte
-	var wm *time.Time
+	var report []byte
+	var wm, maintained *time.Time
 	err := l.db.QueryRow(ctx, `SELECT id, name, schema, row_count, status, coalesce(sink, ''), coalesce(owner, ''),
-		source_watermark, created_at, updated_at
+		source_watermark, created_at, updated_at, maintained_at, maintenance
 		FROM `+l.table("datasets")+` WHERE id = $1`, id).
-		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &d.CreatedAt, &d.UpdatedAt)
+		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &d.CreatedAt, &d.UpdatedAt,
+			&maintained, &report)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Dataset{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 	}
@@ -66,6 +74,12 @@ func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 	}
 	if wm != nil {
 		d.SourceWatermark = *wm
+	}
+	if maintained != nil {
+		d.MaintainedAt = *maintained
+	}
+	if report != nil {
+		d.Maintenance = json.RawMessage(report)
 	}
 	return d, nil
 }

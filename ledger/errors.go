@@ -34,6 +34,16 @@ var (
 	// returned by the caller's function matches it (errors.Is) or has a
 	// method OutcomeUnknown() bool that reports true.
 	ErrOutcomeUnknown = errors.New("ledger: write outcome unknown")
+	// ErrLostHold: the writer no longer holds the intent: the session that
+	// held its lock broke (process, network or server restart) or the hold
+	// was released. The intent may be reconciled by another process at any
+	// moment; the writer must not make its write visible any more.
+	ErrLostHold = errors.New("ledger: writer lost its hold on the intent")
+	// ErrUnresolved: Open found the dataset held by an intent whose writer
+	// is gone, and its Lookup could not tell whether that write landed. The
+	// intent stays open (claimed) for a later Open, Sweep or Recover. An
+	// *UnresolvedError also matches ErrBusy: the dataset is still busy.
+	ErrUnresolved = errors.New("ledger: dead writer's intent could not be reconciled")
 )
 
 // BusyError is returned by Open when the dataset stayed busy. It matches
@@ -41,12 +51,19 @@ var (
 type BusyError struct {
 	DatasetID string
 	HolderID  string // the open intent that held the dataset, when known
-	Waited    string
-	Cause     error // the context error, if the context ended the wait
+	// HolderGone reports that the holder's writer is gone (its session lock
+	// is no longer held) but Open could not reconcile it: pass
+	// OpenParams.Lookup, or run Sweep or Recover.
+	HolderGone bool
+	Waited     string
+	Cause      error // the context error, if the context ended the wait
 }
 
 func (e *BusyError) Error() string {
 	msg := fmt.Sprintf("ledger: dataset %q busy: intent %s is still open after waiting %s", e.DatasetID, e.HolderID, e.Waited)
+	if e.HolderGone {
+		msg += " (its writer is gone: reconcile it with OpenParams.Lookup, Sweep or Recover)"
+	}
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}
@@ -75,13 +92,16 @@ func (e *OwnerError) Error() string {
 func (e *OwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // StateError says why an intent could not change state: it is missing, not
-// open any more, or fenced. It matches ErrIntentNotFound, ErrNotOpen or
-// ErrFenced.
+// open any more, fenced, or its writer lost its hold. It matches
+// ErrIntentNotFound, ErrNotOpen, ErrFenced or ErrLostHold.
 type StateError struct {
 	ID      string
-	Status  string // current status, "" when not found
-	Attempt int64  // current attempt
-	kind    error
+	Status  string // current status, "" when not found or unknown
+	Attempt int64  // current attempt, 0 when unknown
+	// Cause is why the hold was lost (the connection error), for
+	// ErrLostHold; nil otherwise.
+	Cause error
+	kind  error
 }
 
 func (e *StateError) Error() string {
@@ -90,6 +110,12 @@ func (e *StateError) Error() string {
 		return fmt.Sprintf("ledger: intent %s not found", e.ID)
 	case ErrFenced:
 		return fmt.Sprintf("ledger: intent %s is fenced: a sweeper claimed it (attempt %d)", e.ID, e.Attempt)
+	case ErrLostHold:
+		msg := fmt.Sprintf("ledger: intent %s: this writer no longer holds it", e.ID)
+		if e.Cause != nil {
+			msg += ": " + e.Cause.Error()
+		}
+		return msg
 	default:
 		return fmt.Sprintf("ledger: intent %s is %s, not open", e.ID, e.Status)
 	}
@@ -97,6 +123,31 @@ func (e *StateError) Error() string {
 
 // Is matches the sentinel of the kind of state error.
 func (e *StateError) Is(target error) bool { return target == e.kind }
+
+// Unwrap returns the cause of a lost hold, if any.
+func (e *StateError) Unwrap() error { return e.Cause }
+
+// UnresolvedError is returned by Open when the dataset is held by an
+// intent whose writer is gone and OpenParams.Lookup could not tell whether
+// its write landed. The intent is left open (claimed, so its writer is
+// fenced) for a later Open, Sweep or Recover; nothing was opened. It
+// matches ErrUnresolved and ErrBusy and unwraps to the Lookup's error.
+type UnresolvedError struct {
+	DatasetID string
+	HolderID  string // the dead writer's intent
+	Err       error
+}
+
+func (e *UnresolvedError) Error() string {
+	return fmt.Sprintf("ledger: dataset %q is held by intent %s whose writer is gone, and its outcome is unknown (left open): %v",
+		e.DatasetID, e.HolderID, e.Err)
+}
+
+// Is reports ErrUnresolved and ErrBusy.
+func (e *UnresolvedError) Is(target error) bool { return target == ErrUnresolved || target == ErrBusy }
+
+// Unwrap returns the Lookup's error.
+func (e *UnresolvedError) Unwrap() error { return e.Err }
 
 // VetoError is returned when an expectation refused a commit. It matches
 // ErrVetoed and unwraps to the expectation's error.

@@ -19,13 +19,28 @@ const (
 )
 
 // Open records a new open intent for p.DatasetID in a short transaction and
-// returns it. While another intent of the same dataset is open, Open waits
-// with jittered exponential backoff until that one ends, and returns a
-// *BusyError (errors.Is(err, ErrBusy)) once Config.WaitTimeout or ctx runs
-// out. Intents of different datasets never wait on each other.
+// returns it.
 //
-// Open does not recover stale intents left by a dead process; call Recover
-// first for that.
+// With liveness (see the package documentation) Open first takes a
+// dedicated session and, on it, the intent's advisory lock, then inserts
+// the row carrying the lock's key: from the moment the intent is visible,
+// its writer is seen alive until Commit, Abort or Release (or its death).
+// On any failure Open gives the session back and leaves no intent.
+//
+// While another intent of the same dataset is open, Open waits with
+// jittered exponential backoff until that one ends, and returns a
+// *BusyError (errors.Is(err, ErrBusy)) once Config.WaitTimeout or ctx runs
+// out, or at once with p.NoWait. Intents of different datasets never wait
+// on each other. When the holder's writer is gone (its lock is no longer
+// held) Open does not wait: with p.Lookup it reconciles the holder at once
+// (claim, then roll forward, abort, or an *UnresolvedError when Lookup
+// cannot tell) and opens; a dead maintenance holder is aborted without a
+// Lookup. Holders without liveness are only reconciled by Sweep and
+// Recover, by age.
+//
+// Opening a pre-minted id that is already open returns that intent
+// (holding it when its previous holder is gone), unless a reconciler
+// claimed it (*StateError matching ErrFenced).
 func (l *Ledger) Open(ctx context.Context, p OpenParams) (*Intent, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -34,22 +49,58 @@ func (l *Ledger) Open(ctx context.Context, p OpenParams) (*Intent, error) {
 	if id == "" {
 		id = NewID()
 	}
+	st, err := l.newState(ctx, id)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr // the caller's context ended
+		}
+		return nil, fmt.Errorf("ledger: open intent for dataset %q: take a session: %w", p.DatasetID, err)
+	}
+	in, err := l.open(ctx, id, p, st)
+	if err != nil {
+		st.release()
+		return nil, err
+	}
+	l.log.InfoContext(ctx, "lakewrite intent opened", "txn_id", in.ID, "dataset_id", in.DatasetID,
+		"writer_id", in.WriterID, "sink", in.Sink, "write_mode", in.WriteMode, "liveness", st.hadHold)
+	return in, nil
+}
+
+func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentState) (*Intent, error) {
+	db := l.db
+	if st.conn != nil {
+		db = st.conn
+	}
 	start := time.Now()
 	deadline := start.Add(l.cfg.WaitTimeout)
 	backoff := l.cfg.MinBackoff
 	for {
-		in, holder, err := l.tryOpen(ctx, id, p)
+		in, h, err := l.tryOpen(ctx, db, id, p, st)
 		if err == nil {
-			l.log.InfoContext(ctx, "lakewrite intent opened", "txn_id", in.ID, "dataset_id", in.DatasetID,
-				"writer_id", in.WriterID, "sink", in.Sink, "write_mode", in.WriteMode)
 			return in, nil
 		}
 		if !errors.Is(err, ErrBusy) {
 			return nil, err
 		}
+		gone := h != nil && h.key != nil && !h.live
+		if gone && (h.txn.WriteMode == ModeMaintenance || p.Lookup != nil) {
+			r, err := l.reconcile(ctx, st.conn, h.txn, h.key, p.Lookup)
+			if err != nil {
+				return nil, err
+			}
+			switch r.kind {
+			case recUnresolved:
+				return nil, &UnresolvedError{DatasetID: p.DatasetID, HolderID: h.txn.ID, Err: r.err}
+			case recRolledForward, recAborted:
+				continue // the dataset is free: try again at once
+			}
+		}
+		busy := &BusyError{DatasetID: p.DatasetID, HolderGone: gone}
+		if h != nil {
+			busy.HolderID = h.txn.ID
+		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		busy := &BusyError{DatasetID: p.DatasetID, HolderID: holder}
-		if time.Now().Add(wait).After(deadline) {
+		if p.NoWait || time.Now().Add(wait).After(deadline) {
 			busy.Waited = time.Since(start).Round(time.Millisecond).String()
 			return nil, busy
 		}
@@ -66,20 +117,41 @@ func (l *Ledger) Open(ctx context.Context, p OpenParams) (*Intent, error) {
 	}
 }
 
-// tryOpen makes one attempt. It returns ErrBusy (and the holder's id, when
-// known) when another intent of the dataset is open.
-func (l *Ledger) tryOpen(ctx context.Context, id string, p OpenParams) (*Intent, string, error) {
-	in := &Intent{ID: id, DatasetID: p.DatasetID, WriterID: p.WriterID, Sink: p.Sink, WriteMode: p.WriteMode}
-	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
+// holder is the open intent of a dataset as Open sees it.
+type holder struct {
+	txn  Txn
+	key  *int64 // lock_key; nil without liveness
+	live bool   // its lock is granted: the writer is alive
+}
+
+func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string) (*holder, error) {
+	var h holder
+	t, err := scanTxn(db.QueryRow(ctx, `SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (`+heldKeys+`), false)
+		FROM `+l.table("pipeline_build_transactions")+` WHERE dataset_id = $1 AND status = 'open'`, datasetID),
+		&h.key, &h.live)
+	if err != nil {
+		return nil, err
+	}
+	h.txn = t
+	return &h, nil
+}
+
+// tryOpen makes one attempt on db (the held session, or the ledger's DB).
+// It returns ErrBusy (and the holder, when known) when another intent of
+// the dataset is open.
+func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st *intentState) (*Intent, *holder, error) {
+	in := &Intent{ID: id, DatasetID: p.DatasetID, WriterID: p.WriterID, Sink: p.Sink, WriteMode: p.WriteMode,
+		IdempotencyKey: p.IdempotencyKey, st: st}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := l.setLockTimeout(ctx, tx); err != nil {
 			return err
 		}
 		// Only the owner (or anyone, for an unowned dataset) gets a row.
 		err := tx.QueryRow(ctx, `INSERT INTO `+l.table("pipeline_build_transactions")+`
-			(id, dataset_id, writer_id, sink, write_mode)
-			SELECT $1, $2, $3, $4, $5 FROM `+l.table("datasets")+` d
+			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key)
+			SELECT $1, $2, $3, $4, $5, $6, nullif($7, '') FROM `+l.table("datasets")+` d
 			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3)
-			RETURNING attempt, created_at`, id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode).
+			RETURNING attempt, created_at`, id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey).
 			Scan(&in.Attempt, &in.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			var owner *string
@@ -96,88 +168,178 @@ func (l *Ledger) tryOpen(ctx context.Context, id string, p OpenParams) (*Intent,
 	})
 	var owned *OwnerError
 	if errors.As(err, &owned) || errors.Is(err, ErrDatasetNotFound) {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err == nil {
-		return in, "", nil
+		return in, nil, nil
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr // the caller's context ended (not a busy dataset)
 		}
-		return nil, "", fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, err)
+		return nil, nil, fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, err)
 	}
 	switch {
 	case pgErr.Code == pgForeignKeyViolation:
-		return nil, "", fmt.Errorf("%w: %q", ErrDatasetNotFound, p.DatasetID)
+		return nil, nil, fmt.Errorf("%w: %q", ErrDatasetNotFound, p.DatasetID)
 	case pgErr.Code == pgLockNotAvailable:
-		return nil, "", ErrBusy
+		return nil, nil, ErrBusy
 	case pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == openIndexName:
-		var holder string
-		_ = l.db.QueryRow(ctx, `SELECT id::text FROM `+l.table("pipeline_build_transactions")+`
-			WHERE dataset_id = $1 AND status = 'open'`, p.DatasetID).Scan(&holder)
-		if holder == id {
-			return l.reopen(ctx, id, p)
+		h, herr := l.holderOf(ctx, db, p.DatasetID)
+		switch {
+		case herr == nil && h.txn.ID == id:
+			in, err := l.reopen(ctx, db, id, p, st)
+			return in, nil, err
+		case herr == nil:
+			return nil, h, ErrBusy
+		case errors.Is(herr, pgx.ErrNoRows):
+			return nil, nil, ErrBusy // it ended meanwhile
 		}
-		return nil, holder, ErrBusy
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			herr = ctxErr
+		}
+		return nil, nil, fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, herr)
 	case pgErr.Code == pgUniqueViolation:
-		return l.reopen(ctx, id, p)
+		in, err := l.reopen(ctx, db, id, p, st)
+		return in, nil, err
 	}
-	return nil, "", fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, err)
+	return nil, nil, fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, err)
 }
 
 // reopen handles a pre-minted id that already exists: the same open intent
-// is returned as is; anything else is ErrIDInUse.
-func (l *Ledger) reopen(ctx context.Context, id string, p OpenParams) (*Intent, string, error) {
+// is returned (held by st when st holds its lock, which means its previous
+// holder is gone); an intent a reconciler claimed is fenced; anything else
+// is ErrIDInUse.
+func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st *intentState) (*Intent, error) {
 	t, err := l.Get(ctx, id)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if t.Status == StatusOpen && t.DatasetID == p.DatasetID && t.WriterID == p.WriterID &&
-		t.Sink == p.Sink && t.WriteMode == p.WriteMode {
-		return t.Intent(), "", nil
+	if t.Status != StatusOpen || t.DatasetID != p.DatasetID || t.WriterID != p.WriterID ||
+		t.Sink != p.Sink || t.WriteMode != p.WriteMode || t.IdempotencyKey != p.IdempotencyKey {
+		return nil, fmt.Errorf("%w: %s is a %s intent of dataset %q", ErrIDInUse, id, t.Status, t.DatasetID)
 	}
-	return nil, "", fmt.Errorf("%w: %s is a %s intent of dataset %q", ErrIDInUse, id, t.Status, t.DatasetID)
+	if t.Attempt != 1 {
+		return nil, &StateError{ID: id, Status: string(t.Status), Attempt: t.Attempt, kind: ErrFenced}
+	}
+	if st.conn != nil {
+		// This writer holds the lock now: record it (the row may have been
+		// opened without liveness).
+		if _, err := db.Exec(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
+			SET lock_key = $2 WHERE id = $1 AND status = 'open' AND lock_key IS DISTINCT FROM $2`, id, st.key); err != nil {
+			return nil, fmt.Errorf("ledger: reopen intent %s: %w", id, err)
+		}
+	}
+	in := t.Intent()
+	in.st = st
+	return in, nil
 }
 
 // Commit marks the intent committed with its outcome, in one short
 // transaction: status committed, row_count and snapshot id from the outcome,
 // committed_at = o.CommittedAt; the dataset's source_watermark set to that
 // same time, its row_count (set for a replace, increased for an append),
-// status 'active' and, when given, schema. Config.Expectations run first and
-// can veto (the intent is then aborted and a *VetoError returned).
+// status 'active', sink and, when given, schema. Config.Expectations run
+// first and can veto (the intent is then aborted and a *VetoError
+// returned).
+//
+// A maintenance intent commits differently: committed_at = o.CommittedAt
+// (now() when zero), and only the dataset's maintained_at (and maintenance
+// report, from o.Report) is stamped; its watermark, row count, status,
+// schema and sink stay as they are, and expectations do not run.
 //
 // The update is conditional on the intent being open with the same attempt:
 // an intent that is not open any more, or was claimed by a sweeper, cannot
-// commit (*StateError matching ErrNotOpen or ErrFenced).
+// commit (*StateError matching ErrNotOpen or ErrFenced). An intent opened
+// with liveness commits on its held session, so only the writer that still
+// holds it can commit it: when the hold is gone (the session broke, or
+// Release ran) Commit returns a *StateError matching ErrLostHold, and the
+// intent, still open, is left to reconciliation (the next Open with a
+// Lookup, Sweep or Recover). Should the session break during the commit
+// itself, Commit asks the ledger again and reports nil when the commit
+// went through.
+//
+// Whatever the result, when Commit returns the intent is no longer held by
+// this writer (see Release).
 func (l *Ledger) Commit(ctx context.Context, in *Intent, o Outcome) error {
 	if err := in.validate(); err != nil {
 		return err
 	}
-	if err := o.validate(); err != nil {
+	defer in.Release()
+	if err := o.validate(in.WriteMode); err != nil {
 		return err
 	}
 	var veto *VetoError
-	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
-		if err := l.setLockTimeout(ctx, tx); err != nil {
-			return err
-		}
-		return l.commitTx(ctx, tx, in, o)
+	var broke *holdBroke
+	err := l.use(in, func(db DB) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := l.setLockTimeout(ctx, tx); err != nil {
+				return err
+			}
+			return l.commitTx(ctx, tx, in, o)
+		})
 	})
-	if errors.As(err, &veto) {
+	switch {
+	case errors.Is(err, errHoldGone):
+		return l.lostHold(ctx, in, nil, false)
+	case errors.As(err, &broke):
+		return l.lostHold(ctx, in, broke.err, true)
+	case errors.As(err, &veto):
 		// The commit transaction rolled back; record the veto.
-		if aerr := l.Abort(context.WithoutCancel(ctx), in, veto); aerr != nil {
+		cctx, cancel := l.cleanupContext(ctx)
+		defer cancel()
+		if aerr := l.Abort(cctx, in, veto); aerr != nil {
 			return errors.Join(err, aerr)
 		}
 		return err
-	}
-	if err != nil {
+	case err != nil:
 		return l.wrap("commit", in.ID, err)
 	}
-	l.log.InfoContext(ctx, "lakewrite intent committed", "txn_id", in.ID, "dataset_id", in.DatasetID,
+	in.mark(true, false)
+	l.log.InfoContext(ctx, "lakewrite intent committed", "txn_id", in.ID, "dataset_id", in.DatasetID, "write_mode", in.WriteMode,
 		"row_count", o.RowCount, "snapshot_id", o.SnapshotID, "committed_at", o.CommittedAt)
 	return nil
+}
+
+func (l *Ledger) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
+}
+
+// lostHold explains a commit that could not run on the writer's hold: the
+// intent's state when it is not open with the writer's attempt any more (or
+// nil when the session broke during this very commit and the commit went
+// through), ErrLostHold otherwise.
+func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during bool) error {
+	if cause == nil {
+		in.st.mu.Lock()
+		cause = in.st.gone(in.ID)
+		in.st.mu.Unlock()
+		var se *StateError
+		if errors.As(cause, &se) {
+			cause = se.Cause
+		}
+	}
+	cctx, cancel := l.cleanupContext(ctx)
+	defer cancel()
+	var status string
+	var attempt int64
+	err := l.db.QueryRow(cctx, `SELECT status, attempt FROM `+l.table("pipeline_build_transactions")+` WHERE id = $1`, in.ID).
+		Scan(&status, &attempt)
+	switch {
+	case err == nil && during && status == string(StatusCommitted) && attempt == in.Attempt:
+		in.mark(true, false)
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return &StateError{ID: in.ID, kind: ErrIntentNotFound}
+	case err == nil && status != string(StatusOpen):
+		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrNotOpen}
+	case err == nil && attempt != in.Attempt:
+		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrFenced}
+	case err != nil:
+		cause = errors.Join(cause, err)
+	}
+	return &StateError{ID: in.ID, Status: status, Attempt: attempt, Cause: cause, kind: ErrLostHold}
 }
 
 // Check runs Config.Expectations against the outcome o would commit, and
@@ -192,15 +354,16 @@ func (l *Ledger) Commit(ctx context.Context, in *Intent, o Outcome) error {
 //
 // Check returns a *VetoError (matching ErrVetoed) on a veto, a *StateError
 // when the intent cannot commit, and nil without a round trip when no
-// expectation is configured.
+// expectation is configured or the intent is a maintenance one. It runs on
+// the ledger's DB, not on the held session, and does not release the hold.
 func (l *Ledger) Check(ctx context.Context, in *Intent, o Outcome) error {
 	if err := in.validate(); err != nil {
 		return err
 	}
-	if err := o.validate(); err != nil {
+	if err := o.validate(in.WriteMode); err != nil {
 		return err
 	}
-	if len(l.cfg.Expectations) == 0 {
+	if len(l.cfg.Expectations) == 0 || in.WriteMode == ModeMaintenance {
 		return nil
 	}
 	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
@@ -224,7 +387,13 @@ var errRollback = errors.New("ledger: rollback")
 // CommitTx is Commit inside the caller's transaction, so the ledger commits
 // with the caller's own writes (the Postgres path writes the row store and
 // commits the intent in one transaction). Nothing is committed until the
-// caller commits tx.
+// caller commits tx. WithTx wraps the whole sequence.
+//
+// The write and the ledger commit being one transaction, the attempt fence
+// alone protects it: CommitTx does not need (nor check) the writer's hold.
+// It does not release the hold either, since tx may still roll back and
+// leave the intent open: once tx ended, call Release (after a commit) or
+// Abort (after a rollback; it releases too).
 //
 // On a veto, CommitTx rolls back its own changes (a savepoint), marks the
 // intent aborted inside tx and returns the *VetoError: commit tx to keep the
@@ -233,7 +402,7 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	if err := in.validate(); err != nil {
 		return err
 	}
-	if err := o.validate(); err != nil {
+	if err := o.validate(in.WriteMode); err != nil {
 		return err
 	}
 	var veto *VetoError
@@ -247,6 +416,7 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	if err != nil {
 		return l.wrap("commit", in.ID, err)
 	}
+	in.mark(false, true)
 	return nil
 }
 
@@ -255,18 +425,40 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	if o.SnapshotID != 0 {
 		snap = &o.SnapshotID
 	}
+	var at any
+	if !o.CommittedAt.IsZero() {
+		at = o.CommittedAt
+	}
 	var mode, sink string
+	var committedAt time.Time
 	err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
-		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = $5, ended_at = now(), error = NULL
+		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = coalesce($5::timestamptz, now()),
+		    ended_at = now(), error = NULL
 		WHERE id = $1 AND status = 'open' AND attempt = $2
-		RETURNING write_mode, sink`, in.ID, in.Attempt, o.RowCount, snap, o.CommittedAt).Scan(&mode, &sink)
+		RETURNING write_mode, sink, committed_at`, in.ID, in.Attempt, o.RowCount, snap, at).Scan(&mode, &sink, &committedAt)
 	if err == pgx.ErrNoRows {
 		return l.stateError(ctx, tx, in)
 	}
 	if err != nil {
 		return err
 	}
+	if (mode == ModeMaintenance) != (in.WriteMode == ModeMaintenance) {
+		return invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
+	}
+	if mode == ModeMaintenance {
+		tag, err := tx.Exec(ctx, `UPDATE `+l.table("datasets")+`
+			SET maintained_at = $2, maintenance = coalesce($3::jsonb, maintenance) WHERE id = $1`,
+			in.DatasetID, committedAt, nullJSON(o.Report))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%w: %q", ErrDatasetNotFound, in.DatasetID)
+		}
+		return nil
+	}
 	c := Commit{Intent: *in, Outcome: o}
+	c.Intent.st = nil
 	for _, exp := range l.cfg.Expectations {
 		if verr := exp(ctx, tx, c); verr != nil {
 			return &VetoError{ID: in.ID, Reason: verr}
@@ -314,20 +506,32 @@ func (l *Ledger) stateError(ctx context.Context, q interface {
 
 // Abort marks the open intent aborted with cause as its error text. The
 // dataset is left unchanged. Aborting an intent that is not open (or was
-// claimed by a sweeper) returns a *StateError.
+// claimed by a sweeper) returns a *StateError. Abort runs on the writer's
+// held session, or on the ledger's DB when the hold is gone (an abort is
+// always safe under the attempt fence). Whatever the result, when Abort
+// returns the intent is no longer held by this writer.
 func (l *Ledger) Abort(ctx context.Context, in *Intent, cause error) error {
 	if err := in.validate(); err != nil {
 		return err
 	}
-	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
-		if err := l.setLockTimeout(ctx, tx); err != nil {
-			return err
-		}
-		return l.abortTx(ctx, tx, in, cause)
-	})
+	defer in.Release()
+	run := func(db DB) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := l.setLockTimeout(ctx, tx); err != nil {
+				return err
+			}
+			return l.abortTx(ctx, tx, in, cause)
+		})
+	}
+	err := l.use(in, run)
+	var broke *holdBroke
+	if errors.Is(err, errHoldGone) || errors.As(err, &broke) {
+		err = run(l.db)
+	}
 	if err != nil {
 		return l.wrap("abort", in.ID, err)
 	}
+	in.mark(true, false)
 	l.log.InfoContext(ctx, "lakewrite intent aborted", "txn_id", in.ID, "dataset_id", in.DatasetID, "cause", causeText(cause))
 	return nil
 }
@@ -363,30 +567,47 @@ func (l *Ledger) wrap(op, id string, err error) error {
 
 // With opens an intent, runs fn, and commits fn's outcome; if fn returns an
 // error or panics, the intent is aborted (and the panic re-raised after the
-// abort). It is the ledger's pgx.BeginFunc.
+// abort). It is the ledger's pgx.BeginFunc. The abort runs under a fresh
+// context (context.WithoutCancel of ctx, bounded by Config.CleanupTimeout)
+// made when fn has returned, so a late failure or a cancelled ctx still
+// aborts. With releases the hold in every case.
 //
 // When fn's error says the write's outcome is unknown (it matches
 // ErrOutcomeUnknown, or has an OutcomeUnknown() bool method reporting true),
-// the intent is left open for Sweep or Recover to reconcile, never aborted.
+// the intent is left open, never aborted; since With releases its hold, the
+// next Open with a Lookup, Sweep or Recover reconciles it at once.
+//
+// fn must not commit or abort the intent itself: it returns the outcome and
+// With commits it. To commit in a transaction of your own (the Postgres
+// row-store path), use WithTx. When fn returns nil after committing or
+// aborting the intent through Commit, CommitTx or Abort, With returns an
+// error matching ErrInvalid that says so (aborting the intent when it is
+// still open, as after a CommitTx whose transaction rolled back).
 func (l *Ledger) With(ctx context.Context, p OpenParams, fn func(ctx context.Context, in *Intent) (Outcome, error)) (out Outcome, err error) {
 	in, err := l.Open(ctx, p)
 	if err != nil {
 		return Outcome{}, err
 	}
-	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+	defer in.Release()
 	defer func() {
 		if r := recover(); r != nil {
-			_ = l.Abort(cleanupCtx, in, fmt.Errorf("panic: %v", r))
+			cctx, cancel := l.cleanupContext(ctx)
+			_ = l.Abort(cctx, in, fmt.Errorf("panic: %v", r))
+			cancel()
 			panic(r)
 		}
 	}()
 	out, err = fn(ctx, in)
+	if err == nil && in.endedByCaller() {
+		return Outcome{}, l.misuse(ctx, in, "With")
+	}
 	if err != nil {
 		if outcomeUnknown(err) {
 			return Outcome{}, err
 		}
-		if aerr := l.Abort(cleanupCtx, in, err); aerr != nil {
+		cctx, cancel := l.cleanupContext(ctx)
+		defer cancel()
+		if aerr := l.Abort(cctx, in, err); aerr != nil {
 			return Outcome{}, errors.Join(err, aerr)
 		}
 		return Outcome{}, err
@@ -394,5 +615,99 @@ func (l *Ledger) With(ctx context.Context, p OpenParams, fn func(ctx context.Con
 	if err := l.Commit(ctx, in, out); err != nil {
 		return Outcome{}, err
 	}
+	return out, nil
+}
+
+// misuse reports a function that committed or aborted the intent With or
+// WithTx was going to end, aborting the intent if it is still open.
+func (l *Ledger) misuse(ctx context.Context, in *Intent, op string) error {
+	cctx, cancel := l.cleanupContext(ctx)
+	defer cancel()
+	e := fmt.Errorf("%w: %s: fn committed or aborted intent %s itself; return the outcome and let %s commit it (use WithTx to commit inside a transaction)",
+		ErrInvalid, op, in.ID, op)
+	t, err := l.Get(cctx, in.ID)
+	switch {
+	case err != nil:
+		return errors.Join(e, err)
+	case t.Status == StatusOpen:
+		if aerr := l.Abort(cctx, in, e); aerr != nil {
+			return errors.Join(e, aerr)
+		}
+		return fmt.Errorf("%w (the intent was still open and is now aborted)", e)
+	}
+	return fmt.Errorf("%w (the intent is %s)", e, t.Status)
+}
+
+// WithTx opens an intent, begins a transaction on the ledger's DB, runs fn
+// in it, commits the intent inside that same transaction (CommitTx) and
+// commits the transaction: the caller's writes and the ledger commit land
+// together or not at all. It is the Postgres path's With.
+//
+// Any failure (fn's error, a veto, a panic, the commit of the transaction)
+// rolls the transaction back and aborts the intent (a veto is recorded as
+// the abort's reason and returned as a *VetoError); a panic is re-raised
+// after the abort. When committing the transaction fails, WithTx asks the
+// ledger which way it went: the intent committed means the transaction did
+// (nil is returned), the intent still open means it did not (it is
+// aborted). The clean-up runs under context.WithoutCancel of ctx bounded by
+// Config.CleanupTimeout. WithTx releases the hold in every case.
+//
+// fn must not commit or abort the intent itself (an error matching
+// ErrInvalid). With a pool as the ledger's DB, WithTx uses two connections
+// while fn runs: the intent's held session and the transaction's.
+func (l *Ledger) WithTx(ctx context.Context, p OpenParams, fn func(ctx context.Context, tx pgx.Tx, in *Intent) (Outcome, error)) (out Outcome, err error) {
+	in, err := l.Open(ctx, p)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer in.Release()
+	fail := func(cause error, tx pgx.Tx) (Outcome, error) {
+		cctx, cancel := l.cleanupContext(ctx)
+		defer cancel()
+		if tx != nil {
+			_ = tx.Rollback(cctx)
+		}
+		if aerr := l.Abort(cctx, in, cause); aerr != nil {
+			return Outcome{}, errors.Join(cause, aerr)
+		}
+		return Outcome{}, cause
+	}
+	tx, err := l.db.Begin(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("ledger: WithTx: begin: %w", err), nil)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			_, _ = fail(fmt.Errorf("panic: %v", r), tx)
+			panic(r)
+		}
+	}()
+	out, err = fn(ctx, tx, in)
+	if err != nil {
+		return fail(err, tx)
+	}
+	if in.endedByCaller() {
+		cctx, cancel := l.cleanupContext(ctx)
+		_ = tx.Rollback(cctx)
+		cancel()
+		return Outcome{}, l.misuse(ctx, in, "WithTx")
+	}
+	if err := l.CommitTx(ctx, tx, in, out); err != nil {
+		return fail(err, tx)
+	}
+	if cerr := tx.Commit(ctx); cerr != nil {
+		cerr = fmt.Errorf("ledger: WithTx: commit: %w", cerr)
+		cctx, cancel := l.cleanupContext(ctx)
+		defer cancel()
+		aerr := l.Abort(cctx, in, cerr)
+		if aerr == nil {
+			return Outcome{}, cerr // it did not commit; now aborted
+		}
+		if t, gerr := l.Get(cctx, in.ID); gerr == nil && t.Status == StatusCommitted && t.Attempt == in.Attempt {
+			return out, nil // it committed before the error
+		}
+		return Outcome{}, errors.Join(fmt.Errorf("%w: %w", ErrOutcomeUnknown, cerr), aerr)
+	}
+	in.mark(true, false)
 	return out, nil
 }

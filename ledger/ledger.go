@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -21,6 +22,14 @@ import (
 // Begin; on a pgx.Tx that is a savepoint). Give the ledger a pool or a
 // connection that is not inside a long transaction: the point of the intent
 // is that it is visible to other processes before the write starts.
+//
+// Writer liveness (see the package documentation) needs a session: with a
+// DB that also has the method Acquire(ctx) (*pgxpool.Conn, error), as a
+// *pgxpool.Pool does, each open intent holds one acquired connection until
+// it is committed, aborted or released, so the pool needs room for one
+// extra connection per concurrent intent. With a *pgx.Conn the intent is
+// held on that connection. A pgx.Tx cannot hold a session: its intents
+// have no liveness.
 type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -54,8 +63,34 @@ type Config struct {
 	// between Open attempts on a busy dataset. Defaults 10ms and 1s.
 	MinBackoff, MaxBackoff time.Duration
 	// Expectations run at every commit, in order; the first error vetoes.
+	// They do not run for maintenance intents.
 	Expectations []Expectation
+	// Liveness says whether intents hold a session-level advisory lock
+	// while they are open, so that a dead writer is told from a slow one.
+	// Default LivenessAuto. Set LivenessOff when the DB goes through a
+	// pooler in transaction mode (PgBouncer pool_mode=transaction), which
+	// cannot hold a session lock.
+	Liveness Liveness
+	// CleanupTimeout bounds the clean-up calls the ledger makes after the
+	// caller's work is done or failed (the abort in With and WithTx,
+	// releasing a held connection). They run under context.WithoutCancel of
+	// the caller's context, so a cancelled context still cleans up. Default
+	// 30s.
+	CleanupTimeout time.Duration
 }
+
+// Liveness selects how the ledger tells a dead writer from a slow one.
+type Liveness int
+
+const (
+	// LivenessAuto holds a session-level advisory lock for each open intent
+	// when the DB can give a session (a pool with Acquire, or a *pgx.Conn),
+	// and none otherwise (a pgx.Tx).
+	LivenessAuto Liveness = iota
+	// LivenessOff never takes session locks: every intent is recovered by
+	// age only (Sweep and Recover with OlderThan), as for legacy intents.
+	LivenessOff
+)
 
 // Ledger records write intents in Postgres. It is safe for concurrent use
 // and holds no goroutines; all state is in the database.
@@ -94,6 +129,12 @@ func New(db DB, cfg *Config) (*Ledger, error) {
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = time.Second
 	}
+	if c.CleanupTimeout <= 0 {
+		c.CleanupTimeout = 30 * time.Second
+	}
+	if c.Liveness != LivenessAuto && c.Liveness != LivenessOff {
+		return nil, invalid("Config.Liveness %d: want LivenessAuto or LivenessOff", c.Liveness)
+	}
 	if c.MaxBackoff < c.MinBackoff {
 		return nil, invalid("Config.MaxBackoff (%s) is below MinBackoff (%s)", c.MaxBackoff, c.MinBackoff)
 	}
@@ -114,10 +155,14 @@ const (
 )
 
 // Write modes the ledger understands. An append adds its row count to the
-// dataset's; a replace sets it.
+// dataset's; a replace sets it. A maintenance intent (snapshot expiry,
+// compaction, ...) carries no data: it serializes with the dataset's
+// writers like any intent, and its commit stamps only the dataset's
+// maintained_at and maintenance report.
 const (
-	ModeReplace = "replace"
-	ModeAppend  = "append"
+	ModeReplace     = "replace"
+	ModeAppend      = "append"
+	ModeMaintenance = "maintenance"
 )
 
 // OpenParams describe a new intent.
@@ -130,20 +175,46 @@ type OpenParams struct {
 	DatasetID string
 	WriterID  string // e.g. "pipeline.output"
 	Sink      string // e.g. "pg" or "iceberg_native"
-	WriteMode string // ModeReplace or ModeAppend
+	WriteMode string // ModeReplace, ModeAppend or ModeMaintenance
+	// IdempotencyKey, when not empty, is stored on the intent; FindByKey
+	// finds the newest committed intent of the dataset with that key, so a
+	// retried request can return the earlier result instead of writing
+	// again.
+	IdempotencyKey string
+	// Lookup, when set, lets Open reconcile at once an open intent whose
+	// writer is gone (its session lock is no longer held) instead of
+	// waiting for it: the intent is claimed, then rolled forward when
+	// Lookup finds its write, aborted when the write is provably absent; a
+	// Lookup error leaves it open and Open returns an *UnresolvedError.
+	// A dead maintenance intent is aborted without asking Lookup, with or
+	// without one.
+	Lookup Lookup
+	// NoWait makes Open return a *BusyError at once instead of waiting
+	// while another intent holds the dataset (a maintenance run skips a
+	// dataset a writer is busy with). Reconciling a dead holder is not
+	// waiting: it still happens.
+	NoWait bool
 }
 
 // Intent is an open write intent. Pass it back to Commit or Abort.
+//
+// An Intent returned by Open holds the dataset for its writer (a session
+// lock on a dedicated connection, see the package documentation) until
+// Commit or Abort returns, or Release is called: every Open must end in one
+// of them. Copies of an Intent share that hold.
 type Intent struct {
-	ID        string
-	DatasetID string
-	WriterID  string
-	Sink      string
-	WriteMode string
+	ID             string
+	DatasetID      string
+	WriterID       string
+	Sink           string
+	WriteMode      string
+	IdempotencyKey string // "" when none
 	// Attempt is the fence: a commit must carry the attempt the intent had
 	// when it was opened or claimed.
 	Attempt   int64
 	CreatedAt time.Time // database clock
+
+	st *intentState // shared by copies; nil for an Intent rebuilt from a Txn
 }
 
 // Outcome is what a finished write reports to Commit.
@@ -157,8 +228,13 @@ type Outcome struct {
 	// for Iceberg). It becomes the intent's committed_at and the dataset's
 	// source watermark. Required.
 	CommittedAt time.Time
-	// Schema, when not nil, replaces the dataset's declared schema.
+	// Schema, when not nil, replaces the dataset's declared schema. Not
+	// allowed on a maintenance commit.
 	Schema json.RawMessage
+	// Report is the JSON report of a maintenance run, stored as the
+	// dataset's last maintenance report. Only for maintenance intents; nil
+	// leaves the previous report.
+	Report json.RawMessage
 }
 
 // Commit is what an Expectation sees.
@@ -181,6 +257,8 @@ type Txn struct {
 	CommittedAt time.Time // zero unless committed
 	Error       string
 	Attempt     int64
+	// IdempotencyKey the intent was opened with; "" when none.
+	IdempotencyKey string
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -204,24 +282,33 @@ func (p *OpenParams) validate() error {
 		return invalid("writer id is empty")
 	case strings.TrimSpace(p.Sink) == "":
 		return invalid("sink is empty")
-	case p.WriteMode != ModeReplace && p.WriteMode != ModeAppend:
-		return invalid("write mode %q: want %q or %q", p.WriteMode, ModeReplace, ModeAppend)
+	case p.WriteMode != ModeReplace && p.WriteMode != ModeAppend && p.WriteMode != ModeMaintenance:
+		return invalid("write mode %q: want %q, %q or %q", p.WriteMode, ModeReplace, ModeAppend, ModeMaintenance)
 	case p.ID != "" && !validID(p.ID):
 		return invalid("transaction id %q is not a UUID", p.ID)
 	}
 	return nil
 }
 
-func (o *Outcome) validate() error {
+// validate checks an outcome for an intent of the given write mode. A
+// maintenance outcome may leave CommittedAt zero (the ledger stamps now()).
+func (o *Outcome) validate(mode string) error {
+	maint := mode == ModeMaintenance
 	switch {
 	case o.RowCount < 0:
 		return invalid("row count %d is negative", o.RowCount)
-	case o.CommittedAt.IsZero():
+	case o.CommittedAt.IsZero() && !maint:
 		return invalid("commit time is zero: pass the commit result's time")
 	case o.SnapshotID < 0:
 		return invalid("snapshot id %d is negative", o.SnapshotID)
+	case o.Schema != nil && maint:
+		return invalid("a maintenance commit carries no schema")
 	case o.Schema != nil && !json.Valid(o.Schema):
 		return invalid("schema is not valid JSON")
+	case o.Report != nil && !maint:
+		return invalid("Outcome.Report is for maintenance intents only")
+	case o.Report != nil && !json.Valid(o.Report):
+		return invalid("maintenance report is not valid JSON")
 	}
 	return nil
 }
@@ -243,14 +330,15 @@ func (l *Ledger) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
 func (l *Ledger) table(name string) string { return l.schema + "." + name }
 
 const txnColumns = `id::text, dataset_id, writer_id, sink, write_mode, status, row_count,
-	coalesce(snapshot_id, 0), created_at, committed_at, coalesce(error, ''), attempt`
+	coalesce(snapshot_id, 0), created_at, committed_at, coalesce(error, ''), attempt, coalesce(idempotency_key, '')`
 
-func scanTxn(row pgx.Row) (Txn, error) {
+func scanTxn(row pgx.Row, extra ...any) (Txn, error) {
 	var t Txn
 	var status string
 	var committed *time.Time
-	err := row.Scan(&t.ID, &t.DatasetID, &t.WriterID, &t.Sink, &t.WriteMode, &status,
-		&t.RowCount, &t.SnapshotID, &t.CreatedAt, &committed, &t.Error, &t.Attempt)
+	dest := []any{&t.ID, &t.DatasetID, &t.WriterID, &t.Sink, &t.WriteMode, &status,
+		&t.RowCount, &t.SnapshotID, &t.CreatedAt, &committed, &t.Error, &t.Attempt, &t.IdempotencyKey}
+	err := row.Scan(append(dest, extra...)...)
 	t.Status = Status(status)
 	if committed != nil {
 		t.CommittedAt = *committed
@@ -274,7 +362,30 @@ func (l *Ledger) Get(ctx context.Context, id string) (Txn, error) {
 }
 
 // Intent returns the open intent t as an Intent value (for Commit/Abort).
+// It holds nothing: it is how a reconciler (or an operator) commits or
+// aborts an intent it did not open.
 func (t Txn) Intent() *Intent {
 	return &Intent{ID: t.ID, DatasetID: t.DatasetID, WriterID: t.WriterID, Sink: t.Sink,
-		WriteMode: t.WriteMode, Attempt: t.Attempt, CreatedAt: t.CreatedAt}
+		WriteMode: t.WriteMode, IdempotencyKey: t.IdempotencyKey, Attempt: t.Attempt, CreatedAt: t.CreatedAt}
+}
+
+// FindByKey returns the newest committed intent of the dataset opened with
+// the idempotency key, and whether there is one. It is an index lookup
+// (dataset and key), whatever the length of the dataset's history. A
+// retried request checks it first and returns the earlier result instead
+// of writing again.
+func (l *Ledger) FindByKey(ctx context.Context, datasetID, key string) (Txn, bool, error) {
+	if datasetID == "" || key == "" {
+		return Txn{}, false, invalid("FindByKey: dataset id and key must not be empty")
+	}
+	t, err := scanTxn(l.db.QueryRow(ctx, `SELECT `+txnColumns+` FROM `+l.table("pipeline_build_transactions")+`
+		WHERE dataset_id = $1 AND idempotency_key = $2 AND status = 'committed'
+		ORDER BY committed_at DESC, created_at DESC LIMIT 1`, datasetID, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Txn{}, false, nil
+	}
+	if err != nil {
+		return Txn{}, false, fmt.Errorf("ledger: find intent of dataset %q by key: %w", datasetID, err)
+	}
+	return t, true, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Landing is what a Lookup found out about an intent's write.
@@ -27,9 +28,13 @@ type Lookup func(ctx context.Context, in Intent) (Landing, error)
 
 // SweepParams select what Sweep reconciles.
 type SweepParams struct {
-	// OlderThan: only intents opened at least this long ago (database
-	// clock). Must be positive: an intent younger than any writer's run time
-	// may belong to a live writer.
+	// OlderThan applies to intents without liveness (lock_key NULL: opened
+	// before liveness existed, through a pgx.Tx, or with LivenessOff): they
+	// are swept once opened at least this long ago (database clock), since
+	// an intent younger than any writer's run time may belong to a live
+	// writer. Intents with liveness are swept as soon as their writer is
+	// gone, whatever their age, and never while it is alive. Zero: only
+	// intents whose writer is gone. Must not be negative.
 	OlderThan time.Duration
 	// DatasetID limits the sweep to one dataset (Recover sets it).
 	DatasetID string
@@ -48,14 +53,21 @@ type Unresolved struct {
 // SweepReport lists what Sweep did.
 type SweepReport struct {
 	RolledForward []Intent     // write found: committed with the found outcome
-	Aborted       []Intent     // write provably absent: aborted
+	Aborted       []Intent     // write provably absent (or a maintenance run): aborted
 	Unresolved    []Unresolved // lookup could not tell, or the commit failed: left open
-	Skipped       []Intent     // changed by someone else while sweeping
+	Skipped       []Intent     // changed by someone else, or found alive, while sweeping
+	Live          []Intent     // open, and their writer still holds them: never swept
 }
 
-// Sweep reconciles stale open intents; it never aborts blindly. For each
-// open intent older than p.OlderThan it first claims the intent (bumps its
-// attempt, which fences out the original writer), then asks p.Lookup:
+// Sweep reconciles open intents whose writer is gone; it never aborts
+// blindly. An intent is taken when its writer's session lock is no longer
+// held (whatever its age), or, for an intent without liveness, when it is
+// older than p.OlderThan; an intent whose writer holds it is reported in
+// Live and left alone, whatever its age. Sweep takes the intent's lock
+// itself while it works on it (so two reconcilers never race), claims the
+// intent (bumps its attempt, which fences out the original writer), then:
+//   - a maintenance intent is aborted (a maintenance run is idempotent:
+//     nothing to roll forward), without asking p.Lookup;
 //   - landed: the intent is committed with the found outcome (expectations
 //     run as for any commit);
 //   - provably absent: the intent is aborted;
@@ -66,77 +78,81 @@ func (l *Ledger) Sweep(ctx context.Context, p SweepParams) (SweepReport, error) 
 	if p.Lookup == nil {
 		return rep, invalid("Sweep: Lookup is nil")
 	}
-	if p.OlderThan <= 0 {
-		return rep, invalid("Sweep: OlderThan must be positive")
+	if p.OlderThan < 0 {
+		return rep, invalid("Sweep: OlderThan %s is negative", p.OlderThan)
 	}
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := l.db.Query(ctx, `SELECT `+txnColumns+` FROM `+l.table("pipeline_build_transactions")+`
-		WHERE status = 'open' AND created_at <= now() - $1::interval
-		  AND ($2 = '' OR dataset_id = $2)
-		ORDER BY created_at LIMIT $3`, p.OlderThan, p.DatasetID, p.Limit)
+	rows, err := l.db.Query(ctx, `WITH held AS MATERIALIZED (`+heldKeys+`)
+		SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (SELECT * FROM held), false) AS live
+		FROM `+l.table("pipeline_build_transactions")+`
+		WHERE status = 'open' AND ($2 = '' OR dataset_id = $2)
+		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::interval))
+		ORDER BY live, created_at LIMIT $3`, p.OlderThan, p.DatasetID, p.Limit, p.OlderThan > 0)
 	if err != nil {
 		return rep, fmt.Errorf("ledger: sweep: %w", err)
 	}
-	var stale []Txn
+	var stale []holder
 	for rows.Next() {
-		t, err := scanTxn(rows)
+		var h holder
+		t, err := scanTxn(rows, &h.key, &h.live)
 		if err != nil {
 			rows.Close()
 			return rep, fmt.Errorf("ledger: sweep: %w", err)
 		}
-		stale = append(stale, t)
+		h.txn = t
+		stale = append(stale, h)
 	}
 	if err := rows.Err(); err != nil {
 		return rep, fmt.Errorf("ledger: sweep: %w", err)
 	}
-	for _, t := range stale {
+	var sess *pgx.Conn
+	if len(stale) > 0 && !stale[0].live {
+		var pooled *pgxpool.Conn
+		if sess, pooled, err = l.session(ctx); err != nil {
+			return rep, fmt.Errorf("ledger: sweep: take a session: %w", err)
+		}
+		if pooled != nil {
+			defer func() { giveBack(pooled, !sess.IsClosed(), l.cfg.CleanupTimeout) }()
+		}
+	}
+	for _, h := range stale {
+		if h.live {
+			rep.Live = append(rep.Live, *h.txn.Intent())
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		in := t.Intent()
-		claimed, err := l.claim(ctx, in)
+		r, err := l.reconcile(ctx, sess, h.txn, h.key, p.Lookup)
 		if err != nil {
-			var se *StateError
-			if errors.As(err, &se) {
-				rep.Skipped = append(rep.Skipped, *in)
-				continue
-			}
 			return rep, err
 		}
-		landing, lerr := p.Lookup(ctx, *claimed)
-		switch {
-		case lerr != nil:
-			rep.Unresolved = append(rep.Unresolved, Unresolved{Intent: *claimed, Err: lerr})
-		case landing.Landed:
-			if err := l.Commit(ctx, claimed, landing.Outcome); err != nil {
-				if errors.Is(err, ErrVetoed) {
-					rep.Aborted = append(rep.Aborted, *claimed)
-				} else {
-					rep.Unresolved = append(rep.Unresolved, Unresolved{Intent: *claimed, Err: err})
-				}
-				continue
-			}
-			rep.RolledForward = append(rep.RolledForward, *claimed)
-		default:
-			if err := l.Abort(ctx, claimed, errors.New("swept: the write did not land")); err != nil {
-				rep.Unresolved = append(rep.Unresolved, Unresolved{Intent: *claimed, Err: err})
-				continue
-			}
-			rep.Aborted = append(rep.Aborted, *claimed)
+		switch r.kind {
+		case recSkipped:
+			rep.Skipped = append(rep.Skipped, r.in)
+		case recRolledForward:
+			rep.RolledForward = append(rep.RolledForward, r.in)
+		case recAborted:
+			rep.Aborted = append(rep.Aborted, r.in)
+		case recUnresolved:
+			rep.Unresolved = append(rep.Unresolved, Unresolved{Intent: r.in, Err: r.err})
 		}
 	}
 	if len(rep.RolledForward)+len(rep.Aborted)+len(rep.Unresolved) > 0 {
 		l.log.InfoContext(ctx, "lakewrite sweep", "dataset_id", p.DatasetID, "rolled_forward", len(rep.RolledForward),
-			"aborted", len(rep.Aborted), "unresolved", len(rep.Unresolved))
+			"aborted", len(rep.Aborted), "unresolved", len(rep.Unresolved), "live", len(rep.Live))
 	}
 	return rep, nil
 }
 
 // Recover is Sweep for one dataset: call it before opening a new intent so
 // a write left open by a dead process is rolled forward or aborted instead
-// of blocking the dataset.
+// of blocking the dataset. olderThan applies to intents without liveness
+// only (see SweepParams.OlderThan); zero reconciles only intents whose
+// writer is gone. Open with OpenParams.Lookup does the same for the holder
+// it finds, without a separate call.
 func (l *Ledger) Recover(ctx context.Context, datasetID string, olderThan time.Duration, lookup Lookup) (SweepReport, error) {
 	if datasetID == "" {
 		return SweepReport{}, invalid("Recover: dataset id is empty")
@@ -144,9 +160,99 @@ func (l *Ledger) Recover(ctx context.Context, datasetID string, olderThan time.D
 	return l.Sweep(ctx, SweepParams{OlderThan: olderThan, DatasetID: datasetID, Lookup: lookup})
 }
 
+// What reconcile did with an intent.
+type recKind int
+
+const (
+	recSkipped       recKind = iota // alive again, or changed by someone else
+	recRolledForward                // committed with the landed outcome
+	recAborted                      // aborted: absent, vetoed, or maintenance
+	recUnresolved                   // left open (claimed): see err
+)
+
+type recResult struct {
+	kind recKind
+	in   Intent // the intent as claimed (or as found, when skipped)
+	err  error  // why it is unresolved
+}
+
+// reconcile settles the open intent t of a gone writer. When sess is not
+// nil and the intent has a lock key, it first takes that lock on sess (a
+// refusal means the writer, or another reconciler, holds it: skipped) and
+// unlocks it at the end. The returned error is for failures that stop the
+// caller (the claim's query failed); everything else is in the result.
+func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int64, lookup Lookup) (recResult, error) {
+	found := t.Intent()
+	if sess != nil && key != nil {
+		var ok bool
+		if err := sess.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, *key).Scan(&ok); err != nil {
+			return recResult{}, fmt.Errorf("ledger: reconcile intent %s: lock: %w", t.ID, err)
+		}
+		if !ok {
+			return recResult{kind: recSkipped, in: *found}, nil
+		}
+		defer func() {
+			cctx, cancel := l.cleanupContext(ctx)
+			defer cancel()
+			if _, err := sess.Exec(cctx, `SELECT pg_advisory_unlock($1)`, *key); err != nil && !sess.IsClosed() {
+				// An unlock that failed on a live session would make the
+				// intent look alive until the session ends: end it, unless
+				// it is the caller's own *pgx.Conn.
+				if _, own := l.db.(*pgx.Conn); !own {
+					_ = sess.Close(cctx)
+				}
+			}
+		}()
+	}
+	claimed, err := l.claim(ctx, found)
+	if err != nil {
+		var se *StateError
+		if errors.As(err, &se) {
+			return recResult{kind: recSkipped, in: *found}, nil
+		}
+		return recResult{}, err
+	}
+	res := recResult{in: *claimed}
+	if claimed.WriteMode == ModeMaintenance {
+		if err := l.Abort(ctx, claimed, errors.New("reconciled: the maintenance run's writer is gone")); err != nil {
+			res.kind, res.err = recUnresolved, err
+			return res, nil
+		}
+		res.kind = recAborted
+		return res, nil
+	}
+	if lookup == nil {
+		res.kind, res.err = recUnresolved, invalid("no Lookup to reconcile intent %s", t.ID)
+		return res, nil
+	}
+	landing, lerr := lookup(ctx, *claimed)
+	switch {
+	case lerr != nil:
+		res.kind, res.err = recUnresolved, lerr
+	case landing.Landed:
+		if err := l.Commit(ctx, claimed, landing.Outcome); err != nil {
+			if errors.Is(err, ErrVetoed) {
+				res.kind = recAborted
+			} else {
+				res.kind, res.err = recUnresolved, err
+			}
+			return res, nil
+		}
+		res.kind = recRolledForward
+	default:
+		if err := l.Abort(ctx, claimed, errors.New("swept: the write did not land")); err != nil {
+			res.kind, res.err = recUnresolved, err
+			return res, nil
+		}
+		res.kind = recAborted
+	}
+	return res, nil
+}
+
 // claim bumps the attempt of an open intent, fencing out its writer.
 func (l *Ledger) claim(ctx context.Context, in *Intent) (*Intent, error) {
 	out := *in
+	out.st = nil
 	err := l.db.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
 		SET attempt = attempt + 1 WHERE id = $1 AND status = 'open' AND attempt = $2
 		RETURNING attempt`, in.ID, in.Attempt).Scan(&out.Attempt)

@@ -11,10 +11,12 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
+// Intents without liveness (LivenessOff, or rows older than liveness) are
+// reconciled by age only.
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, pool := newLedger(t, nil)
+	l, pool := newLedger(t, &ledger.Config{Liveness: ledger.LivenessOff})
 	ensure(t, l, "landed", "absent", "unknown", "fresh")
 
 	open := func(ds string) *ledger.Intent {
@@ -93,8 +95,17 @@ func TestSweep(t *testing.T) {
 
 	_, err = l.Sweep(ctx, ledger.SweepParams{OlderThan: time.Minute})
 	require.ErrorIs(t, err, ledger.ErrInvalid)
-	_, err = l.Sweep(ctx, ledger.SweepParams{Lookup: lookup})
+	_, err = l.Sweep(ctx, ledger.SweepParams{OlderThan: -time.Minute, Lookup: lookup})
 	require.ErrorIs(t, err, ledger.ErrInvalid)
+	// OlderThan zero: only intents whose writer is gone; these have no
+	// liveness, so nothing is swept.
+	asked = nil
+	_, err = pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '1 hour' WHERE status = 'open'`)
+	require.NoError(t, err)
+	rep, err = l.Sweep(ctx, ledger.SweepParams{Lookup: lookup})
+	require.NoError(t, err)
+	require.Empty(t, asked)
+	require.Empty(t, rep.Aborted)
 }
 
 func TestCommittedWindow(t *testing.T) {
@@ -133,6 +144,7 @@ func TestCommittedWindow(t *testing.T) {
 	require.True(t, oldest.IsZero())
 	open, err := l.Open(ctx, params("d"))
 	require.NoError(t, err)
+	defer open.Release()
 	oldest, ok, err = l.OldestOpen(ctx, "d")
 	require.NoError(t, err)
 	require.True(t, ok)

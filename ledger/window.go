@@ -8,7 +8,8 @@ import (
 
 // Committed returns the committed intents of a dataset whose committed_at
 // lies in the window (low, high], ordered by committed_at then id. A zero
-// low means "from the beginning".
+// low means "from the beginning". Maintenance intents carry no data and are
+// left out.
 //
 // Taken alone this can skip a transaction that commits later with an
 // earlier committed_at; the incremental package bounds high so that does not
@@ -25,7 +26,7 @@ func (l *Ledger) Committed(ctx context.Context, datasetID string, low, high time
 		lowArg = low
 	}
 	rows, err := l.db.Query(ctx, `SELECT `+txnColumns+` FROM `+l.table("pipeline_build_transactions")+`
-		WHERE dataset_id = $1 AND status = 'committed'
+		WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> 'maintenance'
 		  AND ($2::timestamptz IS NULL OR committed_at > $2) AND committed_at <= $3
 		ORDER BY committed_at, id`, datasetID, lowArg, high)
 	if err != nil {
@@ -47,11 +48,12 @@ func (l *Ledger) Committed(ctx context.Context, datasetID string, low, high time
 }
 
 // OldestOpen returns the created_at (database clock) of the dataset's open
-// intent, if there is one.
+// intent, if there is one. An open maintenance intent carries no data and
+// does not count.
 func (l *Ledger) OldestOpen(ctx context.Context, datasetID string) (time.Time, bool, error) {
 	var t *time.Time
 	err := l.db.QueryRow(ctx, `SELECT min(created_at) FROM `+l.table("pipeline_build_transactions")+`
-		WHERE dataset_id = $1 AND status = 'open'`, datasetID).Scan(&t)
+		WHERE dataset_id = $1 AND status = 'open' AND write_mode <> 'maintenance'`, datasetID).Scan(&t)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("ledger: oldest open intent: %w", err)
 	}

@@ -1,0 +1,283 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// acquirer is the optional ability of a DB to hand out a dedicated
+// connection; *pgxpool.Pool has it.
+type acquirer interface {
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// intentState is what the copies of an Intent returned by Open share: the
+// writer's hold on the intent and what was done with it.
+type intentState struct {
+	mu      sync.Mutex
+	key     int64
+	table   string        // the ledger table, for Alive
+	cleanup time.Duration // bound of the unlock in release
+	// conn is the session holding the lock (an acquired pool connection, or
+	// the ledger's *pgx.Conn); nil when the intent has no liveness.
+	conn   *pgx.Conn
+	pooled *pgxpool.Conn // set when conn was acquired (and must go back)
+	// hadHold: the intent was opened with liveness (conn was set).
+	hadHold bool
+	// released: Release ran; lost: the session broke, with its error.
+	released bool
+	lost     error
+	// finished: Commit or Abort ended the intent through this Intent;
+	// inTx: CommitTx committed it inside a caller's transaction.
+	finished bool
+	inTx     bool
+}
+
+// lockKey is the advisory lock key of intent id in schema: 64 bits of a
+// SHA-256 of both. Two intents colliding on a key (odds about 2^-64 per
+// pair) or a key colliding with another application's advisory lock only
+// make a dead writer look alive while the other lock is held: that intent
+// then waits for age-based recovery (Sweep, Recover), as one without
+// liveness does.
+func lockKey(schema, id string) int64 {
+	h := sha256.Sum256([]byte("lakewrite.intent\x00" + schema + "\x00" + strings.ToLower(id)))
+	return int64(binary.BigEndian.Uint64(h[:8]))
+}
+
+// heldKeys is the set of advisory lock keys granted in the current
+// database, as bigint keys (pg_advisory_lock(bigint) shows its key's high
+// half in classid, its low half in objid, and objsubid 1).
+const heldKeys = `SELECT (k.classid::bigint << 32) | k.objid::bigint FROM pg_catalog.pg_locks k
+	WHERE k.locktype = 'advisory' AND k.objsubid = 1 AND k.granted
+	  AND k.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
+
+// session returns a dedicated session for a hold: an acquired pool
+// connection, the ledger's own *pgx.Conn, or nil when the DB cannot give
+// one or liveness is off.
+func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) {
+	if l.cfg.Liveness == LivenessOff {
+		return nil, nil, nil
+	}
+	switch db := l.db.(type) {
+	case *pgx.Conn:
+		return db, nil, nil
+	case acquirer:
+		pc, err := db.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pc.Conn(), pc, nil
+	}
+	return nil, nil, nil
+}
+
+// newState takes the hold of a new intent of id: a session and, on it, the
+// intent's advisory lock (pg_try_advisory_lock: the key is the intent's own,
+// so it is free unless the same id is held by a live writer, or in the
+// rare collision). When the lock is not granted the state has no liveness.
+func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) {
+	st := &intentState{key: lockKey(l.cfg.Schema, id), table: l.table("pipeline_build_transactions"), cleanup: l.cfg.CleanupTimeout}
+	conn, pooled, err := l.session(ctx)
+	if err != nil || conn == nil {
+		return st, err
+	}
+	var ok bool
+	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, st.key).Scan(&ok)
+	if err != nil || !ok {
+		if pooled != nil {
+			giveBack(pooled, err == nil, st.cleanup)
+		}
+		return st, err
+	}
+	st.conn, st.pooled, st.hadHold = conn, pooled, true
+	return st, nil
+}
+
+// giveBack returns an acquired connection to its pool, or, when it is not
+// reusable, takes it out of the pool at once (so the pool's count is right
+// when this returns) and closes it, which ends its session and its locks.
+func giveBack(pc *pgxpool.Conn, reusable bool, timeout time.Duration) {
+	if reusable {
+		pc.Release()
+		return
+	}
+	c := pc.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// lockKeyArg is the lock_key stored on the intent row: NULL without a hold.
+func (st *intentState) lockKeyArg() any {
+	if st == nil || st.conn == nil {
+		return nil
+	}
+	return st.key
+}
+
+// release unlocks and gives the connection back; a broken connection is
+// closed instead (the pool then discards it). Idempotent.
+func (st *intentState) release() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.released {
+		return
+	}
+	st.released = true
+	if st.conn == nil {
+		return
+	}
+	conn, pooled := st.conn, st.pooled
+	st.conn, st.pooled = nil, nil
+	ok := false
+	if st.lost == nil && !conn.IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), st.cleanup)
+		err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, st.key).Scan(&ok)
+		cancel()
+		ok = ok && err == nil
+	}
+	if pooled == nil {
+		return // the ledger's own *pgx.Conn: never closed by the ledger
+	}
+	giveBack(pooled, ok, st.cleanup)
+}
+
+// Release ends this writer's hold on the intent: the session lock is
+// unlocked and the dedicated connection goes back to the pool (a broken one
+// is closed). It does not change the intent: an intent still open after
+// Release (say a write whose outcome is unknown) belongs to reconciliation,
+// which the next Open with a Lookup, Sweep or Recover does at once, since
+// its writer no longer holds it. Commit and Abort release when they return;
+// call Release yourself after CommitTx, once the caller's transaction
+// ended, or when you leave an intent open. Release is idempotent, safe for
+// concurrent use, and a no-op for an Intent with no hold.
+func (in *Intent) Release() {
+	if in == nil || in.st == nil {
+		return
+	}
+	in.st.release()
+}
+
+// Alive checks, in one round trip on the held connection, that this writer
+// still holds the intent and that it is still open with its attempt. Call
+// it right before making the write visible outside Postgres (the Iceberg
+// catalog commit): an error means another process may reconcile the
+// intent at any moment (or already did), so the write must not be
+// published. It returns a *StateError matching ErrLostHold (the session
+// broke, or the hold was released), ErrFenced or ErrNotOpen, or the
+// context's error.
+//
+// An intent without liveness (opened through a pgx.Tx, with LivenessOff,
+// or rebuilt from a Txn) has no hold to lose: Alive returns nil (unless it
+// was released) and only the attempt fence protects it.
+//
+// A context that ends while the check is in flight breaks the held
+// connection (pgx closes a connection whose query was interrupted), and
+// with it the hold.
+func (in *Intent) Alive(ctx context.Context) error {
+	if in == nil || in.st == nil {
+		return nil
+	}
+	st := in.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.gone(in.ID); err != nil {
+		return err
+	}
+	if !st.hadHold {
+		return nil
+	}
+	var status string
+	var attempt int64
+	err := st.conn.QueryRow(ctx, `SELECT status, attempt FROM `+st.table+` WHERE id = $1`, in.ID).Scan(&status, &attempt)
+	switch {
+	case err != nil && st.conn.IsClosed():
+		st.lost = err
+		return &StateError{ID: in.ID, Cause: err, kind: ErrLostHold}
+	case errors.Is(err, pgx.ErrNoRows):
+		return &StateError{ID: in.ID, kind: ErrIntentNotFound}
+	case err != nil:
+		return err
+	case status != string(StatusOpen):
+		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrNotOpen}
+	case attempt != in.Attempt:
+		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrFenced}
+	}
+	return nil
+}
+
+// gone reports a hold that was released or lost. The caller holds st.mu.
+func (st *intentState) gone(id string) error {
+	switch {
+	case st.lost != nil:
+		return &StateError{ID: id, Cause: st.lost, kind: ErrLostHold}
+	case st.released:
+		return &StateError{ID: id, Cause: errReleased, kind: ErrLostHold}
+	}
+	return nil
+}
+
+var errReleased = errors.New("the hold was released")
+
+// errHoldGone is returned by use when the intent's hold is already gone.
+var errHoldGone = errors.New("ledger: hold gone")
+
+// holdBroke wraps the error of a call whose held connection broke.
+type holdBroke struct{ err error }
+
+func (e *holdBroke) Error() string { return e.err.Error() }
+func (e *holdBroke) Unwrap() error { return e.err }
+
+// use runs fn on the connection holding in, or on the ledger's DB when in
+// has no liveness. It returns errHoldGone when the hold was released or
+// lost before, and a *holdBroke when the connection broke during fn.
+func (l *Ledger) use(in *Intent, fn func(db DB) error) error {
+	st := in.st
+	if st == nil {
+		return fn(l.db)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.hadHold {
+		return fn(l.db)
+	}
+	if st.gone(in.ID) != nil {
+		return errHoldGone
+	}
+	err := fn(st.conn)
+	if err != nil && st.conn.IsClosed() {
+		st.lost = err
+		return &holdBroke{err: err}
+	}
+	return err
+}
+
+// mark records what was done through the intent (for With's misuse check).
+func (in *Intent) mark(finished, inTx bool) {
+	if in == nil || in.st == nil {
+		return
+	}
+	in.st.mu.Lock()
+	in.st.finished = in.st.finished || finished
+	in.st.inTx = in.st.inTx || inTx
+	in.st.mu.Unlock()
+}
+
+// endedByCaller reports that the intent was committed or aborted through
+// this Intent (Commit, CommitTx, Abort).
+func (in *Intent) endedByCaller() bool {
+	if in == nil || in.st == nil {
+		return false
+	}
+	in.st.mu.Lock()
+	defer in.st.mu.Unlock()
+	return in.st.finished || in.st.inTx
+}
