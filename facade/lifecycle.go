@@ -499,9 +499,9 @@ func pathKey(p string) string {
 // retainedSet is what the table's snapshots reference: their manifests,
 // and the data files live in them.
 type retainedSet struct {
-	manifests map[string]bool // by path
-	live      map[string]bool // by pathKey
-	lists     map[string]bool // by pathKey: manifest lists, metadata files
+	manifests map[string]bool // by pathKey
+	live      map[string]bool // by pathKey: data files live in a snapshot
+	lists     map[string]bool // by pathKey: manifest lists
 }
 
 // readRetained reads every snapshot's manifest list and every distinct
@@ -515,10 +515,10 @@ func readRetained(tbl *table.Table, fsys iceio.IO) (*retainedSet, error) {
 			return nil, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
 		}
 		for _, m := range mfs {
-			if r.manifests[m.FilePath()] {
+			if r.manifests[pathKey(m.FilePath())] {
 				continue
 			}
-			r.manifests[m.FilePath()] = true
+			r.manifests[pathKey(m.FilePath())] = true
 			for e, err := range m.Entries(fsys, true) {
 				if err != nil {
 					return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
@@ -558,7 +558,7 @@ func expiredFiles(fsys iceio.IO, loc string, entries []expiredEntry, retained *r
 			}
 			lists = append(lists, fileRef{path: list, size: -1})
 			for _, m := range mfs {
-				if retained.manifests[m.FilePath()] || seen[m.FilePath()] {
+				if retained.manifests[pathKey(m.FilePath())] || seen[m.FilePath()] {
 					continue
 				}
 				seen[m.FilePath()] = true
@@ -655,7 +655,7 @@ func (f *Facade) orphanPass(ctx context.Context, tbl *table.Table, fsys iceio.IO
 	var errs error
 	for _, c := range candidates {
 		k := pathKey(c.Path)
-		if keep[k] || retained.live[k] || retained.lists[k] {
+		if keep[k] || retained.live[k] || retained.lists[k] || retained.manifests[k] {
 			continue
 		}
 		if err := fsys.Remove(c.Path); err != nil {
