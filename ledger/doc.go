@@ -65,7 +65,9 @@
 // and the lock, are kept until Commit or Abort returns or Release is
 // called. The writer is alive exactly while that lock is granted in the
 // database (pg_locks). No transaction is held open: the session sits idle
-// between Open and Commit, and Commit runs on it.
+// between Open and Commit, and Commit runs on it. CommitTx hands the intent
+// over to the caller's transaction: the row it updated stays locked by that
+// transaction until it ends, so the session is released at once.
 //
 // When the writer is gone, Open with OpenParams.Lookup reconciles its
 // intent at once: it takes the dead intent's lock itself (so two
