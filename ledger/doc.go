@@ -9,18 +9,22 @@
 //	// ... compute and write, carrying in.ID into the Iceberg snapshot summary ...
 //	err = l.Commit(ctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt})
 //
-// or, in one call, With (the ledger's pgx.BeginFunc). Open and Commit are
-// each a short transaction of their own: the intent is visible to every
-// process before the write starts, and no transaction or transaction-scoped
-// lock spans the long write.
+// or, in one call, With (the ledger's pgx.BeginFunc), or WithTx when the
+// write and the ledger commit share one Postgres transaction (the row-store
+// path). Open and Commit are each a short transaction of their own: the
+// intent is visible to every process before the write starts, and no
+// transaction or transaction-scoped lock spans the long write. Every Open
+// ends in Commit, Abort or Release (With and WithTx do it for you): an open
+// intent holds a connection (see Writer liveness), and a pool's Close waits
+// for it.
 //
 // # Serialization
 //
 // A unique partial index admits one open intent per dataset. A second Open
 // for a busy dataset retries with jittered exponential backoff (each attempt
 // bounded by lock_timeout) until the first intent ends, and returns a
-// *BusyError once Config.WaitTimeout or the context runs out. Datasets never
-// wait on each other.
+// *BusyError once Config.WaitTimeout or the context runs out, or at once
+// with OpenParams.NoWait. Datasets never wait on each other.
 //
 // # Owners
 //
@@ -37,22 +41,134 @@
 // opened with. It stamps the row count from the write's commit result (never
 // a recount), committed_at = the commit time passed in (the Iceberg
 // snapshot's timestamp, not now()), and the dataset's source watermark,
-// row count, status and schema, after Config.Expectations had their chance
-// to veto. CommitTx does the same inside the caller's transaction. Check
-// asks the expectations without committing anything, for writers that make
-// data visible elsewhere first (the Iceberg arm asks before its snapshot
-// commit, so a veto leaves the table as it was).
+// row count, status, sink and schema, after Config.Expectations had their
+// chance to veto. CommitTx does the same inside the caller's transaction.
+// Check asks the expectations without committing anything, for writers that
+// make data visible elsewhere first (the Iceberg arm asks before its
+// snapshot commit, so a veto leaves the table as it was).
+//
+// With must be given the outcome, not a committed intent: fn returns the
+// outcome and With commits it (a fn that commits or aborts the intent itself
+// gets an error matching ErrInvalid). With and WithTx make their clean-up
+// context (context.WithoutCancel of the caller's, bounded by
+// Config.CleanupTimeout) when fn has returned, so a write that fails late,
+// or after its context was cancelled, is still aborted.
+//
+// # Writer liveness
+//
+// An open intent belongs to a live writer, and the ledger tells a dead
+// writer from a slow one without waiting for any age. Open takes a
+// dedicated session (a connection acquired from the pool, or the ledger's
+// *pgx.Conn) and on it a session-level advisory lock, pg_advisory_lock of a
+// 64-bit key derived from the schema name and the intent id, before it
+// inserts the intent row, which records the key (lock_key). The session,
+// and the lock, are kept until Commit or Abort returns or Release is
+// called. The writer is alive exactly while that lock is granted in the
+// database (pg_locks). No transaction is held open: the session sits idle
+// between Open and Commit, and Commit runs on it. CommitTx hands the intent
+// over to the caller's transaction: the row it updated stays locked by that
+// transaction until it ends, so the session is released at once.
+//
+// When the writer is gone, Open with OpenParams.Lookup reconciles its
+// intent at once: it takes the dead intent's lock itself (so two
+// reconcilers never race), claims the intent (bumps its attempt, fencing
+// the writer out), asks Lookup, and commits (landed) or aborts (absent)
+// it, then opens its own; when Lookup cannot tell, the intent stays open
+// and Open returns an *UnresolvedError (ErrUnresolved, ErrBusy). A live
+// writer is waited for, never reconciled. Sweep and Recover likewise
+// reconcile an intent whose writer is gone whatever its age, and never one
+// whose writer is alive (reported in SweepReport.Live). Intents without a
+// lock key (written before liveness existed, opened through a pgx.Tx, or
+// with Config.Liveness = LivenessOff) are reconciled as before: only by
+// Sweep and Recover, once older than OlderThan.
+//
+// How fast a dead writer is noticed:
+//
+//	what happened                             the lock is freed
+//	process exits or is killed (SIGKILL)      at once: the kernel closes its sockets
+//	connection closed or reset, backend       at once
+//	  terminated, server restarted or
+//	  failed over
+//	host vanished, network cut (TCP half-open) when the server notices the dead peer:
+//	                                           tcp_keepalives_idle + tcp_keepalives_interval
+//	                                           * tcp_keepalives_count (server settings;
+//	                                           0 means the OS default, about 2 hours on
+//	                                           Linux: set e.g. 60, 10, 6 for about 2 minutes),
+//	                                           or tcp_user_timeout for unacknowledged data
+//	writer alive but stuck                    never: a live writer is never swept
+//
+// Connection poolers in transaction mode (PgBouncer pool_mode=transaction)
+// cannot hold a session lock: the lock would stay on whichever server
+// connection ran the statement, outlive the writer, and make a dead intent
+// look alive forever (or be released by another client). Give the ledger a
+// direct connection or pool to Postgres, or a pooler in session mode; where
+// that is not possible set Config.Liveness = LivenessOff, and intents are
+// then recovered by age only (Sweep/Recover with OlderThan). A pool needs
+// room for one held connection per concurrent open intent on top of what
+// Commit, Sweep and the application use (WithTx uses two while fn runs).
+//
+// A lock key is 64 bits of a hash of the schema and the intent id. Should
+// two keys ever collide (with each other or with another application's
+// advisory lock), the only consequence is that a dead writer looks alive
+// while the other lock is held: its intent then waits for age-based
+// recovery, as an intent without liveness does.
+//
+// # Fencing
+//
+// The attempt fence makes the ledger itself safe: once a reconciler claimed
+// an intent, its writer can neither commit nor abort it. Commit runs on the
+// writer's held session, so a writer that lost its hold (the session broke,
+// or it called Release) gets a *StateError matching ErrLostHold and the
+// intent is left to reconciliation. What the fence cannot stop is a write
+// made visible outside Postgres: a writer whose session broke while its
+// process runs on (a network blip, a database restart) may still commit its
+// Iceberg snapshot after another process reconciled (aborted) its intent.
+// Intent.Alive checks the hold in one round trip; a writer calls it, with a
+// short deadline (a half-open connection would otherwise make it wait for
+// TCP to give up), right before its catalog commit and gives up on an
+// error. The window that remains is the time between Alive and the catalog
+// commit (one catalog round trip), plus, for a vanished network path, the
+// time the server takes to notice (see the table above) during which the
+// writer is still seen alive. Within that window a reconciler may have
+// asked Lookup, found nothing, and aborted the intent just before the
+// snapshot lands: the table then holds a snapshot whose intent is aborted.
+// The ledger's row count and watermark do not count it; readers of the
+// table see it until the next replace overwrites it, and a retried append
+// would add its rows again. Keep the window small: call Alive last, and
+// set the keepalive settings.
 //
 // # Crash recovery
 //
 // A process that dies between the Iceberg commit and the ledger commit
-// leaves its intent open. Sweep (all datasets) and Recover (one dataset,
-// before a new Open) reconcile such intents through a Lookup the caller
-// supplies (for Iceberg: "is there a snapshot carrying this transaction id
-// in the table's history?"): landed -> committed with the found outcome,
-// provably absent -> aborted, cannot tell -> left open and reported. A
-// sweeper first claims an intent by bumping its attempt, so the original
-// writer, should it still be alive, can no longer commit or abort it.
+// leaves its intent open. The next Open with a Lookup, Sweep (all datasets)
+// and Recover (one dataset) reconcile such intents through the Lookup the
+// caller supplies (for Iceberg: "is there a snapshot carrying this
+// transaction id in the table's history?"): landed -> committed with the
+// found outcome, provably absent -> aborted, cannot tell -> left open and
+// reported. A reconciler first claims an intent by bumping its attempt, so
+// the original writer, should it still be alive, can no longer commit or
+// abort it.
+//
+// # Idempotency keys
+//
+// OpenParams.IdempotencyKey is stored on the intent. FindByKey returns the
+// newest committed intent of a dataset with a key (an index lookup,
+// whatever the dataset's history), so a retried request returns the
+// earlier result instead of writing again.
+//
+// # Maintenance
+//
+// Lifecycle work on a dataset (snapshot expiry, compaction, orphan
+// removal) opens an intent with WriteMode ModeMaintenance, so it never
+// races a writer or a reconciliation of the dataset (a maintenance run
+// skips a busy dataset with NoWait). Its commit stamps only the dataset's
+// maintained_at (Dataset.MaintainedAt) and, from Outcome.Report, its last
+// maintenance report (Dataset.Maintenance): never the watermark, row
+// count, status, schema or sink, and expectations do not run for it.
+// Committed windows and OldestOpen leave maintenance intents out (they
+// carry no data). A maintenance intent whose writer is gone is aborted by
+// reconciliation without asking Lookup: a maintenance run is idempotent,
+// there is nothing to roll forward.
 //
 // # Schema
 //
@@ -63,5 +179,6 @@
 //
 // Errors are typed and match sentinels with errors.Is: ErrBusy,
 // ErrDatasetNotFound, ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed,
-// ErrNotOwner, ErrInvalid, ErrIDInUse.
+// ErrNotOwner, ErrInvalid, ErrIDInUse, ErrLostHold, ErrUnresolved,
+// ErrOutcomeUnknown.
 package ledger

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/ledger"
@@ -48,6 +49,40 @@ func ExampleLedger_With() {
 		// Write the output here, carrying in.ID into the snapshot summary,
 		// and report what the commit result says.
 		return ledger.Outcome{RowCount: 1000, SnapshotID: 42, CommittedAt: time.Now()}, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(out.RowCount)
+}
+
+// A Postgres row-store write: the rows and the ledger commit land in one
+// transaction, or neither does.
+func ExampleLedger_WithTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	l, err := ledger.New(pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	out, err := l.WithTx(ctx, ledger.OpenParams{
+		DatasetID: "orders_daily", WriterID: "pipeline.output", Sink: "pg", WriteMode: ledger.ModeReplace,
+		IdempotencyKey: "deploy-42", // a retry finds this write with FindByKey
+	}, func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
+		tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
+			SELECT 'orders_daily', g, jsonb_build_object('n', g), $1 FROM generate_series(1, 10) g`, in.ID)
+		if err != nil {
+			return ledger.Outcome{}, err
+		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			return ledger.Outcome{}, err
+		}
+		return ledger.Outcome{RowCount: tag.RowsAffected(), CommittedAt: now}, nil
 	})
 	if err != nil {
 		panic(err)

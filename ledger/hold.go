@@ -155,10 +155,11 @@ func (st *intentState) release() {
 // is closed). It does not change the intent: an intent still open after
 // Release (say a write whose outcome is unknown) belongs to reconciliation,
 // which the next Open with a Lookup, Sweep or Recover does at once, since
-// its writer no longer holds it. Commit and Abort release when they return;
-// call Release yourself after CommitTx, once the caller's transaction
-// ended, or when you leave an intent open. Release is idempotent, safe for
-// concurrent use, and a no-op for an Intent with no hold.
+// its writer no longer holds it. Commit and Abort release when they return,
+// CommitTx once it updated the intent (the caller's transaction holds it
+// from then on); call Release yourself when you leave an intent open.
+// Release is idempotent, safe for concurrent use, and a no-op for an Intent
+// with no hold.
 func (in *Intent) Release() {
 	if in == nil || in.st == nil {
 		return

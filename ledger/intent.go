@@ -391,9 +391,15 @@ var errRollback = errors.New("ledger: rollback")
 //
 // The write and the ledger commit being one transaction, the attempt fence
 // alone protects it: CommitTx does not need (nor check) the writer's hold.
-// It does not release the hold either, since tx may still roll back and
-// leave the intent open: once tx ended, call Release (after a commit) or
-// Abort (after a rollback; it releases too).
+// Once its update of the intent row is done (committed or, on a veto,
+// aborted inside tx), CommitTx releases the hold: from then on tx itself
+// holds the intent, since the row stays locked by tx until tx ends, so no
+// reconciler can claim it meanwhile (a claim waits for tx, then finds the
+// intent committed and leaves it). Should tx roll back, the intent is open
+// again with no writer holding it: the writer may Abort it (the usual
+// path), and otherwise the next Open with a Lookup, Sweep or Recover
+// reconciles it at once, which is right since its write rolled back with
+// tx. A CommitTx that fails before its update keeps the hold (call Abort).
 //
 // On a veto, CommitTx rolls back its own changes (a savepoint), marks the
 // intent aborted inside tx and returns the *VetoError: commit tx to keep the
@@ -411,12 +417,14 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 		if aerr := l.abortTx(ctx, tx, in, veto); aerr != nil {
 			return errors.Join(err, aerr)
 		}
+		in.Release()
 		return err
 	}
 	if err != nil {
 		return l.wrap("commit", in.ID, err)
 	}
 	in.mark(false, true)
+	in.Release()
 	return nil
 }
 

@@ -170,7 +170,7 @@ type OpenParams struct {
 	// ID is the transaction id, a UUID. Empty: the ledger mints one. Pre-mint
 	// it when the id must be known before Open returns (e.g. to record it
 	// elsewhere first); opening the same id again while it is open returns
-	// the same intent.
+	// the same intent, unless a reconciler claimed it meanwhile (ErrFenced).
 	ID        string
 	DatasetID string
 	WriterID  string // e.g. "pipeline.output"

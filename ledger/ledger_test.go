@@ -159,7 +159,6 @@ func TestVetoAbortsAndStampsNothing(t *testing.T) {
 	err = l.CommitTx(ctx, tx, in2, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()})
 	require.ErrorIs(t, err, ledger.ErrVetoed)
 	require.NoError(t, tx.Commit(ctx))
-	in2.Release() // CommitTx leaves the hold to the caller
 	got, err = l.Get(ctx, in2.ID)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusAborted, got.Status)
@@ -236,7 +235,6 @@ func TestCommitTxWithCallerWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
 	require.NoError(t, tx.Commit(ctx))
-	in.Release() // CommitTx leaves the hold to the caller
 	got, err = l.Get(ctx, in.ID)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusCommitted, got.Status)

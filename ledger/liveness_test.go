@@ -650,3 +650,32 @@ func TestMaintenanceIntent(t *testing.T) {
 	require.Equal(t, m.ID, rep.Aborted[0].ID)
 	noLeak(t, pool)
 }
+
+// The cost of liveness per write: Open takes a session and a lock, Commit
+// runs on that session and unlocks. Compare the sub-benchmarks.
+func BenchmarkOpenCommit(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		mode ledger.Liveness
+	}{{"liveness", ledger.LivenessAuto}, {"off", ledger.LivenessOff}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			pool := pgtest.Pool(b)
+			l, err := ledger.New(pool, &ledger.Config{Liveness: c.mode})
+			require.NoError(b, err)
+			_, err = l.EnsureDataset(ctx, "d", "", nil)
+			require.NoError(b, err)
+			at := time.Now()
+			b.ResetTimer()
+			for range b.N {
+				in, err := l.Open(ctx, params("d"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: at}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -207,7 +208,7 @@ func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int6
 	claimed, err := l.claim(ctx, found)
 	if err != nil {
 		var se *StateError
-		if errors.As(err, &se) {
+		if errors.As(err, &se) || errors.Is(err, errBusyRow) {
 			return recResult{kind: recSkipped, in: *found}, nil
 		}
 		return recResult{}, err
@@ -249,18 +250,37 @@ func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int6
 	return res, nil
 }
 
-// claim bumps the attempt of an open intent, fencing out its writer.
+// errBusyRow: the intent row is locked by a transaction committing it.
+var errBusyRow = errors.New("ledger: intent row locked")
+
+// claim bumps the attempt of an open intent, fencing out its writer. It
+// waits at most Config.LockTimeout for a transaction that holds the row
+// (a CommitTx whose transaction is still running), then gives up with
+// errBusyRow.
 func (l *Ledger) claim(ctx context.Context, in *Intent) (*Intent, error) {
 	out := *in
 	out.st = nil
-	err := l.db.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
-		SET attempt = attempt + 1 WHERE id = $1 AND status = 'open' AND attempt = $2
-		RETURNING attempt`, in.ID, in.Attempt).Scan(&out.Attempt)
-	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, l.stateError(ctx, l.db, in)
+	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
+		if err := l.setLockTimeout(ctx, tx); err != nil {
+			return err
 		}
-		return nil, fmt.Errorf("ledger: claim intent %s: %w", in.ID, err)
+		err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
+			SET attempt = attempt + 1 WHERE id = $1 AND status = 'open' AND attempt = $2
+			RETURNING attempt`, in.ID, in.Attempt).Scan(&out.Attempt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return l.stateError(ctx, tx, in)
+		}
+		return err
+	})
+	var se *StateError
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return &out, nil
+	case errors.As(err, &se):
+		return nil, se
+	case errors.As(err, &pgErr) && pgErr.Code == pgLockNotAvailable:
+		return nil, errBusyRow
 	}
-	return &out, nil
+	return nil, fmt.Errorf("ledger: claim intent %s: %w", in.ID, err)
 }

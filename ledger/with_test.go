@@ -201,3 +201,48 @@ func TestWithTx(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ds2.SourceWatermark.Equal(ds.SourceWatermark), "no failed write moved the watermark")
 }
+
+// CommitTx hands the hold over to the caller's transaction: the held
+// connection goes back at once, the intent cannot be reconciled while the
+// transaction runs, and a rolled-back transaction leaves an intent that is
+// reconciled at once.
+func TestCommitTxHandsOverToTheTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, pool := newLedger(t, &ledger.Config{LockTimeout: 100 * time.Millisecond, WaitTimeout: 500 * time.Millisecond})
+	ensure(t, l, "d")
+	asked := 0
+	p := params("d")
+	p.Lookup = func(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
+		asked++
+		return ledger.Landing{}, nil
+	}
+
+	for _, commit := range []bool{true, false} {
+		in, err := l.Open(ctx, params("d"))
+		require.NoError(t, err)
+		held(t, in)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+		require.Equal(t, int32(1), pool.Stat().AcquiredConns(), "only the transaction's connection")
+		_, err = l.Open(ctx, p)
+		require.ErrorIs(t, err, ledger.ErrBusy, "the transaction holds the intent")
+		require.Zero(t, asked)
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+			require.Equal(t, ledger.StatusCommitted, lastIntent(t, l, pool, "d").Status)
+			continue
+		}
+		require.NoError(t, tx.Rollback(ctx))
+		next, err := l.Open(ctx, p)
+		require.NoError(t, err)
+		held(t, next)
+		require.Equal(t, 1, asked)
+		got, err := l.Get(ctx, in.ID)
+		require.NoError(t, err)
+		require.Equal(t, ledger.StatusAborted, got.Status)
+		require.NoError(t, l.Abort(ctx, next, nil))
+	}
+	noLeak(t, pool)
+}

@@ -395,8 +395,10 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		if err != nil {
 			abortFrom(i + 1)
 			if errors.Is(err, facade.ErrCommitStateUnknown) {
-				// Never retried or aborted blindly: Recover reconciles it.
+				// Never retried or aborted blindly: Recover reconciles it
+				// (at once, once this writer no longer holds it).
 				delete(pending, c.DatasetID)
+				in.Release()
 				return fail(fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err))
 			}
 			return fail(err)

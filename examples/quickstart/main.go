@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -223,27 +222,24 @@ func seed(ctx context.Context, env *embedded.Env, rows int, out io.Writer) error
 		if _, err := env.Ledger.EnsureDataset(ctx, s.id, s.id, nil); err != nil {
 			return err
 		}
-		_, err := env.Ledger.With(ctx, ledger.OpenParams{DatasetID: s.id, WriterID: "quickstart.seed", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
-			func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
+		_, err := env.Ledger.WithTx(ctx, ledger.OpenParams{DatasetID: s.id, WriterID: "quickstart.seed", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+			func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 				var o ledger.Outcome
-				err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
-					if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, s.id); err != nil {
-						return err
-					}
-					tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-						SELECT $2, row_number() OVER () - 1, to_jsonb(x.*), $3 FROM (`+s.sql+`) x`, s.n, s.id, in.ID)
-					if err != nil {
-						return err
-					}
-					if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
-						return err
-					}
-					o.RowCount, o.Schema = tag.RowsAffected(), s.schema.JSON()
-					return env.Ledger.CommitTx(ctx, tx, in, o)
-				})
-				return o, err
+				if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, s.id); err != nil {
+					return o, err
+				}
+				tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
+					SELECT $2, row_number() OVER () - 1, to_jsonb(x.*), $3 FROM (`+s.sql+`) x`, s.n, s.id, in.ID)
+				if err != nil {
+					return o, err
+				}
+				if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
+					return o, err
+				}
+				o.RowCount, o.Schema = tag.RowsAffected(), s.schema.JSON()
+				return o, nil
 			})
-		if err != nil && !errors.Is(err, ledger.ErrNotOpen) {
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "Seeded %s: %d rows in the Postgres row store (%s)\n", s.id, s.n, time.Since(t0).Round(time.Millisecond))

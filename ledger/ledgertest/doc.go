@@ -19,6 +19,10 @@
 //	ledgertest.RequireCommitted(t, l, txn.ID)
 //	ledgertest.RequireWatermark(t, l, "orders", res.CommittedAt)
 //
+// An intent opened through a pool holds one of its connections until
+// Commit, Abort or Release (ledger writer liveness), and a pool's Close
+// waits for it: a test that leaves an intent open calls its Release.
+//
 // The helpers are for tests only; production code never imports this
 // package. Pair it with package facade/facadetest (the in-memory lakehouse
 // and its assertions) to test pipeline code without an Iceberg catalog.

@@ -46,7 +46,8 @@ func requireStatus(t testing.TB, l *ledger.Ledger, txnID string, want ledger.Sta
 	return txn
 }
 
-// RequireNoOpen checks that the dataset has no open intent.
+// RequireNoOpen checks that the dataset has no open intent (an open
+// maintenance intent, which carries no data, is not counted).
 func RequireNoOpen(t testing.TB, l *ledger.Ledger, datasetID string) {
 	t.Helper()
 	ctx, cancel := bounded()

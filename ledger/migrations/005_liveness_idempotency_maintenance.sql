@@ -3,9 +3,9 @@
 --
 -- Unqualified names, applied with search_path set to the configured schema.
 
--- The session-level advisory lock the writer of an open intent holds for the
--- intent's lifetime (pg_advisory_lock(lock_key), taken before the row is
--- inserted). While the lock is granted in this database the writer is alive;
+-- The key of the session-level advisory lock the writer of an open intent
+-- holds for the intent's lifetime (taken on the writer's session before the
+-- row is inserted, released when the intent is committed or aborted). While the lock is granted in this database the writer is alive;
 -- once its session ends (process killed, connection broken, server
 -- restarted) the lock is gone and the intent is reconciled at once, whatever
 -- its age. NULL: the intent has no liveness (rows written before this
