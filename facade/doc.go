@@ -114,11 +114,13 @@
 // and turns a failed delete into an error of a commit that landed):
 // instead the expired snapshots' manifest lists and the expiry time are
 // recorded in the table property lakewrite.expired in the same commit as
-// the expiry, the record the later deletion works from. Lifecycle
-// properties, expiry and record land in one commit, asserting the branch
-// head it read. Every step reads what the retained snapshots reference
-// (bounded by the policy) and the expired snapshots' manifests once. The
-// MaintenanceReport is returned (JSON, for the ledger) and logged.
+// the expiry, the record the later deletion works from (its size follows
+// the expiries within FileGrace). Lifecycle properties, expiry and record
+// land in one commit, asserting the branch head it read. A run reads what
+// the retained snapshots reference (bounded by the policy), the manifests
+// of the expiries it deletes once, and, on an orphan pass, those still in
+// their grace. The MaintenanceReport is returned (JSON, for the ledger)
+// and logged.
 //
 // When: CommitResult.MaintenanceDue is decided from the metadata the
 // commit returned, with no extra round trip: EveryCommits snapshots are
@@ -148,8 +150,9 @@
 // intent landed, no other lakewrite commit landed after it: it is the
 // head, and expiry never removes the head. FindTxn checks the head first,
 // then the retained ancestry, so recovery finds a landed intent whatever
-// was expired; a txn outside the retained history is reported absent, and
-// that is asked only of intents the ledger has already closed. Append
+// was expired. A txn outside the retained history is reported absent; the
+// ledger needs the lookup only for the open intent, whose outcome it has
+// not recorded yet. Append
 // replay (in Stage, and in Commit's conflict retry) is the same lookup: a
 // retried append whose intent is open finds itself at the head. An
 // append's first __row_index comes from the head's summary, and a replace
