@@ -570,3 +570,28 @@ func TestExpireSnapshotsPostCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tbl.Metadata().Snapshots(), 1, "yet the expiry landed")
 }
+
+// TestKeepYoungerThan: snapshots younger than KeepYoungerThan survive
+// expiry beyond KeepLast, and commits do not call for maintenance that
+// would expire nothing.
+func TestKeepYoungerThan(t *testing.T) {
+	t.Parallel()
+	pol := facade.Lifecycle{KeepLast: 1, EveryCommits: 1, KeepYoungerThan: time.Hour}
+	e := newIcebergEnv(t, func(c *facade.Config) { c.Lifecycle = pol })
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	for i := range 3 {
+		res := writeRows(t, e, e.f, "young", facade.Replace, i, 5, "")
+		require.False(t, res.MaintenanceDue, "nothing expirable")
+	}
+	rep, err := e.f.Maintain(ctx, "young")
+	require.NoError(t, err)
+	require.Zero(t, rep.SnapshotsExpired)
+	require.Equal(t, "nothing due", rep.Skipped)
+	rep, err = e.f.MaintainWith(ctx, "young", facade.Lifecycle{KeepLast: 1, EveryCommits: 1})
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.SnapshotsExpired)
+	rep, err = e.f.MaintainWith(ctx, "young", facade.Lifecycle{Disabled: true})
+	require.NoError(t, err)
+	require.Equal(t, "disabled", rep.Skipped)
+}
