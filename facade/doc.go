@@ -114,11 +114,13 @@
 // and turns a failed delete into an error of a commit that landed):
 // instead the expired snapshots' manifest lists and the expiry time are
 // recorded in the table property lakewrite.expired in the same commit as
-// the expiry, the record the later deletion works from. Lifecycle
-// properties, expiry and record land in one commit, asserting the branch
-// head it read. Every step reads what the retained snapshots reference
-// (bounded by the policy) and the expired snapshots' manifests once. The
-// MaintenanceReport is returned (JSON, for the ledger) and logged.
+// the expiry, the record the later deletion works from (its size follows
+// the expiries within FileGrace). Lifecycle properties, expiry and record
+// land in one commit, asserting the branch head it read. A run reads what
+// the retained snapshots reference (bounded by the policy), the manifests
+// of the expiries it deletes once, and, on an orphan pass, those still in
+// their grace. The MaintenanceReport is returned (JSON, for the ledger)
+// and logged.
 //
 // When: CommitResult.MaintenanceDue is decided from the metadata the
 // commit returned, with no extra round trip: EveryCommits snapshots are
@@ -148,13 +150,28 @@
 // intent landed, no other lakewrite commit landed after it: it is the
 // head, and expiry never removes the head. FindTxn checks the head first,
 // then the retained ancestry, so recovery finds a landed intent whatever
-// was expired; a txn outside the retained history is reported absent, and
-// that is asked only of intents the ledger has already closed. Append
+// was expired. A txn outside the retained history is reported absent; the
+// ledger needs the lookup only for the open intent, whose outcome it has
+// not recorded yet. Append
 // replay (in Stage, and in Commit's conflict retry) is the same lookup: a
 // retried append whose intent is open finds itself at the head. An
 // append's first __row_index comes from the head's summary, and a replace
 // plans only the head's live files: no step of a write reads older
-// snapshots or older data files.
+// snapshots or older data files. (Appends also skip iceberg-go's duplicate
+// check, which read every live manifest: their files are new by
+// construction.)
+//
+// Measured by BenchmarkLongHistory (one dataset, 300 replaces then 300
+// appends of 1,000 rows, 2-core VM, no compaction in this measurement;
+// median write latency of writes 1-50 against 251-300): without the
+// lifecycle, replace 14 -> 43 ms, append 44 -> 62 ms, and at the end a
+// 684 KB metadata.json, 601 metadata files, 2,700 files, 233 MB. With the
+// default policy, Maintain run when due: replace 14 -> 16 ms, append 17 ->
+// 15 ms, a 64 KB metadata.json (the lakewrite.expired record holds the
+// run's last minute of expiries) and 11 metadata files, 2,110 files and
+// 28.5 MB (what expired within the minute of grace). Once the grace has
+// passed (no-grace variant): a 17 KB metadata.json, 634 files and 12.2 MB,
+// for 10.7 MB of live data in 301 data files.
 //
 // # Backends
 //

@@ -623,7 +623,9 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	case len(old) > 0:
 		err = txn.ReplaceDataFilesWithDataFiles(ctx, old, s.files, s.props)
 	case len(s.files) > 0:
-		err = txn.AddDataFiles(ctx, s.files, s.props)
+		// The files were just written under this write's unique id: the
+		// duplicate check, which reads every live manifest, cannot fail.
+		err = txn.AddDataFiles(ctx, s.files, s.props, table.WithoutDuplicateCheck())
 	default:
 		err = txn.AddFiles(ctx, nil, s.props, false) // an empty snapshot
 	}

@@ -27,6 +27,7 @@ type locStats struct {
 	files, metaFiles int   // all files; *.metadata.json files
 	bytes            int64 // all files
 	metaSize         int64 // the current metadata.json
+	maxFile          int64 // the largest file but metadata.json files
 	dataFiles        int   // *.parquet
 }
 
@@ -52,6 +53,9 @@ func statLocation(t *testing.T, f *facade.Facade, dataset string) locStats {
 		}
 		s.files++
 		s.bytes += info.Size()
+		if !strings.HasSuffix(p, ".metadata.json") {
+			s.maxFile = max(s.maxFile, info.Size())
+		}
 		switch {
 		case strings.HasSuffix(p, ".metadata.json"):
 			s.metaFiles++
@@ -66,17 +70,22 @@ func statLocation(t *testing.T, f *facade.Facade, dataset string) locStats {
 	return s
 }
 
-// liveManifests is the number of manifests in the head's manifest list.
-func liveManifests(t *testing.T, tbl *table.Table) int {
+// liveManifests is the number of manifests in the head's manifest list,
+// and their bytes.
+func liveManifests(t *testing.T, tbl *table.Table) (int, int64) {
 	t.Helper()
 	if tbl.CurrentSnapshot() == nil {
-		return 0
+		return 0, 0
 	}
 	fsys, err := tbl.FS(context.Background())
 	require.NoError(t, err)
 	mfs, err := tbl.CurrentSnapshot().Manifests(fsys)
 	require.NoError(t, err)
-	return len(mfs)
+	var b int64
+	for _, m := range mfs {
+		b += m.Length()
+	}
+	return len(mfs), b
 }
 
 // writeRows writes rows [from, from+n) of the contract schema.
@@ -155,7 +164,7 @@ func TestLongHistoryStaysBounded(t *testing.T) {
 		require.NoError(t, err)
 		snaps := len(tbl.Metadata().Snapshots())
 		st := statLocation(t, e.f, ds)
-		live := liveManifests(t, tbl)
+		live, liveManifestBytes := liveManifests(t, tbl)
 		// Bounds independent of the write count:
 		require.LessOrEqual(t, snaps, keepLast+every, "write %d", i)
 		require.LessOrEqual(t, st.metaFiles, facade.DefaultMetadataVersions+1, "write %d: metadata.json files", i)
@@ -170,6 +179,14 @@ func TestLongHistoryStaysBounded(t *testing.T) {
 		require.NoError(t, err)
 		bound := liveData + live + 4*(keepLast+every) + facade.DefaultMetadataVersions + 1
 		require.LessOrEqual(t, st.files, bound, "write %d: files in the table location", i)
+		// Bytes: the live data and manifests, the metadata files, and per retained
+		// snapshot its list, manifests and own data file, each at most the
+		// largest file (a data file, or the head's manifest list once it
+		// lists many manifests).
+		liveBytes, err := strconv.ParseInt(tbl.CurrentSnapshot().Summary.Properties["total-files-size"], 10, 64)
+		require.NoError(t, err)
+		byteBound := liveBytes + liveManifestBytes + int64(facade.DefaultMetadataVersions+1)*(48<<10) + int64(4*(keepLast+every))*st.maxFile
+		require.LessOrEqual(t, st.bytes, byteBound, "write %d: bytes in the table location", i)
 		require.Equal(t, strconv.Itoa(wantRows), tbl.CurrentSnapshot().Summary.Properties["total-records"], "write %d", i)
 		if rep.SnapshotsExpired+rep.FilesDeleted+rep.OrphansDeleted+rep.CompactedFiles > 0 {
 			// A run that changed nothing cannot have changed the rows; this
@@ -561,4 +578,29 @@ func TestExpireSnapshotsPostCommit(t *testing.T) {
 	tbl, err = e.f.LoadTable(ctx, "post")
 	require.NoError(t, err)
 	require.Len(t, tbl.Metadata().Snapshots(), 1, "yet the expiry landed")
+}
+
+// TestKeepYoungerThan: snapshots younger than KeepYoungerThan survive
+// expiry beyond KeepLast, and commits do not call for maintenance that
+// would expire nothing.
+func TestKeepYoungerThan(t *testing.T) {
+	t.Parallel()
+	pol := facade.Lifecycle{KeepLast: 1, EveryCommits: 1, KeepYoungerThan: time.Hour}
+	e := newIcebergEnv(t, func(c *facade.Config) { c.Lifecycle = pol })
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	for i := range 3 {
+		res := writeRows(t, e, e.f, "young", facade.Replace, i, 5, "")
+		require.False(t, res.MaintenanceDue, "nothing expirable")
+	}
+	rep, err := e.f.Maintain(ctx, "young")
+	require.NoError(t, err)
+	require.Zero(t, rep.SnapshotsExpired)
+	require.Equal(t, "nothing due", rep.Skipped)
+	rep, err = e.f.MaintainWith(ctx, "young", facade.Lifecycle{KeepLast: 1, EveryCommits: 1})
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.SnapshotsExpired)
+	rep, err = e.f.MaintainWith(ctx, "young", facade.Lifecycle{Disabled: true})
+	require.NoError(t, err)
+	require.Equal(t, "disabled", rep.Skipped)
 }
