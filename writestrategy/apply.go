@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
@@ -31,7 +32,13 @@ type WriteResult struct {
 	TxnID       string
 	SnapshotID  int64     // 0 on the Postgres path
 	CommittedAt time.Time // commit time: the snapshot's timestamp, or the database clock
-	Replayed    bool      // an idempotent append that had already landed
+	// Replayed: nothing was written; the result is that of an earlier
+	// write (an idempotent append that had already landed, or a write with
+	// the same Request.IdempotencyKey).
+	Replayed bool
+	// Maintenance is the report of the table lifecycle run that followed
+	// this Iceberg write, when one was due and ran (see Dispatcher.Maintain).
+	Maintenance *facade.MaintenanceReport
 }
 
 // describe returns the columns of a SELECT without running it.

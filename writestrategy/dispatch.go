@@ -94,6 +94,16 @@ type Request struct {
 	Delta map[string][]string
 	// Metadata is recorded in the snapshot summary.
 	Metadata map[string]string
+	// IdempotencyKey makes retries of this write safe. A caller that does
+	// not know whether an earlier Write landed (a timeout, a lost
+	// response, a restarted job) retries with the same key: when every
+	// output already has a committed write with this key, Write writes
+	// nothing and returns those earlier results with Replayed set; when an
+	// earlier attempt is still open, Write waits for it (a live writer) or
+	// reconciles it (a dead one) first. The key is recorded on the ledger
+	// intent; choose one per logical write (e.g. the job run id). Empty:
+	// every call writes.
+	IdempotencyKey string
 }
 
 // Write resolves the sink, clamps the read mode, opens the ledger intent(s),
@@ -116,6 +126,11 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, err
 	for _, o := range outs {
 		if err := checkDatasetID("output", o); err != nil {
 			return nil, err
+		}
+	}
+	if req.IdempotencyKey != "" {
+		if res, ok, err := d.replay(ctx, outs, req.IdempotencyKey); err != nil || ok {
+			return res, err
 		}
 	}
 	// 1. Resolve the sink, before anything else.
@@ -165,29 +180,69 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, err
 }
 
 // openIntents recovers stale intents of the outputs and opens one intent
-// per output, in dataset id order.
-func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName string) (map[string]*ledger.Intent, error) {
+// per output, in dataset id order. An open intent of a dead writer is
+// reconciled by Open itself (its Lookup); intents without a liveness hold
+// (written by older versions) are recovered once older than RecoverAfter.
+//
+// With an idempotency key, a write that committed with the key while this
+// one waited for the dataset is found again under the intents: the intents
+// are then aborted and replay holds the earlier results.
+func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName string) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
 	outs := append([]string(nil), req.Strategy.Outputs()...)
 	sort.Strings(outs)
-	intents := map[string]*ledger.Intent{}
+	intents = map[string]*ledger.Intent{}
 	for _, o := range outs {
 		if _, err := d.cfg.Ledger.Recover(ctx, o, d.cfg.RecoverAfter, d.Lookup); err != nil {
 			d.abortAll(ctx, intents, err)
-			return nil, err
+			return nil, nil, err
 		}
 		mode, err := d.writeMode(ctx, req.Strategy, o, sinkName)
 		if err != nil {
 			d.abortAll(ctx, intents, err)
-			return nil, err
+			return nil, nil, err
 		}
-		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName, WriteMode: mode})
+		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
+			WriteMode: mode, IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup})
 		if err != nil {
 			d.abortAll(ctx, intents, err)
-			return nil, err
+			return nil, nil, err
 		}
 		intents[o] = in
 	}
-	return intents, nil
+	if req.IdempotencyKey != "" {
+		res, ok, err := d.replay(ctx, req.Strategy.Outputs(), req.IdempotencyKey)
+		if err != nil || ok {
+			d.abortAll(ctx, intents, errReplayed)
+			return nil, res, err
+		}
+	}
+	return intents, nil, nil
+}
+
+var errReplayed = errors.New("replayed: a write with the same idempotency key had committed")
+
+// replay returns the committed results of an earlier write with key, when
+// every output has one.
+func (d *Dispatcher) replay(ctx context.Context, outs []string, key string) ([]WriteResult, bool, error) {
+	res := make([]WriteResult, 0, len(outs))
+	for _, o := range outs {
+		t, ok, err := d.cfg.Ledger.FindByKey(ctx, o, key)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		res = append(res, WriteResult{DatasetID: o, Sink: t.Sink, Mode: t.WriteMode, Rows: t.RowCount,
+			TxnID: t.ID, SnapshotID: t.SnapshotID, CommittedAt: t.CommittedAt, Replayed: true})
+	}
+	return res, true, nil
+}
+
+// releaseAll gives up this writer's hold on the intents (those committed or
+// aborted are released already); an intent still open is then reconciled by
+// the next writer of its dataset at once.
+func releaseAll(intents map[string]*ledger.Intent) {
+	for _, in := range intents {
+		in.Release()
+	}
 }
 
 // writeMode is the ledger write mode of an output: append for the append
@@ -273,10 +328,11 @@ func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 // postgres is the Postgres arm: Apply and the ledger commits in one
 // transaction.
 func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]WriteResult, error) {
-	intents, err := d.openIntents(ctx, req, StoragePostgres)
-	if err != nil {
-		return nil, err
+	intents, replay, err := d.openIntents(ctx, req, StoragePostgres)
+	if err != nil || replay != nil {
+		return replay, err
 	}
+	defer releaseAll(intents)
 	env.TxnIDs = map[string]string{}
 	for o, in := range intents {
 		env.TxnIDs[o] = in.ID
@@ -319,10 +375,11 @@ func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]Wri
 // iceberg is the Iceberg arm: compute, one facade write per output with the
 // transaction id, then the ledger commit from the commit result.
 func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]WriteResult, error) {
-	intents, err := d.openIntents(ctx, req, StorageIceberg)
-	if err != nil {
-		return nil, err
+	intents, replay, err := d.openIntents(ctx, req, StorageIceberg)
+	if err != nil || replay != nil {
+		return replay, err
 	}
+	defer releaseAll(intents)
 	pending := map[string]*ledger.Intent{}
 	for k, v := range intents {
 		pending[k] = v
@@ -359,6 +416,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	// stream, a staging error or a veto in either output leaves both tables
 	// as they were.
 	staged := make([]facade.Staged, 0, len(computed))
+	due := map[string]bool{}
 	abortFrom := func(i int) {
 		for _, st := range staged[i:] {
 			_ = abortStaged(ctx, st) // best effort: unreferenced files at worst
@@ -391,6 +449,13 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]
+		// Still the holder of the dataset? A writer whose hold was lost
+		// (its connection broke, so another process may have reconciled
+		// the intent) must not make its snapshot visible.
+		if err := in.Alive(ctx); err != nil {
+			abortFrom(i)
+			return fail(err)
+		}
 		res, err := staged[i].Commit(ctx)
 		if err != nil {
 			abortFrom(i + 1)
@@ -402,6 +467,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 				return fail(fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err))
 			}
 			return fail(err)
+		}
+		if res.MaintenanceDue {
+			due[c.DatasetID] = true
 		}
 		r := &results[i]
 		r.Rows, r.Skipped, r.Preserved = res.Rows, c.Skipped(res.Rows), c.Preserved
@@ -420,6 +488,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		}
 	}
 	d.logResults(ctx, req, results)
+	d.maintainAfterWrite(ctx, req.WriterID, results, due)
 	return results, nil
 }
 
