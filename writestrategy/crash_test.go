@@ -42,7 +42,14 @@ const (
 	envCrashKind      = "LAKEWRITE_CRASH_KIND"
 	envCrashPoint     = "LAKEWRITE_CRASH_POINT"
 	envCrashAfterRows = "LAKEWRITE_CRASH_AFTER_ROWS"
+	// envCrashLoop: the child writes in a loop with the most aggressive
+	// lifecycle (maintenance after every write) until it is killed.
+	envCrashLoop = "LAKEWRITE_CRASH_LOOP"
 )
+
+// aggressiveLifecycle runs maintenance after every commit, keeps one
+// snapshot and deletes what expiry dereferenced at the next run.
+var aggressiveLifecycle = facade.Lifecycle{KeepLast: 1, EveryCommits: 1, FileGrace: -1, OrphanEvery: -1, CompactMinFiles: 2}
 
 // crashSpec is the write the child makes and where it dies.
 type crashSpec struct {
@@ -52,6 +59,9 @@ type crashSpec struct {
 	kind      writestrategy.Kind
 	point     facadefault.Point
 	afterRows int64 // for facadefault.MidStream
+	// loop > 0: the child writes in a loop (maintenance after every write)
+	// and is killed this long after its first write, wherever it is.
+	loop time.Duration
 }
 
 // crashStrategy is the strategy of a kind writing output from the row-store
@@ -93,7 +103,12 @@ func TestCrashChild(t *testing.T) {
 	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: spec.url, Warehouse: spec.warehouse})
 	require.NoError(t, err)
 	defer cat.Close()
-	f, err := facade.New(cat, nil)
+	loop := os.Getenv(envCrashLoop) != ""
+	var fc *facade.Config
+	if loop {
+		fc = &facade.Config{Lifecycle: aggressiveLifecycle}
+	}
+	f, err := facade.New(cat, fc)
 	require.NoError(t, err)
 	l, err := ledger.New(pool, nil)
 	require.NoError(t, err)
@@ -101,6 +116,17 @@ func TestCrashChild(t *testing.T) {
 	require.NoError(t, err)
 	res, err := sink.NewResolver(flags, nil)
 	require.NoError(t, err)
+	if loop {
+		d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: f, Workspace: "test"})
+		require.NoError(t, err)
+		for i := 0; ; i++ {
+			_, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: crashStrategy(spec.kind, spec.dataset)})
+			require.NoError(t, err)
+			if i == 0 {
+				fmt.Println(crashMarker)
+			}
+		}
+	}
 	stop := facadefault.Call(func(ctx context.Context) error {
 		fmt.Println(crashMarker) // the test binary's stdout is the parent's pipe
 		<-ctx.Done()             // the write's context never ends: wait for SIGKILL
@@ -125,6 +151,9 @@ func crashWriter(t *testing.T, spec crashSpec) {
 		envCrashURL+"="+spec.url, envCrashWarehouse+"="+spec.warehouse, envCrashDataset+"="+spec.dataset,
 		envCrashKind+"="+string(spec.kind), envCrashPoint+"="+string(spec.point),
 		envCrashAfterRows+"="+strconv.FormatInt(spec.afterRows, 10))
+	if spec.loop > 0 {
+		cmd.Env = append(cmd.Env, envCrashLoop+"=1")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -138,6 +167,9 @@ func crashWriter(t *testing.T, spec crashSpec) {
 			break
 		}
 		out = append(out, sc.Text())
+	}
+	if reached && spec.loop > 0 {
+		time.Sleep(spec.loop)
 	}
 	_ = cmd.Process.Kill() // SIGKILL: the child dies at the point, as a crashed writer does
 	err = cmd.Wait()
@@ -199,18 +231,28 @@ func TestKillAfterIcebergCommit(t *testing.T) {
 		name  string
 		kind  writestrategy.Kind
 		prior bool // the dataset was written once before the crash
+		// aggressive: the parent's writes run the most aggressive
+		// lifecycle (maintenance after every write, one snapshot kept).
+		aggressive bool
 	}{
-		{"transform", writestrategy.KindTransform, true},
-		{"append_new", writestrategy.KindAppendNew, true},
-		{"append_always", writestrategy.KindAppendAlways, true},
-		{"snapshot_replace", writestrategy.KindSnapshotReplace, true},
-		{"new_dataset", writestrategy.KindTransform, false},
+		{"transform", writestrategy.KindTransform, true, false},
+		{"append_new", writestrategy.KindAppendNew, true, false},
+		{"append_always", writestrategy.KindAppendAlways, true, false},
+		{"snapshot_replace", writestrategy.KindSnapshotReplace, true, false},
+		{"new_dataset", writestrategy.KindTransform, false, false},
+		{"transform_aggressive_retention", writestrategy.KindTransform, true, true},
+		{"append_always_aggressive_retention", writestrategy.KindAppendAlways, true, true},
+		{"append_new_aggressive_retention", writestrategy.KindAppendNew, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			w := newWorld(t, nil)
+			var fc *facade.Config
+			if c.aggressive {
+				fc = &facade.Config{Lifecycle: aggressiveLifecycle}
+			}
+			w := newWorldWith(t, nil, fc, nil, nil)
 			seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 300)
 			ensureOutputs(t, w.pool, "out", "ref")
 			w.iceberg("out", "ref")
@@ -383,4 +425,43 @@ func TestLiveSlowWriterNotSwept(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, first.SnapshotID, last.SnapshotID)
 	w.mustWrite(copyOrders)
+}
+
+// Writers killed at arbitrary moments of a loop of appends, each followed
+// by maintenance under the most aggressive lifecycle (the kill often lands
+// inside expiry, file deletion or compaction): after every kill the table
+// reads back whole, and the next writer, with the same aggressive policy,
+// reconciles whatever was left open within seconds and writes; rows,
+// row indices and the ledger's row count agree.
+func TestKillDuringMaintenance(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorldWith(t, nil, &facade.Config{Lifecycle: aggressiveLifecycle}, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 50)
+	ensureOutputs(t, w.pool, "out")
+	w.iceberg("out")
+	appendOrders := crashStrategy(writestrategy.KindAppendAlways, "out")
+	w.mustWrite(appendOrders)
+	warehouse := t.TempDir()
+	for i, delay := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond, 700 * time.Millisecond, 1100 * time.Millisecond, 1600 * time.Millisecond} {
+		crashWriter(t, crashSpec{url: w.pool.Config().ConnString(), warehouse: warehouse, dataset: "out",
+			kind: writestrategy.KindAppendAlways, loop: delay})
+		// The table is readable as it is.
+		sum := lakeChecksum(t, w, "out")
+		require.Positive(t, sum.Rows, "kill %d", i)
+		res, took, err := timedWrite(w.d, appendOrders)
+		require.NoError(t, err, "kill %d: the next write (after %s)", i, took)
+		require.Less(t, took, 20*time.Second)
+		ds, err := w.ledger.Dataset(ctx, "out")
+		require.NoError(t, err)
+		sum = lakeChecksum(t, w, "out")
+		require.Equal(t, ds.RowCount, sum.Rows, "kill %d: ledger row count = rows in the table", i)
+		require.Zero(t, sum.Rows%50, "kill %d: whole appends only", i)
+		require.True(t, ds.SourceWatermark.Equal(res[0].CommittedAt), "kill %d", i)
+		requireDenseRowIndex(t, w.lake.(*facade.Facade), "out", int(sum.Rows))
+		var open int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions
+			WHERE dataset_id = 'out' AND status = 'open'`).Scan(&open))
+		require.Zero(t, open, "kill %d", i)
+	}
 }
