@@ -67,7 +67,11 @@ func OpenSQLCatalog(ctx context.Context, cfg SQLCatalogConfig) (*SQLCatalog, err
 	if err != nil {
 		return nil, fmt.Errorf("facade: SQL catalog DatabaseURL: %w", err)
 	}
-	db := stdlib.OpenDB(*pc)
+	// A connection is checked before each reuse (one round trip): after a
+	// Postgres restart the pool's idle connections are dead, and
+	// database/sql would hand one out and fail the catalog call with a
+	// broken pipe instead of opening a new connection.
+	db := stdlib.OpenDB(*pc, stdlib.OptionShouldPing(func(context.Context, stdlib.ShouldPingParams) bool { return true }))
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("facade: connect SQL catalog database: %w", err)

@@ -48,8 +48,13 @@ func newWorld(t *testing.T, lake facade.Lakehouse) *world {
 // cursor options for the dispatcher and a ledger config.
 func newWorldWith(t *testing.T, lake facade.Lakehouse, fc *facade.Config, co *cursor.Options, lc *ledger.Config) *world {
 	t.Helper()
+	return newWorldOn(t, pgtest.URL(t), lake, fc, co, lc)
+}
+
+// newWorldOn is newWorldWith on the migrated database at url.
+func newWorldOn(t *testing.T, url string, lake facade.Lakehouse, fc *facade.Config, co *cursor.Options, lc *ledger.Config) *world {
+	t.Helper()
 	ctx := context.Background()
-	url := pgtest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

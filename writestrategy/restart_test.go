@@ -1,0 +1,124 @@
+package writestrategy_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/internal/pgcluster"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// Postgres restarts (every session ends) in the middle of an Iceberg
+// write: the writer errors promptly, nothing is visible, and the next write
+// of the dataset, with the default configuration, reconciles the intent
+// the restart left open by itself and writes.
+//
+// The restart is a crash restart of a cluster of the test's own: SIGKILL of
+// one backend makes the postmaster end every session and reinitialise
+// shared memory, as pg_ctl restart -m immediate does, without the
+// postmaster exiting (the cluster's supervisor removes the cluster when it
+// exits).
+func TestPostgresRestartDuringWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Stop)
+	url := cluster.URL("postgres")
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	_, err = ledger.Migrate(ctx, conn, "")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	w := newWorldOn(t, url, nil, nil, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 3000)
+	ensureOutputs(t, w.pool, "out")
+	w.iceberg("out")
+	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
+	w.mustWrite(copyOrders)
+	before := w.checksum("out")
+
+	reached, resume := make(chan struct{}), make(chan struct{})
+	lake := facadefault.Wrap(w.lake, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 100, Times: 1,
+		Action: facadefault.Call(func(ctx context.Context) error {
+			close(reached)
+			<-resume
+			return nil // go on streaming, from a server that restarted
+		})})
+	dA, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Lakehouse: lake, Workspace: "test"})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := dA.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: copyOrders})
+		done <- err
+	}()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("the write ended before its fault point: %v", err)
+	}
+	var dead string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT id::text FROM lakewrite.pipeline_build_transactions
+		WHERE dataset_id = 'out' AND status = 'open'`).Scan(&dead))
+
+	crashRestart(t, url)
+	close(resume)
+	t0 := time.Now()
+	select {
+	case err := <-done:
+		require.Error(t, err, "the write cannot succeed across the restart")
+	case <-time.After(time.Minute):
+		t.Fatal("the writer did not error within a minute of the restart")
+	}
+	t.Logf("the writer errored %s after the restart", time.Since(t0).Round(time.Millisecond))
+	// pgxpool checks a connection idle for more than a second before
+	// handing it out: the next write comes a moment later.
+	time.Sleep(1100 * time.Millisecond)
+
+	require.Equal(t, before, w.checksum("out"), "nothing visible")
+	res, took, err := timedWrite(w.d, copyOrders)
+	require.NoError(t, err, "the next write (after %s)", took)
+	require.Less(t, took, 20*time.Second)
+	require.EqualValues(t, 3000, res[0].Rows)
+	txn, err := w.ledger.Get(ctx, dead)
+	require.NoError(t, err)
+	require.NotEqual(t, ledger.StatusOpen, txn.Status, "the intent the restart left open was reconciled")
+	require.Equal(t, w.checksum("orders"), w.checksum("out"))
+}
+
+// crashRestart SIGKILLs one backend of the cluster at url and waits until
+// the server accepts connections again.
+func crashRestart(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	victim, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	var pid int32
+	require.NoError(t, victim.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	require.NoError(t, syscall.Kill(int(pid), syscall.SIGKILL))
+	_ = victim.Close(ctx)
+	time.Sleep(200 * time.Millisecond)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, url)
+		if err == nil {
+			err = conn.Ping(cctx)
+			_ = conn.Close(cctx)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the server did not come back: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
