@@ -88,9 +88,9 @@ var declared = writestrategy.Schema{Columns: []writestrategy.Column{
 //
 // A failed write aborts the intent. When the commit's outcome is unknown
 // (facade.ErrCommitStateUnknown) the error also matches
-// ledger.ErrOutcomeUnknown and the intent stays open: reconcile it with
-// ledger.Recover(ctx, datasetID, olderThan, p.Lookup), never by retrying
-// blindly.
+// ledger.ErrOutcomeUnknown and the intent stays open: the next Publish
+// reconciles it first with p.Lookup (as it does the intent of a publisher
+// whose process died), so a retry never writes blindly.
 func (p *Publisher) Publish(ctx context.Context, orders []Order) (facade.CommitResult, error) {
 	for i, o := range orders {
 		if o.Customer == "" || o.AmountCents < 0 {
@@ -102,7 +102,7 @@ func (p *Publisher) Publish(ctx context.Context, orders []Order) (facade.CommitR
 	}
 	var res facade.CommitResult
 	_, err := p.cfg.Ledger.With(ctx, ledger.OpenParams{DatasetID: p.cfg.DatasetID, WriterID: p.cfg.WriterID,
-		Sink: writestrategy.StorageIceberg, WriteMode: ledger.ModeReplace},
+		Sink: writestrategy.StorageIceberg, WriteMode: ledger.ModeReplace, Lookup: p.Lookup},
 		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 			b := p.totals(orders)
 			defer b.Release()

@@ -70,9 +70,11 @@
 // schema on the dataset. A write that
 // fails aborts the intent (5xx, or 409 for a clean catalog conflict). When
 // the catalog cannot say whether the commit landed
-// (facade.ErrCommitStateUnknown), the intent is left open for the ledger's
-// Sweep or Recover, whose lookup is facade FindTxn, and the answer is 503:
-// until that reconciliation runs, uploads of the dataset get 409 busy.
+// (facade.ErrCommitStateUnknown), the intent is left open and the answer is
+// 503; the next upload of the dataset reconciles it first (rolled forward
+// when a snapshot carries its transaction id, aborted when provably absent:
+// facade FindTxn), as it does the intent of an upload whose process died.
+// A client that stops sending fails its upload after Config.BodyStallTimeout.
 //
 // # Errors
 //

@@ -273,7 +273,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		written bool
 	)
 	_, err = h.cfg.Ledger.With(ctx, ledger.OpenParams{
-		DatasetID: id, WriterID: h.cfg.WriterID, Sink: SinkIceberg, WriteMode: string(mode),
+		DatasetID: id, WriterID: h.cfg.WriterID, Sink: SinkIceberg, WriteMode: string(mode), Lookup: h.lookup,
 	}, func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 		txnID = in.ID
 		if err := h.checkDeclaration(ctx, id, tbl); err != nil {
@@ -320,6 +320,18 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		DatasetID: id, TxnID: txnID, Mode: string(mode), Rows: res.Rows, SnapshotID: res.SnapshotID,
 		CommittedAt: res.CommittedAt.UTC(), DataFiles: len(res.DataFiles),
 	})
+}
+
+// lookup reconciles an upload whose writer died (or whose commit outcome
+// was unknown): it landed when a snapshot of the table carries its
+// transaction id. A manual table's declared schema is already on the
+// dataset, so the roll-forward keeps it.
+func (h *handler) lookup(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
+	res, found, err := h.cfg.Lakehouse.FindTxn(ctx, in.DatasetID, in.ID)
+	if err != nil || !found {
+		return ledger.Landing{}, err
+	}
+	return ledger.Landing{Landed: true, Outcome: ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt}}, nil
 }
 
 // checkDeclaration re-reads the declaration under a share lock once the

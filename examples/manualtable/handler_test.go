@@ -604,6 +604,14 @@ func TestWriteFailure(t *testing.T) {
 
 	// Clean afterwards: the next upload lands.
 	e.uploadCSV("w", "", body).result(t)
+
+	// Without any Recover call, the next upload reconciles an intent left
+	// open by an unknown outcome (here: landed) by itself, then lands.
+	e.double.InjectFault("w", facadetest.Fault{Commit: facade.ErrCommitStateUnknown, Landed: true})
+	eb = e.uploadCSV("w", "", body).error(t, http.StatusServiceUnavailable, manualtable.CodeOutcomeUnknown)
+	assert.Equal(t, ledger.StatusOpen, e.txn(eb.TxnID).Status)
+	e.uploadCSV("w", "", body).result(t)
+	assert.Equal(t, ledger.StatusCommitted, e.txn(eb.TxnID).Status)
 }
 
 // A ledger expectation that refuses an upload answers 422 and leaves the
