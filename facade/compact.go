@@ -82,6 +82,7 @@ type compactReport struct {
 	CompactedFiles int   // data files replaced
 	WrittenFiles   int   // data files written in their place
 	CompactedBytes int64 // total size of the replaced files
+	CompactedRows  int64 // rows rewritten
 	SnapshotID     int64 // the compaction snapshot; 0 when nothing was done
 }
 
@@ -122,12 +123,14 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	if err != nil {
 		return nil, compactReport{}, fmt.Errorf("facade: compact %q: %w", dataset, err)
 	}
+	files = sizeTiered(files)
 	if len(files) < opt.MinFiles || len(files) < 2 {
 		return tbl, compactReport{}, nil
 	}
 	rep := compactReport{CompactedFiles: len(files)}
 	for _, cf := range files {
 		rep.CompactedBytes += cf.task.File.FileSizeBytes()
+		rep.CompactedRows += cf.task.File.Count()
 	}
 
 	writeID := uuid.New()
@@ -149,6 +152,9 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 		if v, ok := snap.Summary.Properties[SummaryNextRowIndex]; ok {
 			props[SummaryNextRowIndex] = v
 		}
+		if live, err := strconv.Atoi(snap.Summary.Properties["total-data-files"]); err == nil {
+			props[summaryCompactBase] = strconv.Itoa(live - len(files) + len(written))
+		}
 	}
 	newTbl, snapID, err := f.commitCompaction(ctx, tbl, dataset, files, written, props)
 	if err != nil {
@@ -156,6 +162,60 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	}
 	rep.SnapshotID = snapID
 	return newTbl, rep, nil
+}
+
+// summaryCompactBase records, on every snapshot the facade commits, how
+// many data files the table held after its last compaction (or replace):
+// compaction is due once CompactMinFiles or more files were added since
+// (see maintenanceDue), which needs no file listing.
+const summaryCompactBase = "lakewrite.compact-base"
+
+// compactBase is the summaryCompactBase a new snapshot on parent carries:
+// a replace resets it to its own file count, an append keeps the parent's.
+func compactBase(parent *table.Snapshot, mode Mode, files int) string {
+	if mode == Replace || parent == nil || parent.Summary == nil {
+		return strconv.Itoa(files)
+	}
+	if v, ok := parent.Summary.Properties[summaryCompactBase]; ok {
+		return v
+	}
+	return "0"
+}
+
+// sizeTiered keeps, of the candidate files, the ones worth rewriting
+// together: taken by size in rows, smallest first, each next file is taken while
+// it is at most twice all the taken ones together. A file that outweighs
+// everything smaller than it by more is left alone until enough small
+// files have accumulated. So a row is rewritten only when its file grows by
+// half or more (O(log n) rewrites over a table's history, not one per
+// compaction), and the files left between compactions have geometrically
+// growing sizes (O(log n) of them). The result keeps files' __row_index
+// order.
+func sizeTiered(files []compactFile) []compactFile {
+	if len(files) < 2 {
+		return files
+	}
+	bySize := slices.Clone(files)
+	slices.SortStableFunc(bySize, func(a, b compactFile) int {
+		return cmp.Compare(a.task.File.Count(), b.task.File.Count())
+	})
+	keep := map[string]bool{}
+	var sum int64
+	for i, cf := range bySize {
+		size := cf.task.File.Count() // rows: a small file's bytes are mostly its footer
+		if i > 0 && size > 2*sum {
+			break
+		}
+		sum += size
+		keep[cf.task.File.FilePath()] = true
+	}
+	out := files[:0:0]
+	for _, cf := range files {
+		if keep[cf.task.File.FilePath()] {
+			out = append(out, cf)
+		}
+	}
+	return out
 }
 
 // datasetOf names a table's dataset for errors: the id recorded when the

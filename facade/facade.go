@@ -187,11 +187,11 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	}
 	return &icebergStaged{
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
-		files: files, info: info, props: f.summary(target, req, info, rowBase),
+		files: files, info: info, props: f.summary(target, req, info, rowBase, tbl.CurrentSnapshot()),
 	}, nil
 }
 
-func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBase int64) iceberg.Properties {
+func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBase int64, parent *table.Snapshot) iceberg.Properties {
 	p := iceberg.Properties{}
 	for k, v := range req.Metadata {
 		p[SummaryMetaPrefix+k] = v
@@ -210,6 +210,7 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 		// an append commits only while the table still continues at
 		// rowBase (see Commit), so this stays true across retries
 		SummaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
+		summaryCompactBase:  compactBase(parent, req.Mode, len(info.DataFiles)),
 	})
 	return p
 }

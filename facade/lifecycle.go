@@ -162,6 +162,8 @@ type MaintenanceReport struct {
 	CompactedFiles int   `json:"compacted_files"`
 	WrittenFiles   int   `json:"written_files"`
 	CompactedBytes int64 `json:"compacted_bytes"`
+	// CompactedRows: rows rewritten by compaction.
+	CompactedRows int64 `json:"compacted_rows"`
 	// SnapshotID of the compaction's snapshot, 0 if none.
 	SnapshotID int64 `json:"snapshot_id,omitempty"`
 	// Skipped says why nothing ran (e.g. "disabled", "no table").
@@ -214,7 +216,7 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 			"snapshots_expired", rep.SnapshotsExpired, "files_deleted", rep.FilesDeleted,
 			"bytes_deleted", rep.BytesDeleted, "orphans_deleted", rep.OrphansDeleted,
 			"compacted_files", rep.CompactedFiles, "written_files", rep.WrittenFiles,
-			"compacted_bytes", rep.CompactedBytes, "snapshot_id", rep.SnapshotID, "skipped", rep.Skipped}
+			"compacted_bytes", rep.CompactedBytes, "compacted_rows", rep.CompactedRows, "snapshot_id", rep.SnapshotID, "skipped", rep.Skipped}
 		if err != nil {
 			attrs = append(attrs, "err", err)
 		}
@@ -240,8 +242,8 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 	// Compaction commits its own snapshot; everything below continues from
 	// the table it returns.
 	compacted, crep, err := f.compact(ctx, tbl, compactOptions{MinFiles: pol.CompactMinFiles, TargetBytes: pol.CompactTargetBytes})
-	rep.CompactedFiles, rep.WrittenFiles, rep.CompactedBytes, rep.SnapshotID =
-		crep.CompactedFiles, crep.WrittenFiles, crep.CompactedBytes, crep.SnapshotID
+	rep.CompactedFiles, rep.WrittenFiles, rep.CompactedBytes, rep.CompactedRows, rep.SnapshotID =
+		crep.CompactedFiles, crep.WrittenFiles, crep.CompactedBytes, crep.CompactedRows, crep.SnapshotID
 	if err != nil {
 		return rep, err
 	}
@@ -396,8 +398,10 @@ func orphanPassDue(props iceberg.Properties, pol Lifecycle, now time.Time) bool 
 // maintenanceDue decides CommitResult.MaintenanceDue from the metadata a
 // commit returned (no I/O). It is true when a Maintain run has work that
 // keeps a bound: EveryCommits snapshots are expirable, an expiry's grace
-// has passed, the orphan pass is due, or the head holds at least
-// 2*CompactMinFiles data files that are certainly small.
+// has passed, the orphan pass is due, or at least 2*CompactMinFiles data
+// files were added since the last compaction (or, on a head written before
+// that was recorded, the head holds that many files that are certainly
+// small).
 func maintenanceDue(meta table.Metadata, pol Lifecycle, now time.Time) bool {
 	if pol.Disabled || meta == nil {
 		return false
@@ -419,6 +423,11 @@ func maintenanceDue(meta table.Metadata, pol Lifecycle, now time.Time) bool {
 	if head := meta.CurrentSnapshot(); head != nil && head.Summary != nil {
 		files, err1 := strconv.ParseInt(head.Summary.Properties["total-data-files"], 10, 64)
 		size, err2 := strconv.ParseInt(head.Summary.Properties["total-files-size"], 10, 64)
+		if base, err := strconv.ParseInt(head.Summary.Properties[summaryCompactBase], 10, 64); err == nil && err1 == nil {
+			// Files added since the last compaction or replace; the files
+			// compaction left (size tiers) do not count.
+			return files-base >= int64(2*pol.CompactMinFiles)
+		}
 		// Files at or above a quarter of the target hold at least that
 		// much each, so at least files - 4*size/target files are small.
 		if err1 == nil && err2 == nil && pol.CompactTargetBytes > 0 &&

@@ -604,3 +604,43 @@ func TestKeepYoungerThan(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "disabled", rep.Skipped)
 }
+
+// Compaction is size-tiered: over a long run of small appends each row is
+// rewritten a logarithmic number of times (not once per compaction), and
+// the live data files stay few.
+func TestCompactionIsTiered(t *testing.T) {
+	t.Parallel()
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	const (
+		writes = 240
+		rows   = 20
+	)
+	pol := facade.Lifecycle{FileGrace: -1}
+	var rewritten, runs int64
+	for i := range writes {
+		res := writeRows(t, e, e.f, "tiered", facade.Append, i*rows, rows, "")
+		if !res.MaintenanceDue {
+			continue
+		}
+		rep, err := e.f.MaintainWith(ctx, "tiered", pol)
+		require.NoError(t, err)
+		rewritten += rep.CompactedRows
+		runs++
+	}
+	tbl, err := e.f.LoadTable(ctx, "tiered")
+	require.NoError(t, err)
+	props := tbl.CurrentSnapshot().Summary.Properties
+	live, err := strconv.Atoi(props["total-data-files"])
+	require.NoError(t, err)
+	size, err := strconv.ParseInt(props["total-files-size"], 10, 64)
+	require.NoError(t, err)
+	t.Logf("%d appends, %d maintenance runs: %d live files (%d B), %d rows rewritten by compaction (%.1fx the table's rows)",
+		writes, runs, live, size, rewritten, float64(rewritten)/float64(writes*rows))
+	// log2(240/16) < 4 tiers plus at most 2*CompactMinFiles new files.
+	require.LessOrEqual(t, live, 2*facade.DefaultCompactMinFiles+6)
+	// Rewriting everything at each of the ~15 compactions would be ~8x.
+	require.Less(t, rewritten, int64(5*writes*rows))
+	requireDense(t, rowIndices(t, e.f, "tiered"), writes*rows)
+}
