@@ -101,6 +101,15 @@
 // table holds at most MetadataVersions+1 of them; older ones left from
 // before are removed by the orphan pass.
 //
+// Compaction rewrites small data files (below a quarter of
+// CompactTargetBytes) into one snapshot, in __row_index order, keeping
+// every row's identity columns and values as they are, one file (or one
+// group of files with overlapping row indices) decoded at a time. It is
+// size-tiered: taken by rows, smallest first, a file joins the rewrite
+// while it is at most twice the rows taken so far, so a row is rewritten
+// only when its file grows by half or more: O(log n) rewrites per row over
+// the table's history, and O(log n) files left between compactions.
+//
 // Maintain(ctx, datasetID) runs the policy once (MaintainWith takes an
 // explicit one): compaction; deletion of the files of earlier expiries
 // whose grace has passed and that no snapshot of the table references
@@ -124,9 +133,9 @@
 //
 // When: CommitResult.MaintenanceDue is decided from the metadata the
 // commit returned, with no extra round trip: EveryCommits snapshots are
-// expirable, an expiry is past its grace, the orphan pass is due, or the
-// head holds at least 2*CompactMinFiles data files that are certainly
-// small. A caller that runs Maintain whenever it is true keeps every bound
+// expirable, an expiry is past its grace, the orphan pass is due, or at
+// least 2*CompactMinFiles data files were added since the last compaction
+// or replace (lakewrite.compact-base in the snapshot summary). A caller that runs Maintain whenever it is true keeps every bound
 // flat and runs it on a minority of writes (about 2 in EveryCommits for a
 // replace-only dataset: the expiry, then the deletion after the grace).
 // Run Maintain (when a commit says it is due, or on a schedule) while

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
 )
 
 // Lifecycle is the maintenance policy of a dataset's table: how many
@@ -328,7 +329,11 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 	}
 	next := pending
 	if len(lists) > 0 {
-		next = append(slices.Clone(pending), expiredEntry{At: now.UnixMilli(), Lists: lists})
+		e, err := writeExpiryRecord(fsys, loc, now.UnixMilli(), lists)
+		if err != nil {
+			return rep, fmt.Errorf("facade: maintain %q: %w", datasetID, err)
+		}
+		next = append(slices.Clone(pending), e)
 	}
 	if len(next) != len(record) || len(lists) > 0 {
 		if len(next) == 0 {
@@ -464,8 +469,53 @@ func expirable(meta table.Metadata, pol Lifecycle, now time.Time) int {
 }
 
 type expiredEntry struct {
-	At    int64    `json:"at"`
-	Lists []string `json:"lists"`
+	At int64 `json:"at"`
+	// File holds the expired manifest lists (a JSON array, relative to
+	// the table location) in a side file under metadata/, so the record in
+	// the table properties, which every commit rewrites, stays one short
+	// line per expiry however many snapshots it expired.
+	File string `json:"file,omitempty"`
+	// Lists inline (records written before File existed).
+	Lists []string `json:"lists,omitempty"`
+}
+
+// lists returns the manifest lists of an expiry record entry; a side file
+// already gone (the entry was cleaned by a run that crashed before
+// dropping it) lists nothing.
+func (e expiredEntry) lists(fsys iceio.IO, loc string) ([]string, error) {
+	if e.File == "" {
+		return e.Lists, nil
+	}
+	f, err := fsys.Open(absPath(loc, e.File))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read expiry record %s: %w", e.File, err)
+	}
+	defer f.Close()
+	var out []string
+	if err := json.NewDecoder(f).Decode(&out); err != nil {
+		return nil, fmt.Errorf("read expiry record %s: %w", e.File, err)
+	}
+	return out, nil
+}
+
+// writeExpiryRecord writes the side file of a new expiry entry.
+func writeExpiryRecord(fsys iceio.IO, loc string, at int64, lists []string) (expiredEntry, error) {
+	w, ok := fsys.(iceio.WriteFileIO)
+	if !ok {
+		return expiredEntry{At: at, Lists: lists}, nil // inline, as before
+	}
+	name := fmt.Sprintf("metadata/lakewrite-expired-%d-%s.json", at, uuid.NewString())
+	b, err := json.Marshal(lists)
+	if err != nil {
+		return expiredEntry{}, err
+	}
+	if err := w.WriteFile(absPath(loc, name), b); err != nil {
+		return expiredEntry{}, fmt.Errorf("write expiry record: %w", err)
+	}
+	return expiredEntry{At: at, File: name}, nil
 }
 
 func parseExpired(s string) ([]expiredEntry, error) {
@@ -551,8 +601,16 @@ type fileRef struct {
 func expiredFiles(fsys iceio.IO, loc string, entries []expiredEntry, retained *retainedSet) ([]fileRef, error) {
 	var data, manifests, lists []fileRef
 	seen := map[string]bool{}
+	var records []fileRef
 	for _, e := range entries {
-		for _, l := range e.Lists {
+		ls, err := e.lists(fsys, loc)
+		if err != nil {
+			return nil, err
+		}
+		if e.File != "" {
+			records = append(records, fileRef{path: absPath(loc, e.File), size: -1})
+		}
+		for _, l := range ls {
 			list := absPath(loc, l)
 			if retained.lists[pathKey(list)] || seen[list] {
 				continue
@@ -588,7 +646,7 @@ func expiredFiles(fsys iceio.IO, loc string, entries []expiredEntry, retained *r
 			}
 		}
 	}
-	return slices.Concat(data, manifests, lists), nil
+	return slices.Concat(data, manifests, lists, records), nil
 }
 
 func isNotExist(err error) bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/embedded"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
@@ -27,7 +28,9 @@ type historyConfig struct {
 	DatabaseURL string
 	Warehouse   string
 	Modes       []string // "replace", "append"
-	Log         io.Writer
+	// FileGrace overrides facade.Lifecycle.FileGrace (0: the default).
+	FileGrace time.Duration
+	Log       io.Writer
 }
 
 // historyResult is what the history mode measured for one write mode.
@@ -61,7 +64,8 @@ func runHistory(ctx context.Context, cfg historyConfig) ([]historyResult, error)
 	if logw == nil {
 		logw = io.Discard
 	}
-	env, err := embedded.Start(ctx, embedded.Options{DatabaseURL: cfg.DatabaseURL, Warehouse: cfg.Warehouse})
+	env, err := embedded.Start(ctx, embedded.Options{DatabaseURL: cfg.DatabaseURL, Warehouse: cfg.Warehouse,
+		Facade: &facade.Config{Lifecycle: facade.Lifecycle{FileGrace: cfg.FileGrace}}})
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@ func mainCode() int {
 	flag.IntVar(&hist.Writes, "history", 0, "history mode: write one dataset this many times per mode through the Dispatcher (default settings) and compare the p50 latency of the first and last 100 writes")
 	flag.IntVar(&hist.Rows, "history-rows", 1000, "history mode: rows per write")
 	flag.StringVar(&histModes, "history-modes", "replace,append", "history mode: write modes, comma-separated")
+	flag.DurationVar(&hist.FileGrace, "history-file-grace", 0, "history mode: facade.Lifecycle.FileGrace (0: the default, 1m; -1ns: none)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
