@@ -374,7 +374,8 @@ func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 // The streams handed to iceberg-go never carry an error and never see the
 // caller's cancellation: on any failure they simply end, so every file the
 // writers produced is returned (and deleted by the caller) instead of
-// leaking as an orphan (NOTES pitfall 7).
+// leaking as an orphan (iceberg-go can leave a complete data file behind
+// when its input fails mid-stream).
 func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema,
 	rows iter.Seq2[arrow.RecordBatch, error], st *stamper, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)

@@ -57,8 +57,9 @@ type DispatchConfig struct {
 }
 
 // Dispatcher is the write dispatch: one call per output (or split pair)
-// composing sink, incremental, ledger, cursor and facade in the order of
-// DESIGN.md. It owns no goroutine and no pool.
+// composing sink, incremental, ledger, cursor and facade: intent, compute,
+// write, commit (see the package documentation). It owns no goroutine and
+// no pool.
 type Dispatcher struct {
 	db  Beginner
 	cfg DispatchConfig

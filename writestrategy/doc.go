@@ -48,10 +48,11 @@
 //
 // # The write dispatch
 //
-// Dispatcher.Write runs one output (or split pair) in the order DESIGN.md
-// gives: resolve the sink (package sink) -> clamp the read mode (package
-// incremental: an Iceberg sink forces a snapshot read) -> recover stale
-// intents and open the ledger intent -> Postgres arm: Apply and the ledger
+// Dispatcher.Write runs one output (or split pair) in this order: resolve
+// the sink (package sink) -> clamp the read mode (package incremental: an
+// Iceberg sink forces a snapshot read) -> open the ledger intent (an open
+// intent of a dead writer is reconciled first, through the dispatcher's
+// Lookup) -> Postgres arm: Apply and the ledger
 // commit in one transaction; Iceberg arm: ComputeRows -> facade Stage of
 // every output with its transaction id -> the ledger's expectations asked
 // with each staged outcome (ledger.Check) -> the snapshot commits -> ledger
@@ -62,6 +63,27 @@
 // leaves the first output committed. CommitStaged is the same order for
 // writers composing facade and ledger themselves. Any failure aborts the
 // intents whose writes did not land; an unknown commit outcome leaves the
-// intent open for Recover. Row counts always come from the write itself,
-// never from a count(*) of the target.
+// intent open, and the next write of the dataset reconciles it. Row counts
+// always come from the write itself, never from a count(*) of the target.
+//
+// # Crashes and retries
+//
+// The intent of a writer that died (process killed, connection or server
+// gone) is reconciled by the next Write of the dataset at once: rolled
+// forward from the landed snapshot (row count, snapshot id, committed-at as
+// the watermark, and the declared schema, which the Iceberg arm records in
+// the snapshot summary), or aborted when provably absent. A live writer,
+// however slow, keeps its dataset (see the ledger package's writer
+// liveness). Request.IdempotencyKey makes a caller's retry return the
+// earlier result instead of writing again.
+//
+// # Table maintenance
+//
+// After an Iceberg write whose commit reports maintenance due
+// (facade.CommitResult.MaintenanceDue), Write runs the table lifecycle
+// (facade.Maintainer) under a maintenance intent of the dataset, opened
+// without waiting: a dataset another writer holds is left for a later
+// write, and a maintenance failure is logged, never returned (the write
+// committed). WriteResult.Maintenance reports what it did. Dispatcher.Maintain
+// runs it on demand. facade.Config.Lifecycle tunes or disables it.
 package writestrategy
