@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -70,8 +71,17 @@ func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) 
 	case *pgx.Conn:
 		return db, nil, nil
 	case acquirer:
-		pc, err := db.Acquire(ctx)
+		// Bounded: a writer opening its second intent (a split pair) holds
+		// the first one's connection while it waits here; with a pool too
+		// small for the writes running at once, they fail instead of
+		// waiting on each other for ever.
+		actx, cancel := context.WithTimeout(ctx, l.cfg.WaitTimeout)
+		defer cancel()
+		pc, err := db.Acquire(actx)
 		if err != nil {
+			if ctx.Err() == nil && actx.Err() != nil {
+				err = fmt.Errorf("no pool connection to hold the intent within %s (each open intent holds one: size the pool for the writes running at once): %w", l.cfg.WaitTimeout, err)
+			}
 			return nil, nil, err
 		}
 		return pc.Conn(), pc, nil

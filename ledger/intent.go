@@ -366,15 +366,23 @@ func (l *Ledger) Check(ctx context.Context, in *Intent, o Outcome) error {
 	if len(l.cfg.Expectations) == 0 || in.WriteMode == ModeMaintenance {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
-		if err := l.setLockTimeout(ctx, tx); err != nil {
-			return err
-		}
-		if err := l.commitTx(ctx, tx, in, o); err != nil {
-			return err
-		}
-		return errRollback
-	})
+	check := func(db DB) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := l.setLockTimeout(ctx, tx); err != nil {
+				return err
+			}
+			if err := l.commitTx(ctx, tx, in, o); err != nil {
+				return err
+			}
+			return errRollback
+		})
+	}
+	// On the writer's held connection when it has one: a writer holding
+	// its intents never waits for another pool connection to ask.
+	err := l.use(in, check)
+	if errors.Is(err, errHoldGone) {
+		err = check(l.db)
+	}
 	if err == nil || errors.Is(err, errRollback) {
 		return nil
 	}

@@ -339,7 +339,7 @@ func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]Wri
 		env.TxnIDs[o] = in.ID
 	}
 	var results []WriteResult
-	err = pgx.BeginFunc(ctx, d.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, boundedBegin{d.db}, func(tx pgx.Tx) error {
 		if err := tuneTx(ctx, tx); err != nil {
 			return err
 		}
@@ -389,7 +389,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		d.abortAll(ctx, pending, err)
 		return nil, err
 	}
-	tx, err := d.db.Begin(ctx)
+	tx, err := boundedBegin{d.db}.Begin(ctx)
 	if err != nil {
 		return fail(queryError("begin compute", err))
 	}
@@ -491,6 +491,27 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	d.logResults(ctx, req, results)
 	d.maintainAfterWrite(ctx, req.WriterID, results, due)
 	return results, nil
+}
+
+// beginWait bounds how long a write that holds its intents waits for the
+// connection of its compute transaction.
+const beginWait = 30 * time.Second
+
+// boundedBegin begins the compute transaction of a write that already
+// holds its intents (each holds a pool connection): the wait for a free
+// connection is bounded, so that a pool too small for the writes running
+// at once fails them with a clear error instead of leaving them waiting on
+// each other.
+type boundedBegin struct{ db Beginner }
+
+func (b boundedBegin) Begin(ctx context.Context) (pgx.Tx, error) {
+	bctx, cancel := context.WithTimeout(ctx, beginWait)
+	defer cancel()
+	tx, err := b.db.Begin(bctx)
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write: %w", beginWait, err)
+	}
+	return tx, err
 }
 
 func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResult) {

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade/facadefault"
 	"github.com/lakewrite/lakewrite/internal/pgcluster"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
@@ -121,4 +123,54 @@ func crashRestart(t *testing.T, url string) {
 		require.True(t, time.Now().Before(deadline), "the server did not come back: %v", err)
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Writes running at once on a pool too small for them (each open intent
+// holds a pool connection) never wait on each other for ever: a write that
+// cannot get a connection fails with a clear error after its bound and
+// leaves nothing open, and the others go through.
+func TestSmallPoolDoesNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = 3
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	w := newWorldOn(t, url, nil, nil, nil, &ledger.Config{WaitTimeout: time.Second})
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 500)
+	outs := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
+	ensureOutputs(t, w.pool, outs...)
+	w.iceberg(outs...)
+	l, err := ledger.New(pool, &ledger.Config{WaitTimeout: time.Second})
+	require.NoError(t, err)
+	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: w.resolver, Lakehouse: w.lake, Workspace: "test"})
+	require.NoError(t, err)
+
+	errs := make(chan error, 3)
+	for _, p := range [][2]string{{"a1", "a2"}, {"b1", "b2"}, {"c1", "c2"}} {
+		go func() {
+			_, err := d.Write(ctx, writestrategy.Request{WriterID: writer,
+				Strategy: writestrategy.Split{Source: "orders", Predicate: "amount > 500", Matched: p[0], Unmatched: p[1]}})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range 3 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				ok++
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatal("writes on a small pool are waiting on each other")
+		}
+	}
+	require.Positive(t, ok)
+	var open int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+	require.Zero(t, open)
+	require.Zero(t, pool.Stat().AcquiredConns())
 }
