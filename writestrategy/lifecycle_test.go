@@ -2,7 +2,10 @@ package writestrategy_test
 
 import (
 	"context"
+	"io/fs"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +139,104 @@ func TestDispatchMaintain(t *testing.T) {
 	require.EqualValues(t, 200, w.checksum("out").Rows)
 	_, err = w.d.Maintain(ctx, "", "out")
 	require.ErrorIs(t, err, writestrategy.ErrInvalid)
+}
+
+// One dataset written 1,000 times as replaces and 1,000 times as appends
+// through a default Dispatcher on the embedded default (SQL catalog,
+// local warehouse), default lifecycle except FileGrace: none here, so the
+// storage bounds below are reached within the test's run time (with the
+// default one-minute grace the files dereferenced in the last minute are
+// still on storage; facade.TestGraceProtectsReader covers the grace).
+// After every write: at most KeepLast+EveryCommits snapshots, a small
+// metadata.json, MetadataVersions+1 metadata files, few live manifests and
+// data files, and files and bytes on storage under bounds that do not grow
+// with the write count; after every compaction the rows and the checksum
+// are exactly those of the writes.
+func TestDispatchThousandWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long history: skipped with -short")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorldWith(t, nil, &facade.Config{Lifecycle: facade.Lifecycle{FileGrace: -1}}, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 40)
+	ensureOutputs(t, w.pool, "replaced", "appended")
+	w.iceberg("replaced", "appended")
+	f := w.lake.(*facade.Facade)
+	base := w.checksum("orders")
+
+	const writes = 1000
+	for _, out := range []string{"replaced", "appended"} {
+		var s writestrategy.WriteStrategy = writestrategy.Transform{Output: out, Source: "orders"}
+		if out == "appended" {
+			s = writestrategy.Deploy{Mode: writestrategy.KindAppendAlways, Source: "orders", Target: out}
+		}
+		compactions := 0
+		for i := range writes {
+			res := w.mustWrite(s)
+			tbl, err := f.LoadTable(ctx, out)
+			require.NoError(t, err)
+			st := tableStorage(t, tbl.Location())
+			require.LessOrEqual(t, len(tbl.Metadata().Snapshots()), facade.DefaultKeepLast+facade.DefaultEveryCommits, "%s write %d", out, i)
+			require.Less(t, st.metadataBytes, int64(48<<10), "%s write %d: metadata.json", out, i)
+			require.LessOrEqual(t, st.metadataFiles, facade.DefaultMetadataVersions+1, "%s write %d", out, i)
+			require.LessOrEqual(t, st.files, 160, "%s write %d: files on storage", out, i)
+			if out == "replaced" {
+				require.Less(t, st.bytes, int64(1<<20), "%s write %d: bytes on storage", out, i)
+			} else {
+				// Live data grows with the appends; what is not live does not.
+				require.Less(t, st.bytes, int64(1<<20)+int64(i+1)*4<<10, "%s write %d: bytes on storage", out, i)
+			}
+			if m := res[0].Maintenance; m != nil && m.CompactedFiles > 0 {
+				compactions++
+				sum := w.checksum(out)
+				want := base
+				if out == "appended" {
+					want = facade.Checksum{Rows: base.Rows * int64(i+1), Sum: base.Sum * uint64(i+1), Sum2: base.Sum2 * uint64(i+1)}
+				}
+				require.Equal(t, want, sum, "%s write %d: after compaction", out, i)
+			}
+		}
+		if out == "appended" {
+			require.Positive(t, compactions)
+			requireDenseRowIndex(t, f, out, 40*writes)
+		}
+		tbl, err := f.LoadTable(ctx, out)
+		require.NoError(t, err)
+		st := tableStorage(t, tbl.Location())
+		t.Logf("%s: %d writes, %d compactions; %d snapshots, metadata.json %d B, %d files, %d B on storage",
+			out, writes, compactions, len(tbl.Metadata().Snapshots()), st.metadataBytes, st.files, st.bytes)
+	}
+}
+
+type storage struct {
+	files, metadataFiles int
+	bytes, metadataBytes int64
+}
+
+// tableStorage walks a local table location.
+func tableStorage(t *testing.T, loc string) storage {
+	t.Helper()
+	var st storage
+	var newest time.Time
+	root := strings.TrimPrefix(loc, "file://")
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st.files++
+		st.bytes += info.Size()
+		if strings.HasSuffix(p, ".metadata.json") {
+			st.metadataFiles++
+			if info.ModTime().After(newest) {
+				newest, st.metadataBytes = info.ModTime(), info.Size()
+			}
+		}
+		return nil
+	}))
+	return st
 }
