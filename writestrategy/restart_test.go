@@ -2,7 +2,6 @@ package writestrategy_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +70,7 @@ func TestPostgresRestartDuringWrite(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT id::text FROM lakewrite.pipeline_build_transactions
 		WHERE dataset_id = 'out' AND status = 'open'`).Scan(&dead))
 
-	crashRestart(t, url)
+	require.NoError(t, cluster.CrashRestart(ctx))
 	close(resume)
 	t0 := time.Now()
 	select {
@@ -94,35 +93,6 @@ func TestPostgresRestartDuringWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, ledger.StatusOpen, txn.Status, "the intent the restart left open was reconciled")
 	require.Equal(t, w.checksum("orders"), w.checksum("out"))
-}
-
-// crashRestart SIGKILLs one backend of the cluster at url and waits until
-// the server accepts connections again.
-func crashRestart(t *testing.T, url string) {
-	t.Helper()
-	ctx := context.Background()
-	victim, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	var pid int32
-	require.NoError(t, victim.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-	require.NoError(t, syscall.Kill(int(pid), syscall.SIGKILL))
-	_ = victim.Close(ctx)
-	time.Sleep(200 * time.Millisecond)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		conn, err := pgx.Connect(cctx, url)
-		if err == nil {
-			err = conn.Ping(cctx)
-			_ = conn.Close(cctx)
-		}
-		cancel()
-		if err == nil {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "the server did not come back: %v", err)
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // Writes running at once on a pool too small for them (each open intent

@@ -80,37 +80,29 @@ func mainCode() int {
 		hist.DatabaseURL, hist.Warehouse, hist.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		hist.Modes = strings.Split(histModes, ",")
 		rs, err := runHistory(ctx, hist)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-			return 1
-		}
-		if asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rs); err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-				return 1
-			}
-			return 0
-		}
-		printHistory(os.Stdout, rs)
-		return 0
+		return output(rs, err, asJSON, func() { printHistory(os.Stdout, rs) })
 	}
 	rep, err := run(ctx, cfg)
+	return output(rep, err, asJSON, func() { printTable(os.Stdout, rep) })
+}
+
+// output prints a run's report (as JSON, or with print) or its error, and
+// returns the exit code.
+func output(rep any, err error, asJSON bool, print func()) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-			return 1
-		}
+	if !asJSON {
+		print()
 		return 0
 	}
-	printTable(os.Stdout, rep)
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
 	return 0
 }
 

@@ -251,3 +251,44 @@ func (c *Cluster) postmasterPID() (int, error) {
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strconv.Atoi(strings.TrimSpace(line))
 }
+
+// CrashRestart makes the server end every session at once and come back,
+// as pg_ctl restart -m immediate does, without the postmaster exiting (the
+// supervisor removes the cluster when it exits): it SIGKILLs one backend,
+// so the postmaster terminates every other session, reinitialises shared
+// memory (locks included) and runs crash recovery. It returns once the
+// server accepts connections again.
+func (c *Cluster) CrashRestart(ctx context.Context) error {
+	victim, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	var pid int32
+	err = victim.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	if err != nil {
+		_ = victim.Close(ctx)
+		return err
+	}
+	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
+		_ = victim.Close(ctx)
+		return fmt.Errorf("pgcluster: kill backend %d: %w", pid, err)
+	}
+	_ = victim.Close(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, c.URL("postgres"))
+		if err == nil {
+			err = conn.Ping(cctx)
+			_ = conn.Close(cctx)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("pgcluster: the server did not come back after a crash restart: %w", err)
+		}
+	}
+}
