@@ -191,19 +191,22 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, err
 func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName string) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
 	outs := append([]string(nil), req.Strategy.Outputs()...)
 	sort.Strings(outs)
-	intents = map[string]*ledger.Intent{}
+	// Everything that reads the ledger through the pool happens before the
+	// first intent is held: an open intent holds a pool connection, and a
+	// writer holding one must not wait for another (see boundedBegin).
+	modes := make(map[string]string, len(outs))
 	for _, o := range outs {
 		if _, err := d.cfg.Ledger.Recover(ctx, o, d.cfg.RecoverAfter, d.Lookup); err != nil {
-			d.abortAll(ctx, intents, err)
 			return nil, nil, err
 		}
-		mode, err := d.writeMode(ctx, req.Strategy, o, sinkName)
-		if err != nil {
-			d.abortAll(ctx, intents, err)
+		if modes[o], err = d.writeMode(ctx, req.Strategy, o, sinkName); err != nil {
 			return nil, nil, err
 		}
+	}
+	intents = map[string]*ledger.Intent{}
+	for _, o := range outs {
 		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
-			WriteMode: mode, IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup})
+			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup})
 		if err != nil {
 			d.abortAll(ctx, intents, err)
 			return nil, nil, err
@@ -211,7 +214,11 @@ func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName stri
 		intents[o] = in
 	}
 	if req.IdempotencyKey != "" {
-		res, ok, err := d.replay(ctx, req.Strategy.Outputs(), req.IdempotencyKey)
+		// Bounded, as the compute transaction's connection is: the intents
+		// are held while this asks.
+		rctx, cancel := context.WithTimeout(ctx, beginWait)
+		res, ok, err := d.replay(rctx, req.Strategy.Outputs(), req.IdempotencyKey)
+		cancel()
 		if err != nil || ok {
 			d.abortAll(ctx, intents, errReplayed)
 			return nil, res, err
