@@ -170,17 +170,9 @@
 // check, which read every live manifest: their files are new by
 // construction.)
 //
-// Measured by BenchmarkLongHistory (one dataset, 300 replaces then 300
-// appends of 1,000 rows, 2-core VM, no compaction in this measurement;
-// median write latency of writes 1-50 against 251-300): without the
-// lifecycle, replace 14 -> 43 ms, append 44 -> 62 ms, and at the end a
-// 684 KB metadata.json, 601 metadata files, 2,700 files, 233 MB. With the
-// default policy, Maintain run when due: replace 14 -> 16 ms, append 17 ->
-// 15 ms, a 64 KB metadata.json (the lakewrite.expired record holds the
-// run's last minute of expiries) and 11 metadata files, 2,110 files and
-// 28.5 MB (what expired within the minute of grace). Once the grace has
-// passed (no-grace variant): a 17 KB metadata.json, 634 files and 12.2 MB,
-// for 10.7 MB of live data in 301 data files.
+// BenchmarkLongHistory measures the facade alone over a long history, with
+// the lifecycle on, off and without grace; examples/bench -history measures
+// writes through the Dispatcher (figures in the repository's README).
 //
 // # Backends
 //
