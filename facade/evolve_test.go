@@ -238,6 +238,7 @@ func TestNewColumnKeepsSelectOrder(t *testing.T) {
 	tbl := loadTbl(t, e, "order")
 	assert.Equal(t, []string{"a", "n", "b", facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt}, fieldNames(tbl.Schema()))
 	assert.Equal(t, []any{"n"}, schemaChange(t, tbl)["added"])
+	assert.Nil(t, schemaChange(t, tbl)["reordered"], "a and b keep their relative order")
 	requireNameMapping(t, tbl)
 	names, vals, _ := scanColumns(t, e, "order")
 	assert.Equal(t, []string{"a", "n", "b"}, names)

@@ -359,9 +359,20 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		}
 	}
 	reorder := !slices.Equal(order, target)
-	// A column only reordered (not added, dropped or retyped) is recorded
-	// as such; adding columns always moves them before the identity ones.
-	ch.Reordered = reorder && len(ch.Added)+len(ch.Dropped)+len(ch.Retyped) == 0
+	// Reordered: the columns the write keeps (same field id) change their
+	// relative order.
+	var keptOld, keptNew []string
+	for _, fld := range cur.Fields() {
+		if _, ok := want[fld.Name]; ok && !isIdentity(fld.Name) && !readd[fld.Name] {
+			keptOld = append(keptOld, fld.Name)
+		}
+	}
+	for _, c := range cols {
+		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
+			keptNew = append(keptNew, c.field.Name)
+		}
+	}
+	ch.Reordered = !slices.Equal(keptOld, keptNew)
 
 	upd := txn.UpdateSchema(true, true)
 	changed := false
