@@ -74,6 +74,9 @@ type Config struct {
 	// means Lifecycle applies. A returned policy's zero fields take the
 	// documented defaults, not Config.Lifecycle's values.
 	LifecycleFor func(datasetID string) (policy Lifecycle, ok bool)
+	// SchemaPolicy restricts the schema changes of a replace. The zero
+	// value allows every change.
+	SchemaPolicy SchemaPolicy
 }
 
 type settings struct {

@@ -48,9 +48,25 @@
 // non-nullable ones required, and a NULL in a required column is a
 // *NullInRequiredError raised before the batch is written (iceberg-go
 // v0.7.0 would store 0). The Postgres type is kept in the Iceberg field doc
-// and returned as lakewrite.pg_type metadata on read. A replace evolves the
-// schema (drops, retypes, adds, relaxes nullability) in the same snapshot;
-// an append with other columns or types is a *SchemaMismatchError.
+// and returned as lakewrite.pg_type metadata on read.
+//
+// A replace evolves the schema in the same snapshot. A type Iceberg can
+// promote (int -> long, float -> double, decimal(P,S) -> decimal(P2,S) with
+// P2 > P) is changed in place and keeps its field id; any other type change
+// drops the column and adds it again under a new field id (the replace
+// rewrites every row). New columns take their place in the write's column
+// order, before the identity columns; columns the write leaves out are
+// dropped; required columns written nullable become optional. Iceberg-go
+// cannot move a column re-added under its own name, so an incompatibly
+// retyped column lands after the identity columns. Every change is logged and
+// recorded in the snapshot summary under lakewrite.schema-change (JSON:
+// added, dropped, promoted, retyped, relaxed, reordered), and the table
+// property schema.name-mapping.default is kept equal to the current schema's
+// name mapping. Config.SchemaPolicy can refuse drops (RefuseDrops) or
+// incompatible type changes (RefuseIncompatible): the write then fails with
+// a *SchemaChangeError (errors.Is ErrSchemaChange) before any data file is
+// written. An append never changes the schema: other columns or types are a
+// *SchemaMismatchError.
 // Empty input: a replace empties the table, an append adds an empty
 // snapshot; both carry the txn id.
 //

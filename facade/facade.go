@@ -8,6 +8,7 @@ import (
 	"iter"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,8 +131,12 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		return nil, err
 	}
 	txn := tbl.NewTransaction()
-	if err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols); err != nil {
+	change, err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols)
+	if err != nil {
 		return nil, err
+	}
+	if !change.empty() {
+		f.s.Logger.Info("facade: schema change", "dataset", target.DatasetID, "change", change.String())
 	}
 	// Peek at the first batch to choose the columns written without a
 	// dictionary (see dictionaryOff); the writer sees the whole stream.
@@ -257,11 +262,21 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 }
 
 // prepareSchema checks (append) or evolves (replace) the table schema in
-// txn for the write's business columns.
-func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) error {
+// txn for the write's business columns, keeps the table's
+// schema.name-mapping.default current, and returns what changed.
+//
+// A replace keeps a column's field id when its type is promoted the way
+// Iceberg allows (int to long, float to double, decimal precision
+// widening); any other type change deletes the column and adds it again
+// under a new field id (a replace rewrites every row), unless the
+// SchemaPolicy refuses it. The business columns end up in the write's
+// order, before the identity columns, except incompatibly retyped ones,
+// which land after them.
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) (schemaChange, error) {
+	var ch schemaChange
 	if mode == Append {
 		if err := appendMismatch(dataset, cur, cols); err != nil {
-			return err
+			return ch, err
 		}
 		var missing []string
 		for _, id := range identityFields() {
@@ -270,19 +285,15 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 			}
 		}
 		if len(missing) > 0 {
-			return &SchemaMismatchError{Dataset: dataset, Columns: missing, Detail: "identity columns missing from the table (replace first)"}
+			return ch, &SchemaMismatchError{Dataset: dataset, Columns: missing, Detail: "identity columns missing from the table (replace first)"}
 		}
-		return nil
+		return ch, f.syncNameMapping(txn, dataset)
 	}
 	want := map[string]column{}
 	for _, c := range cols {
 		want[c.field.Name] = c
 	}
-	// One schema update: drop columns gone or retyped, relax nullability,
-	// add new and retyped columns. A replace rewrites every row, so
-	// incompatible changes (retype, new required column) are sound.
-	upd := txn.UpdateSchema(true, true)
-	changed := false
+	// Plan first, so the policy refuses before anything is staged.
 	readd := map[string]bool{}
 	for _, fld := range cur.Fields() {
 		if isIdentity(fld.Name) {
@@ -291,16 +302,103 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		c, ok := want[fld.Name]
 		switch {
 		case !ok:
-			upd.DeleteColumn([]string{fld.Name})
-			changed = true
-		case !sameType(fld.Type, c.typ):
-			upd.DeleteColumn([]string{fld.Name})
+			ch.Dropped = append(ch.Dropped, fld.Name)
+		case sameType(fld.Type, c.typ):
+			if fld.Required && !c.required {
+				ch.Relaxed = append(ch.Relaxed, fld.Name)
+			}
+		case promotable(fld.Type, c.typ):
+			ch.Promoted = append(ch.Promoted, fld.Name)
+		default:
+			ch.Retyped = append(ch.Retyped, fld.Name)
 			readd[fld.Name] = true
-			changed = true
-		case fld.Required && !c.required:
-			upd.UpdateColumn([]string{fld.Name}, table.ColumnUpdate{Required: iceberg.Optional[bool]{Val: false, Valid: true}})
-			changed = true
 		}
+	}
+	for _, c := range cols {
+		if _, ok := cur.FindFieldByName(c.field.Name); !ok {
+			ch.Added = append(ch.Added, c.field.Name)
+		}
+	}
+	if err := checkPolicy(dataset, f.s.SchemaPolicy, ch); err != nil {
+		return ch, err
+	}
+
+	// The order the update leaves without moves: the table's fields less
+	// the deleted ones, then the added ones in the write's order.
+	var identityMissing bool
+	var order []string
+	for _, fld := range cur.Fields() {
+		_, ok := want[fld.Name]
+		if isIdentity(fld.Name) || (ok && !readd[fld.Name]) {
+			order = append(order, fld.Name)
+		}
+	}
+	for _, c := range cols {
+		if _, ok := cur.FindFieldByName(c.field.Name); !ok || readd[c.field.Name] {
+			order = append(order, c.field.Name)
+		}
+	}
+	for _, id := range identityFields() {
+		if _, ok := cur.FindFieldByName(id.Name); !ok {
+			order = append(order, id.Name)
+			identityMissing = true
+		}
+	}
+	target := make([]string, 0, len(cols)+3)
+	for _, c := range cols {
+		target = append(target, c.field.Name)
+	}
+	for _, fld := range cur.Fields() {
+		if isIdentity(fld.Name) {
+			target = append(target, fld.Name)
+		}
+	}
+	for _, id := range identityFields() {
+		if _, ok := cur.FindFieldByName(id.Name); !ok {
+			target = append(target, id.Name)
+		}
+	}
+	reorder := !slices.Equal(order, target)
+	// Reordered: the columns the write keeps (same field id) change their
+	// relative order.
+	var keptOld, keptNew []string
+	for _, fld := range cur.Fields() {
+		if _, ok := want[fld.Name]; ok && !isIdentity(fld.Name) && !readd[fld.Name] {
+			keptOld = append(keptOld, fld.Name)
+		}
+	}
+	for _, c := range cols {
+		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
+			keptNew = append(keptNew, c.field.Name)
+		}
+	}
+	ch.Reordered = !slices.Equal(keptOld, keptNew)
+
+	upd := txn.UpdateSchema(true, true)
+	changed := false
+	for _, name := range ch.Dropped {
+		upd.DeleteColumn([]string{name})
+		changed = true
+	}
+	for _, name := range ch.Retyped {
+		upd.DeleteColumn([]string{name})
+		changed = true
+	}
+	for _, name := range ch.Promoted {
+		c := want[name]
+		u := table.ColumnUpdate{
+			FieldType: iceberg.Optional[iceberg.Type]{Val: c.typ, Valid: true},
+			Doc:       iceberg.Optional[string]{Val: docFor(c), Valid: true},
+		}
+		if fld, _ := cur.FindFieldByName(name); fld.Required && !c.required {
+			u.Required = iceberg.Optional[bool]{Val: false, Valid: true}
+		}
+		upd.UpdateColumn([]string{name}, u)
+		changed = true
+	}
+	for _, name := range ch.Relaxed {
+		upd.UpdateColumn([]string{name}, table.ColumnUpdate{Required: iceberg.Optional[bool]{Val: false, Valid: true}})
+		changed = true
 	}
 	for _, c := range cols {
 		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
@@ -309,16 +407,59 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		upd.AddColumn([]string{c.field.Name}, c.typ, docFor(c), c.required, nil)
 		changed = true
 	}
-	for _, id := range identityFields() {
-		if _, ok := cur.FindFieldByName(id.Name); !ok {
-			upd.AddColumn([]string{id.Name}, id.Type, id.Doc, true, nil)
-			changed = true
+	if identityMissing {
+		for _, id := range identityFields() {
+			if _, ok := cur.FindFieldByName(id.Name); !ok {
+				upd.AddColumn([]string{id.Name}, id.Type, id.Doc, true, nil)
+			}
 		}
+		changed = true
+	}
+	// iceberg-go cannot move (or move next to) a column deleted and added
+	// again under the same name in one update, and a second update in the
+	// same transaction asserts the staged schema id, which the catalog
+	// rejects. So a retyped column stays where the update adds it: after
+	// the identity columns; every other column takes its place.
+	if reorder {
+		movable := slices.DeleteFunc(slices.Clone(target), func(n string) bool { return readd[n] })
+		moveTo(upd, movable)
+		changed = true
 	}
 	if changed {
 		if err := upd.Commit(); err != nil {
-			return fmt.Errorf("facade: evolve schema of %q: %w", dataset, err)
+			return ch, fmt.Errorf("facade: evolve schema of %q: %w", dataset, err)
 		}
+	}
+	return ch, f.syncNameMapping(txn, dataset)
+}
+
+// moveTo orders the top-level columns as target.
+func moveTo(upd *table.UpdateSchema, target []string) {
+	for i, name := range target {
+		if i == 0 {
+			upd.MoveFirst([]string{name})
+		} else {
+			upd.MoveAfter([]string{name}, []string{target[i-1]})
+		}
+	}
+}
+
+// syncNameMapping sets schema.name-mapping.default to the mapping of the
+// schema staged in txn when it differs.
+func (f *Facade) syncNameMapping(txn *table.Transaction, dataset string) error {
+	staged, err := txn.StagedTable()
+	if err != nil {
+		return fmt.Errorf("facade: stage schema of %q: %w", dataset, err)
+	}
+	nm, err := nameMappingJSON(staged.Schema())
+	if err != nil {
+		return err
+	}
+	if staged.Properties()[table.DefaultNameMappingKey] == nm {
+		return nil
+	}
+	if err := txn.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: nm}); err != nil {
+		return fmt.Errorf("facade: set name mapping of %q: %w", dataset, err)
 	}
 	return nil
 }
@@ -592,8 +733,14 @@ func (s *icebergStaged) Abort(context.Context) error {
 // build prepares the snapshot of this write on tbl.
 func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Transaction, error) {
 	txn := tbl.NewTransaction()
-	if err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols); err != nil {
+	change, err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols)
+	if err != nil {
 		return nil, err
+	}
+	summary := maps.Clone(s.props)
+	delete(summary, SummarySchemaChange)
+	if !change.empty() {
+		summary[SummarySchemaChange] = change.String()
 	}
 	// Tables written before the lifecycle existed get its properties (and
 	// manifest merging, which bounds the manifest list: see compact.go) in
@@ -620,16 +767,15 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 			old = append(old, t.File)
 		}
 	}
-	var err error
 	switch {
 	case len(old) > 0:
-		err = txn.ReplaceDataFilesWithDataFiles(ctx, old, s.files, s.props)
+		err = txn.ReplaceDataFilesWithDataFiles(ctx, old, s.files, summary)
 	case len(s.files) > 0:
 		// The files were just written under this write's unique id: the
 		// duplicate check, which reads every live manifest, cannot fail.
-		err = txn.AddDataFiles(ctx, s.files, s.props, table.WithoutDuplicateCheck())
+		err = txn.AddDataFiles(ctx, s.files, summary, table.WithoutDuplicateCheck())
 	default:
-		err = txn.AddFiles(ctx, nil, s.props, false) // an empty snapshot
+		err = txn.AddFiles(ctx, nil, summary, false) // an empty snapshot
 	}
 	if err != nil {
 		return nil, fmt.Errorf("facade: prepare snapshot: %w", err)

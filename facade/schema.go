@@ -1,6 +1,8 @@
 package facade
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -247,4 +249,109 @@ func appendMismatch(dataset string, tbl *iceberg.Schema, cols []column) error {
 	slices.Sort(bad)
 	slices.Sort(details)
 	return &SchemaMismatchError{Dataset: dataset, Columns: bad, Detail: strings.Join(details, "; ")}
+}
+
+// SummarySchemaChange is the snapshot summary key recording the schema
+// change a write made (JSON of added, dropped, promoted, retyped, relaxed
+// column names and whether the columns were reordered). Absent when the
+// write left the schema as it was.
+const SummarySchemaChange = "lakewrite.schema-change"
+
+// ErrSchemaChange: a replace would change the table schema in a way the
+// configured SchemaPolicy refuses. Nothing was written.
+var ErrSchemaChange = errors.New("facade: schema change refused")
+
+// SchemaPolicy restricts how a replace may change a table's schema. The
+// zero value allows every change (a replace rewrites every row). Appends
+// never change the schema: a mismatch is a *SchemaMismatchError.
+type SchemaPolicy struct {
+	// RefuseDrops refuses a replace that leaves out a column of the table.
+	RefuseDrops bool
+	// RefuseIncompatible refuses a replace that changes a column's type in a
+	// way Iceberg cannot promote (anything but int to long, float to
+	// double, and decimal precision widening with the same scale). Such a
+	// column otherwise gets a new field id.
+	RefuseIncompatible bool
+}
+
+// SchemaChangeError reports the columns a replace would drop or retype
+// against the dataset's SchemaPolicy. It matches ErrSchemaChange.
+type SchemaChangeError struct {
+	Dataset string
+	Dropped []string // columns the write leaves out (RefuseDrops)
+	Retyped []string // columns with an incompatible new type (RefuseIncompatible)
+	Detail  string
+}
+
+func (e *SchemaChangeError) Error() string {
+	return fmt.Sprintf("%v: dataset %q: %s", ErrSchemaChange, e.Dataset, e.Detail)
+}
+
+// Is reports whether target is ErrSchemaChange.
+func (e *SchemaChangeError) Is(target error) bool { return target == ErrSchemaChange }
+
+// schemaChange records what a write changes in the table schema.
+type schemaChange struct {
+	Added     []string `json:"added,omitempty"`
+	Dropped   []string `json:"dropped,omitempty"`
+	Promoted  []string `json:"promoted,omitempty"` // type promoted in place, field id kept
+	Retyped   []string `json:"retyped,omitempty"`  // incompatible type: new field id
+	Relaxed   []string `json:"relaxed,omitempty"`  // required to optional
+	Reordered bool     `json:"reordered,omitempty"`
+}
+
+func (c schemaChange) empty() bool {
+	return len(c.Added)+len(c.Dropped)+len(c.Promoted)+len(c.Retyped)+len(c.Relaxed) == 0 && !c.Reordered
+}
+
+func (c schemaChange) String() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// promotable reports whether Iceberg allows promoting from to to in place
+// (same field id): int to long, float to double, decimal(P,S) to
+// decimal(P2,S) with P2 > P.
+func promotable(from, to iceberg.Type) bool {
+	switch f := from.(type) {
+	case iceberg.Int32Type:
+		_, ok := to.(iceberg.Int64Type)
+		return ok
+	case iceberg.Float32Type:
+		_, ok := to.(iceberg.Float64Type)
+		return ok
+	case iceberg.DecimalType:
+		t, ok := to.(iceberg.DecimalType)
+		return ok && t.Scale() == f.Scale() && t.Precision() > f.Precision()
+	}
+	return false
+}
+
+// checkPolicy refuses the change when the policy says so.
+func checkPolicy(dataset string, p SchemaPolicy, c schemaChange) error {
+	e := &SchemaChangeError{Dataset: dataset}
+	var details []string
+	if p.RefuseDrops && len(c.Dropped) > 0 {
+		e.Dropped = c.Dropped
+		details = append(details, "drops columns "+strings.Join(c.Dropped, ", ")+" (SchemaPolicy.RefuseDrops)")
+	}
+	if p.RefuseIncompatible && len(c.Retyped) > 0 {
+		e.Retyped = c.Retyped
+		details = append(details, "changes the type of columns "+strings.Join(c.Retyped, ", ")+
+			" incompatibly (SchemaPolicy.RefuseIncompatible)")
+	}
+	if len(details) == 0 {
+		return nil
+	}
+	e.Detail = "the write " + strings.Join(details, "; ")
+	return e
+}
+
+// nameMappingJSON is the schema.name-mapping.default value of s.
+func nameMappingJSON(s *iceberg.Schema) (string, error) {
+	b, err := json.Marshal(s.NameMapping())
+	if err != nil {
+		return "", fmt.Errorf("facade: name mapping: %w", err)
+	}
+	return string(b), nil
 }
