@@ -141,17 +141,17 @@ func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string) (*holder
 // the dataset is open.
 func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st *intentState) (*Intent, *holder, error) {
 	in := &Intent{ID: id, DatasetID: p.DatasetID, WriterID: p.WriterID, Sink: p.Sink, WriteMode: p.WriteMode,
-		IdempotencyKey: p.IdempotencyKey, st: st}
+		IdempotencyKey: p.IdempotencyKey, Actor: p.Actor, st: st}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := l.setLockTimeout(ctx, tx); err != nil {
 			return err
 		}
 		// Only the owner (or anyone, for an unowned dataset) gets a row.
 		err := tx.QueryRow(ctx, `INSERT INTO `+l.table("pipeline_build_transactions")+`
-			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key)
-			SELECT $1, $2, $3, $4, $5, $6, nullif($7, '') FROM `+l.table("datasets")+` d
+			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key, actor)
+			SELECT $1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '') FROM `+l.table("datasets")+` d
 			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3)
-			RETURNING attempt, created_at`, id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey).
+			RETURNING attempt, created_at`, id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey, p.Actor).
 			Scan(&in.Attempt, &in.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			var owner *string
@@ -217,7 +217,7 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 		return nil, err
 	}
 	if t.Status != StatusOpen || t.DatasetID != p.DatasetID || t.WriterID != p.WriterID ||
-		t.Sink != p.Sink || t.WriteMode != p.WriteMode || t.IdempotencyKey != p.IdempotencyKey {
+		t.Sink != p.Sink || t.WriteMode != p.WriteMode || t.IdempotencyKey != p.IdempotencyKey || t.Actor != p.Actor {
 		return nil, fmt.Errorf("%w: %s is a %s intent of dataset %q", ErrIDInUse, id, t.Status, t.DatasetID)
 	}
 	if t.Attempt != 1 {

@@ -181,6 +181,10 @@ type OpenParams struct {
 	// retried request can return the earlier result instead of writing
 	// again.
 	IdempotencyKey string
+	// Actor, when not empty, records on whose behalf the write is made (a
+	// user or service principal the embedding service authenticated),
+	// beside WriterID, the code path that writes. Read back as Txn.Actor.
+	Actor string
 	// Lookup, when set, lets Open reconcile at once an open intent whose
 	// writer is gone (its session lock is no longer held) instead of
 	// waiting for it: the intent is claimed, then rolled forward when
@@ -209,6 +213,7 @@ type Intent struct {
 	Sink           string
 	WriteMode      string
 	IdempotencyKey string // "" when none
+	Actor          string // "" when none
 	// Attempt is the fence: a commit must carry the attempt the intent had
 	// when it was opened or claimed.
 	Attempt   int64
@@ -259,6 +264,8 @@ type Txn struct {
 	Attempt     int64
 	// IdempotencyKey the intent was opened with; "" when none.
 	IdempotencyKey string
+	// Actor the intent was opened for (OpenParams.Actor); "" when none.
+	Actor string
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -330,14 +337,14 @@ func (l *Ledger) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
 func (l *Ledger) table(name string) string { return l.schema + "." + name }
 
 const txnColumns = `id::text, dataset_id, writer_id, sink, write_mode, status, row_count,
-	coalesce(snapshot_id, 0), created_at, committed_at, coalesce(error, ''), attempt, coalesce(idempotency_key, '')`
+	coalesce(snapshot_id, 0), created_at, committed_at, coalesce(error, ''), attempt, coalesce(idempotency_key, ''), coalesce(actor, '')`
 
 func scanTxn(row pgx.Row, extra ...any) (Txn, error) {
 	var t Txn
 	var status string
 	var committed *time.Time
 	dest := []any{&t.ID, &t.DatasetID, &t.WriterID, &t.Sink, &t.WriteMode, &status,
-		&t.RowCount, &t.SnapshotID, &t.CreatedAt, &committed, &t.Error, &t.Attempt, &t.IdempotencyKey}
+		&t.RowCount, &t.SnapshotID, &t.CreatedAt, &committed, &t.Error, &t.Attempt, &t.IdempotencyKey, &t.Actor}
 	err := row.Scan(append(dest, extra...)...)
 	t.Status = Status(status)
 	if committed != nil {
@@ -366,7 +373,7 @@ func (l *Ledger) Get(ctx context.Context, id string) (Txn, error) {
 // aborts an intent it did not open.
 func (t Txn) Intent() *Intent {
 	return &Intent{ID: t.ID, DatasetID: t.DatasetID, WriterID: t.WriterID, Sink: t.Sink,
-		WriteMode: t.WriteMode, IdempotencyKey: t.IdempotencyKey, Attempt: t.Attempt, CreatedAt: t.CreatedAt}
+		WriteMode: t.WriteMode, IdempotencyKey: t.IdempotencyKey, Actor: t.Actor, Attempt: t.Attempt, CreatedAt: t.CreatedAt}
 }
 
 // FindByKey returns the newest committed intent of the dataset opened with

@@ -679,3 +679,28 @@ func BenchmarkOpenCommit(b *testing.B) {
 		})
 	}
 }
+
+// The actor an intent was opened for is stored and read back, on the open
+// intent, through Get and after commit.
+func TestActorRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := newLedger(t, nil)
+	ensure(t, l, "d")
+	p := params("d")
+	p.Actor = "alice@example.com"
+	in, err := l.Open(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, "alice@example.com", in.Actor)
+	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+	txn, err := l.Get(ctx, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, "alice@example.com", txn.Actor)
+
+	anon, err := l.Open(ctx, params("d"))
+	require.NoError(t, err)
+	require.NoError(t, l.Abort(ctx, anon, nil))
+	txn, err = l.Get(ctx, anon.ID)
+	require.NoError(t, err)
+	require.Empty(t, txn.Actor)
+}

@@ -95,7 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("canary", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres URL of the ledger, flags, row store and Iceberg SQL catalog (default $DATABASE_URL; required)")
+	// The default is read after parsing: a flag default is printed by -h,
+	// and a URL may hold a password.
+	fs.StringVar(&c.databaseURL, "database-url", "", "Postgres URL of the ledger, flags, row store and Iceberg SQL catalog (default $DATABASE_URL; required)")
 	fs.StringVar(&c.warehouse, "warehouse", "./lakewrite-data", "warehouse directory of the Iceberg tables; use the same one for every command")
 	fs.BoolVar(&c.verbose, "v", false, "log the library's records (sink decisions, intents) to stderr")
 	fs.StringVar(&c.mode, "mode", string(sink.ModeIcebergNative), "set: the override mode (pg or iceberg_native)")
@@ -126,6 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		return exitUsage
+	}
+	if c.databaseURL == "" {
+		c.databaseURL = os.Getenv("DATABASE_URL")
 	}
 	var arg string
 	switch {

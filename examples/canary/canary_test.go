@@ -179,3 +179,19 @@ func TestBadInput(t *testing.T) {
 	require.Equal(t, exitUsage, run(context.Background(), []string{"frobnicate"}, &out, &errb))
 	require.Equal(t, exitUsage, run(context.Background(), nil, &out, &errb))
 }
+
+// -h never prints the database URL (which may hold a password), and the
+// URL still defaults to $DATABASE_URL.
+func TestHelpPrintsNoSecrets(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://user:s3cret-pw@127.0.0.1:1/db?connect_timeout=1")
+	for _, args := range [][]string{{"-h"}, {"init", "-h"}, {}} {
+		var out, errb bytes.Buffer
+		run(context.Background(), args, &out, &errb)
+		require.NotContains(t, out.String()+errb.String(), "s3cret-pw", "args %q", args)
+		require.Contains(t, errb.String(), "$DATABASE_URL")
+	}
+	// The environment default is used: the command tries that server.
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run(context.Background(), []string{"init"}, &out, &errb), errb.String())
+	require.NotContains(t, errb.String(), "no database")
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -54,6 +55,11 @@ func openEnv(ctx context.Context, o envOptions) (_ *env, err error) {
 		return nil, &usageError{msg: fmt.Sprintf("-database-url: %v", err)}
 	}
 	cfg.MaxConns = 4
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// An unreachable server fails the command instead of hanging
+		// (connect_timeout in the URL overrides it).
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
 	if e.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package manualtable
 import (
 	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -53,7 +54,26 @@ type Config struct {
 	// needs a server whose connections support read deadlines (net/http's
 	// does). Default 30s.
 	BodyStallTimeout time.Duration
+	// Authorize, when set, is asked before a request touches a dataset:
+	// it returns the identity of the caller (recorded on the upload's
+	// ledger intent as its actor and in the snapshot summary as
+	// lakewrite.meta.uploaded-by) or an error. An error wrapping
+	// ErrUnauthenticated answers 401, any other error 403; either way
+	// nothing is read or written. Nil: every request is allowed and no
+	// identity is recorded (put the handler behind your own
+	// authentication then).
+	Authorize func(r *http.Request, datasetID string, action Action) (principal string, err error)
 }
+
+// Action is what a request does to a dataset, as Authorize sees it.
+type Action string
+
+// The actions of the routes.
+const (
+	ActionRead    Action = "read"    // GET /datasets/{id}
+	ActionDeclare Action = "declare" // PUT /datasets/{id}
+	ActionWrite   Action = "write"   // POST /datasets/{id}/rows
+)
 
 func (c Config) withDefaults() (Config, error) {
 	switch {

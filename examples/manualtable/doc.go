@@ -7,7 +7,7 @@
 //
 //	PUT  /datasets/{id}        {"name": "...", "columns": [{"name": "id", "type": "bigint"}, ...]}
 //	GET  /datasets/{id}
-//	POST /datasets/{id}/rows   Content-Type: text/csv | application/x-ndjson   [?mode=replace|append]
+//	POST /datasets/{id}/rows   Content-Type: text/csv | application/x-ndjson   [?mode=replace|append] [&allow_empty=true]
 //
 // PUT records the dataset in the ledger's datasets table with its declared
 // schema, stored as {"columns":[{"name","type"}]} with each type as Postgres'
@@ -55,7 +55,7 @@
 // batch is handed to the lakehouse. An invalid row may come after batches
 // were already handed over, so the handler makes the write fail by yielding
 // the error from the batch sequence: the facade guarantees that a failing
-// input stream commits nothing. The request then gets a 4xx JSON error
+// input stream commits nothing. The request then gets a 4xx problem document
 // naming the line and column, and the ledger intent is aborted.
 //
 // # Ledger
@@ -76,15 +76,36 @@
 // facade FindTxn), as it does the intent of an upload whose process died.
 // A client that stops sending fails its upload after Config.BodyStallTimeout.
 //
+// # Empty uploads
+//
+// A replace whose body holds no rows (an NDJSON body with no lines, a CSV
+// body with only its header) would empty the table; it is refused (400
+// empty_upload, nothing written) unless the request says
+// ?allow_empty=true. An empty append writes an empty snapshot and is
+// allowed.
+//
+// # Authorization and identity
+//
+// Config.Authorize, when set, is asked before each request touches a
+// dataset, with the action (read, declare, write). It returns the caller's
+// identity, which an upload records as its ledger intent's actor
+// (ledger.Txn.Actor) and in its snapshot summary
+// (lakewrite.meta.uploaded-by), so every snapshot says who uploaded it.
+// Refusals answer 401 (an error wrapping ErrUnauthenticated) or 403.
+//
 // # Errors
 //
-// Every error is JSON: {"error": "...", "code": "...", "line": n,
-// "column": "...", "txn_id": "..."} (line, column and txn_id when they
-// apply). Client errors are *InputError values (bad_request, bad_schema,
-// bad_csv, bad_json, type_mismatch: 400; unknown_dataset: 404; not_manual,
-// schema_changed, schema_mismatch, busy, conflict: 409; too_large: 413;
-// unsupported_type: 415); vetoed is 422; write_failed is 500;
-// outcome_unknown is 503.
+// Every error, including an unknown route (404) or method (405), is an RFC
+// 9457 problem document (Content-Type application/problem+json, see
+// Problem): {"type": "urn:lakewrite:manualtable:<code>", "title": ...,
+// "status": n, "detail": "...", "instance": "/datasets/...", "code": "...",
+// "line": n, "column": "...", "txn_id": "..."} (line, column and txn_id
+// when they apply). Client errors are *InputError values (bad_request,
+// bad_schema, bad_csv, bad_json, type_mismatch, empty_upload: 400;
+// unauthorized: 401; forbidden: 403; unknown_dataset, not_found: 404;
+// method_not_allowed: 405; not_manual, schema_changed, schema_mismatch,
+// busy, conflict: 409; too_large: 413; unsupported_type: 415); vetoed is
+// 422; write_failed is 500; outcome_unknown is 503.
 //
 // The handler keeps no global state and starts no goroutines; the pool,
 // ledger, lakehouse and allocator belong to the caller.

@@ -8,23 +8,36 @@ import (
 
 // Error codes of the JSON error responses.
 const (
-	CodeBadRequest     = "bad_request"      // 400: bad query parameter, unreadable body
-	CodeBadSchema      = "bad_schema"       // 400: a PUT declaration that is not valid
-	CodeBadCSV         = "bad_csv"          // 400: malformed CSV, header not matching the columns
-	CodeBadJSON        = "bad_json"         // 400: a line that is not one JSON object of known columns
-	CodeTypeMismatch   = "type_mismatch"    // 400: a value that does not fit its declared column
-	CodeTooLarge       = "too_large"        // 413: body (or one NDJSON line) over the limit
-	CodeUnsupported    = "unsupported_type" // 415: Content-Type other than CSV or NDJSON
-	CodeUnknownDataset = "unknown_dataset"  // 404: no such dataset
-	CodeNotManual      = "not_manual"       // 409: the dataset is not a manual table (not declared here, or another writer's)
-	CodeSchemaChanged  = "schema_changed"   // 409: the declaration changed while the upload started
-	CodeSchemaMismatch = "schema_mismatch"  // 409: an append that does not match the table's columns
-	CodeBusy           = "busy"             // 409: another write of the dataset stayed open past the wait budget
-	CodeConflict       = "conflict"         // 409: the catalog commit conflicted; nothing written, retry
-	CodeVetoed         = "vetoed"           // 422: a ledger expectation refused the commit
-	CodeWriteFailed    = "write_failed"     // 500: the write failed; nothing written, intent aborted
-	CodeOutcomeUnknown = "outcome_unknown"  // 503: the commit may or may not have landed; intent left open
+	CodeBadRequest     = "bad_request"        // 400: bad query parameter, unreadable body
+	CodeBadSchema      = "bad_schema"         // 400: a PUT declaration that is not valid
+	CodeBadCSV         = "bad_csv"            // 400: malformed CSV, header not matching the columns
+	CodeBadJSON        = "bad_json"           // 400: a line that is not one JSON object of known columns
+	CodeTypeMismatch   = "type_mismatch"      // 400: a value that does not fit its declared column
+	CodeTooLarge       = "too_large"          // 413: body (or one NDJSON line) over the limit
+	CodeUnsupported    = "unsupported_type"   // 415: Content-Type other than CSV or NDJSON
+	CodeEmptyUpload    = "empty_upload"       // 400: a replace with no rows, without ?allow_empty=true
+	CodeUnauthorized   = "unauthorized"       // 401: Authorize did not recognise the caller
+	CodeForbidden      = "forbidden"          // 403: Authorize refused the caller this action
+	CodeUnknownDataset = "unknown_dataset"    // 404: no such dataset
+	CodeNotFound       = "not_found"          // 404: no such route
+	CodeMethod         = "method_not_allowed" // 405: a route that exists, with another method
+	CodeNotManual      = "not_manual"         // 409: the dataset is not a manual table (not declared here, or another writer's)
+	CodeSchemaChanged  = "schema_changed"     // 409: the declaration changed while the upload started
+	CodeSchemaMismatch = "schema_mismatch"    // 409: an append that does not match the table's columns
+	CodeBusy           = "busy"               // 409: another write of the dataset stayed open past the wait budget
+	CodeConflict       = "conflict"           // 409: the catalog commit conflicted; nothing written, retry
+	CodeVetoed         = "vetoed"             // 422: a ledger expectation refused the commit
+	CodeWriteFailed    = "write_failed"       // 500: the write failed; nothing written, intent aborted
+	CodeOutcomeUnknown = "outcome_unknown"    // 503: the commit may or may not have landed; intent left open
 )
+
+// ErrUnauthenticated is what an Authorize func wraps to answer 401 (the
+// caller is not known) instead of 403 (known but not allowed).
+var ErrUnauthenticated = errors.New("manualtable: unauthenticated")
+
+// ErrEmptyUpload is the cause of an upload refused because it would
+// replace the table with no rows (see the package documentation).
+var ErrEmptyUpload = errors.New("manualtable: empty upload")
 
 // InputError is a client error in a request: the request is answered with
 // Status and nothing is written (an intent opened for it is aborted). Line

@@ -48,7 +48,46 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	return h, nil
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP answers a request for no route (404) or a route with another
+// method (405) with a problem document too, not the mux's plain text.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.mux.Handler(r); pattern != "" {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		h.fail(w, r, badInput(http.StatusNotFound, CodeNotFound, 0, "", "no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	h.fail(w, r, badInput(http.StatusMethodNotAllowed, CodeMethod, 0, "", "method %s not allowed on %s: allowed %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
+// authorize asks Config.Authorize about the request; it answers the
+// request itself (401/403) and returns false when refused.
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request, id string, action Action) (string, bool) {
+	if h.cfg.Authorize == nil {
+		return "", true
+	}
+	principal, err := h.cfg.Authorize(r, id, action)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		h.fail(w, r, &InputError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Msg: err.Error(), Err: err})
+		return "", false
+	case err != nil:
+		h.fail(w, r, &InputError{Status: http.StatusForbidden, Code: CodeForbidden, Msg: err.Error(), Err: err})
+		return "", false
+	}
+	return principal, true
+}
 
 // Declaration is the body of PUT /datasets/{id}.
 type Declaration struct {
@@ -78,10 +117,27 @@ type Result struct {
 	DataFiles   int       `json:"data_files"`
 }
 
-// ErrorBody is the answer of a failed request.
-type ErrorBody struct {
-	Error  string `json:"error"`
-	Code   string `json:"code"`
+// ProblemTypePrefix prefixes the Problem.Type of every error answer; the
+// rest is the Problem.Code.
+const ProblemTypePrefix = "urn:lakewrite:manualtable:"
+
+// Problem is the answer of a failed request: an RFC 9457 problem details
+// document (Content-Type application/problem+json) with the handler's
+// extension members code, line, column and txn_id.
+type Problem struct {
+	// Type is ProblemTypePrefix + Code.
+	Type string `json:"type"`
+	// Title is the HTTP status text.
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail says what went wrong with this request.
+	Detail string `json:"detail"`
+	// Instance is the request path.
+	Instance string `json:"instance,omitempty"`
+	// Code is one of the Code constants.
+	Code string `json:"code"`
+	// Line is the 1-based line of the body concerned, Column the declared
+	// column, TxnID the ledger intent of the upload; each when it applies.
 	Line   int64  `json:"line,omitempty"`
 	Column string `json:"column,omitempty"`
 	TxnID  string `json:"txn_id,omitempty"`
@@ -103,6 +159,9 @@ func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !facade.ValidDatasetID(id) {
 		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadRequest, 0, "", "dataset id %q: want 1-128 characters of [A-Za-z0-9_-], starting with a letter or digit", id))
+		return
+	}
+	if _, ok := h.authorize(w, r, id, ActionDeclare); !ok {
 		return
 	}
 	var d Declaration
@@ -188,6 +247,9 @@ func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.authorize(w, r, r.PathValue("id"), ActionRead); !ok {
+		return
+	}
 	info, err := h.info(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
@@ -220,6 +282,10 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := time.Now()
 	id := r.PathValue("id")
+	principal, ok := h.authorize(w, r, id, ActionWrite)
+	if !ok {
+		return
+	}
 
 	mode := facade.Replace
 	switch m := r.URL.Query().Get("mode"); m {
@@ -228,6 +294,15 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		mode = facade.Append
 	default:
 		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadRequest, 0, "", "mode %q: want replace (the default) or append", m))
+		return
+	}
+	allowEmpty := false
+	switch v := r.URL.Query().Get("allow_empty"); v {
+	case "", "false":
+	case "true":
+		allowEmpty = true
+	default:
+		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadRequest, 0, "", "allow_empty %q: want true or false", v))
 		return
 	}
 	form, ierr := mediaFormat(r.Header.Get("Content-Type"))
@@ -265,7 +340,12 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 	} else {
 		src = newNDJSONReader(body, tbl, h.cfg.MaxLineBytes)
 	}
-	up := &upload{mem: h.cfg.Allocator, schema: tbl.arrowSchema(), tbl: tbl, src: src, batchRows: h.cfg.BatchRows}
+	up := &upload{mem: h.cfg.Allocator, schema: tbl.arrowSchema(), tbl: tbl, src: src, batchRows: h.cfg.BatchRows,
+		requireRows: mode == facade.Replace && !allowEmpty}
+	meta := map[string]string{"source": "manualtable", "content-type": form.String()}
+	if principal != "" {
+		meta["uploaded-by"] = principal
+	}
 
 	var (
 		txnID   string
@@ -273,7 +353,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		written bool
 	)
 	_, err = h.cfg.Ledger.With(ctx, ledger.OpenParams{
-		DatasetID: id, WriterID: h.cfg.WriterID, Sink: SinkIceberg, WriteMode: string(mode), Lookup: h.lookup,
+		DatasetID: id, WriterID: h.cfg.WriterID, Sink: SinkIceberg, WriteMode: string(mode), Lookup: h.lookup, Actor: principal,
 	}, func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 		txnID = in.ID
 		if err := h.checkDeclaration(ctx, id, tbl); err != nil {
@@ -286,7 +366,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 				Schema:   up.schema,
 				Rows:     up.Rows(),
 				TxnID:    in.ID,
-				Metadata: map[string]string{"source": "manualtable", "content-type": form.String()},
+				Metadata: meta,
 			})
 		switch {
 		case err == nil && up.err != nil:
@@ -314,7 +394,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		h.failTxn(w, r, err, txnID)
 		return
 	}
-	h.cfg.Logger.InfoContext(ctx, "manualtable upload committed", "dataset_id", id, "txn_id", txnID, "mode", mode,
+	h.cfg.Logger.InfoContext(ctx, "manualtable upload committed", "dataset_id", id, "txn_id", txnID, "mode", mode, "uploaded_by", principal,
 		"rows", res.Rows, "snapshot_id", res.SnapshotID, "data_files", len(res.DataFiles), "duration", time.Since(start))
 	writeJSON(w, http.StatusOK, Result{
 		DatasetID: id, TxnID: txnID, Mode: string(mode), Rows: res.Rows, SnapshotID: res.SnapshotID,
@@ -371,11 +451,15 @@ func mediaFormat(ct string) (format, *InputError) {
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) { h.failTxn(w, r, err, "") }
 
-// failTxn answers err as a JSON error: client errors (typed) as 4xx, the
-// rest as 5xx.
+// failTxn answers err as a problem document: client errors (typed) as
+// 4xx, the rest as 5xx.
 func (h *handler) failTxn(w http.ResponseWriter, r *http.Request, err error, txnID string) {
 	status, body := classify(err)
 	body.TxnID = txnID
+	body.Status = status
+	body.Title = http.StatusText(status)
+	body.Type = ProblemTypePrefix + body.Code
+	body.Instance = r.URL.Path
 	if status >= 500 {
 		h.cfg.Logger.ErrorContext(r.Context(), "manualtable request failed", "method", r.Method, "path", r.URL.Path,
 			"status", status, "code", body.Code, "txn_id", txnID, "error", err)
@@ -386,34 +470,36 @@ func (h *handler) failTxn(w http.ResponseWriter, r *http.Request, err error, txn
 	if status == http.StatusConflict && body.Code == CodeBusy {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, body)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
 }
 
-func classify(err error) (int, ErrorBody) {
+func classify(err error) (int, Problem) {
 	var ie *InputError
 	var sm *facade.SchemaMismatchError
 	var ou *outcomeUnknownError
 	switch {
 	case errors.As(err, &ie):
-		return ie.Status, ErrorBody{Error: ie.Error(), Code: ie.Code, Line: ie.Line, Column: ie.Column}
+		return ie.Status, Problem{Detail: ie.Error(), Code: ie.Code, Line: ie.Line, Column: ie.Column}
 	case errors.As(err, &ou):
-		return http.StatusServiceUnavailable, ErrorBody{Error: "the write's outcome is unknown; the ledger intent is left open for reconciliation: " + err.Error(), Code: CodeOutcomeUnknown}
+		return http.StatusServiceUnavailable, Problem{Detail: "the write's outcome is unknown; the ledger intent is left open for reconciliation: " + err.Error(), Code: CodeOutcomeUnknown}
 	case errors.Is(err, ledger.ErrDatasetNotFound):
-		return http.StatusNotFound, ErrorBody{Error: err.Error(), Code: CodeUnknownDataset}
+		return http.StatusNotFound, Problem{Detail: err.Error(), Code: CodeUnknownDataset}
 	case errors.Is(err, ledger.ErrBusy):
-		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeBusy}
+		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeBusy}
 	case errors.Is(err, ledger.ErrNotOwner):
-		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeNotManual}
+		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeNotManual}
 	case errors.Is(err, facade.ErrCommitConflict):
-		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeConflict}
+		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeConflict}
 	case errors.As(err, &sm):
-		return http.StatusConflict, ErrorBody{Error: err.Error(), Code: CodeSchemaMismatch}
+		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeSchemaMismatch}
 	case errors.Is(err, facade.ErrInvalidDatasetID):
-		return http.StatusBadRequest, ErrorBody{Error: err.Error(), Code: CodeBadRequest}
+		return http.StatusBadRequest, Problem{Detail: err.Error(), Code: CodeBadRequest}
 	case errors.Is(err, ledger.ErrVetoed):
-		return http.StatusUnprocessableEntity, ErrorBody{Error: err.Error(), Code: CodeVetoed}
+		return http.StatusUnprocessableEntity, Problem{Detail: err.Error(), Code: CodeVetoed}
 	}
-	return http.StatusInternalServerError, ErrorBody{Error: err.Error(), Code: CodeWriteFailed}
+	return http.StatusInternalServerError, Problem{Detail: err.Error(), Code: CodeWriteFailed}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

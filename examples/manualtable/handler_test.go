@@ -54,6 +54,7 @@ type envOptions struct {
 	// handlerMem, when set, is the handler's allocator (the facade keeps
 	// its own), to measure what the handler alone holds.
 	handlerMem memory.Allocator
+	authorize  func(r *http.Request, datasetID string, action manualtable.Action) (string, error)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -90,7 +91,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	h, err := manualtable.NewHandler(manualtable.Config{
 		DB: pool, Ledger: led, Lakehouse: lh, Allocator: hmem,
 		BatchRows: o.batchRows, MaxUploadBytes: o.maxUploadBytes, MaxLineBytes: o.maxLineBytes,
-		BodyStallTimeout: o.stall,
+		BodyStallTimeout: o.stall, Authorize: o.authorize,
 	})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(h)
@@ -112,13 +113,17 @@ func (r response) result(t *testing.T) manualtable.Result {
 	return res
 }
 
-func (r response) error(t *testing.T, status int, code string) manualtable.ErrorBody {
+func (r response) error(t *testing.T, status int, code string) manualtable.Problem {
 	t.Helper()
 	require.Equal(t, status, r.status, "body: %s", r.body)
-	var eb manualtable.ErrorBody
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), "body: %s", r.body)
+	var eb manualtable.Problem
 	require.NoError(t, json.Unmarshal(r.body, &eb), "body: %s", r.body)
 	require.Equal(t, code, eb.Code, "body: %s", r.body)
-	require.NotEmpty(t, eb.Error)
+	require.Equal(t, manualtable.ProblemTypePrefix+code, eb.Type)
+	require.Equal(t, status, eb.Status)
+	require.Equal(t, http.StatusText(status), eb.Title)
+	require.NotEmpty(t, eb.Detail)
 	return eb
 }
 
@@ -126,7 +131,11 @@ func (e *env) do(method, path, contentType string, body io.Reader) response {
 	e.t.Helper()
 	r, err := e.send(method, path, contentType, body)
 	require.NoError(e.t, err)
-	require.Equal(e.t, "application/json", r.header.Get("Content-Type"), "body: %s", r.body)
+	want := "application/json"
+	if r.status >= 400 {
+		want = "application/problem+json"
+	}
+	require.Equal(e.t, want, r.header.Get("Content-Type"), "body: %s", r.body)
 	return r
 }
 
@@ -317,8 +326,10 @@ func TestCSVReplaceAndReadBack(t *testing.T) {
 	assert.Equal(t, "beta", rows[0][4])
 	assert.EqualValues(t, 1, e.dataset("orders").RowCount)
 
-	// A header-only upload empties the table.
-	res3 := e.uploadCSV("orders", "", strings.Join(names, ",")+"\n").result(t)
+	// A header-only upload empties the table when asked to explicitly.
+	e.uploadCSV("orders", "", strings.Join(names, ",")+"\n").error(t, http.StatusBadRequest, manualtable.CodeEmptyUpload)
+	require.Len(t, e.rows("orders"), 1)
+	res3 := e.uploadCSV("orders", "?allow_empty=true", strings.Join(names, ",")+"\n").result(t)
 	assert.EqualValues(t, 0, res3.Rows)
 	assert.Empty(t, e.rows("orders"))
 	assert.EqualValues(t, 0, e.dataset("orders").RowCount)
@@ -386,7 +397,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		assert.Equal(t, c.column, eb.Column, c.name)
 		tx := e.txn(eb.TxnID)
 		assert.Equal(t, ledger.StatusAborted, tx.Status, c.name)
-		assert.Contains(t, tx.Error, eb.Error, c.name)
+		assert.Contains(t, tx.Error, eb.Detail, c.name)
 	}
 	ndjsonCases := []struct {
 		name, body, code string
@@ -496,7 +507,7 @@ func TestOwnership(t *testing.T) {
 	require.NoError(t, e.ledger.Commit(ctx, in, ledger.Outcome{RowCount: 5, CommittedAt: time.Now(), Schema: []byte(`{"columns":[{"name":"id","type":"bigint"}]}`)}))
 	e.uploadCSV("p", "", "id\n1\n").error(t, http.StatusConflict, manualtable.CodeNotManual)
 	eb := e.declare("p", "id bigint").error(t, http.StatusConflict, manualtable.CodeNotManual)
-	assert.Contains(t, eb.Error, `belongs to writer "pipeline.output"`)
+	assert.Contains(t, eb.Detail, `belongs to writer "pipeline.output"`)
 	ds := e.dataset("p")
 	assert.Equal(t, "", ds.Owner)
 	assert.EqualValues(t, 5, ds.RowCount)
@@ -631,7 +642,7 @@ func TestVetoedUploadLeavesTableUnchanged(t *testing.T) {
 			require.Equal(t, http.StatusCreated, e.declare("v", "id bigint").status)
 			first := e.uploadCSV("v", "", "id\n1\n2\n3\n").result(t)
 			eb := e.uploadCSV("v", "", "id\n4\n5\n6\n7\n").error(t, http.StatusUnprocessableEntity, manualtable.CodeVetoed)
-			assert.Contains(t, eb.Error, "at most 3 rows, got 4")
+			assert.Contains(t, eb.Detail, "at most 3 rows, got 4")
 			assert.Equal(t, ledger.StatusAborted, e.txn(eb.TxnID).Status)
 			assert.Equal(t, first.SnapshotID, e.currentSnapshot("v"))
 			assert.Equal(t, [][]string{{"1"}, {"2"}, {"3"}}, e.rows("v"))

@@ -35,6 +35,9 @@ type upload struct {
 	// cleanly or was not consumed to the end).
 	err  *InputError
 	rows int64
+	// requireRows: a body with no rows is an error (a replace that would
+	// empty the table without saying so).
+	requireRows bool
 }
 
 // Rows yields the body as record batches of at most batchRows rows. Each
@@ -76,6 +79,12 @@ func (u *upload) Rows() iter.Seq2[arrow.RecordBatch, error] {
 				}
 				n = 0
 			}
+		}
+		if u.rows == 0 && u.requireRows {
+			u.err = &InputError{Status: http.StatusBadRequest, Code: CodeEmptyUpload, Err: ErrEmptyUpload,
+				Msg: "the body has no rows: a replace with it would empty the table; send ?allow_empty=true to empty it on purpose"}
+			yield(nil, u.err)
+			return
 		}
 		if n > 0 {
 			flush()

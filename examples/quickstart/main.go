@@ -78,10 +78,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rows := fs.Int("rows", 300_000, "orders to seed in the source dataset")
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL; empty: start a throwaway local cluster)")
+	// The default is read after parsing: a flag default is printed by -h,
+	// and a URL may hold a password.
+	dbURL := fs.String("database-url", "", "Postgres URL (default $DATABASE_URL; neither: start a throwaway local cluster)")
 	warehouse := fs.String("warehouse", "", "Iceberg warehouse directory (default: a new directory under the OS temp dir, removed at exit)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *dbURL == "" {
+		*dbURL = os.Getenv("DATABASE_URL")
 	}
 	if *rows < 1 {
 		fmt.Fprintln(stderr, "quickstart: -rows must be at least 1")

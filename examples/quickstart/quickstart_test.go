@@ -28,3 +28,12 @@ func TestQuickstartBadFlags(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), []string{"-rows", "0"}, &out, &errb))
 	require.Equal(t, 2, run(context.Background(), []string{"-nope"}, &out, &errb))
 }
+
+// -h never prints the database URL (which may hold a password).
+func TestHelpPrintsNoSecrets(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://user:s3cret-pw@127.0.0.1:1/db")
+	var out, errb bytes.Buffer
+	run(context.Background(), []string{"-h"}, &out, &errb)
+	require.NotContains(t, out.String()+errb.String(), "s3cret-pw")
+	require.Contains(t, errb.String(), "$DATABASE_URL")
+}

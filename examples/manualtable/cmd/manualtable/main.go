@@ -36,10 +36,15 @@ func main() {
 
 func run() error {
 	addr := flag.String("addr", ":8080", "listen address")
-	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL of the ledger and the SQL catalog (default $DATABASE_URL)")
+	// The default is read after parsing: a flag default is printed by -h,
+	// and a URL may hold a password.
+	dbURL := flag.String("database-url", "", "Postgres URL of the ledger and the SQL catalog (default $DATABASE_URL)")
 	warehouse := flag.String("warehouse", "", "warehouse directory or object-store URL")
 	maxBytes := flag.Int64("max-upload-bytes", 0, "largest accepted upload (0: 256 MiB)")
 	flag.Parse()
+	if *dbURL == "" {
+		*dbURL = os.Getenv("DATABASE_URL")
+	}
 	if *dbURL == "" || *warehouse == "" {
 		return errors.New("-database-url (or DATABASE_URL) and -warehouse are required")
 	}
