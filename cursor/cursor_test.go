@@ -12,7 +12,7 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 
 func TestSmoke(t *testing.T) {
 	pool := pgtest.Pool(t)

@@ -53,7 +53,12 @@ func ExampleLedger_With() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(out.RowCount)
+	ds, err := l.Dataset(ctx, "orders_daily")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(out.RowCount, ds.RowCount)
+	// Output: 1000 1000
 }
 
 // A Postgres row-store write: the rows and the ledger commit land in one
@@ -69,12 +74,15 @@ func ExampleLedger_WithTx() {
 	if err != nil {
 		panic(err)
 	}
+	if _, err := l.EnsureDataset(ctx, "orders_by_region", "Orders per region", nil); err != nil {
+		panic(err)
+	}
 	out, err := l.WithTx(ctx, ledger.OpenParams{
-		DatasetID: "orders_daily", WriterID: "pipeline.output", Sink: "pg", WriteMode: ledger.ModeReplace,
+		DatasetID: "orders_by_region", WriterID: "pipeline.output", Sink: "pg", WriteMode: ledger.ModeReplace,
 		IdempotencyKey: "deploy-42", // a retry finds this write with FindByKey
 	}, func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 		tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-			SELECT 'orders_daily', g, jsonb_build_object('n', g), $1 FROM generate_series(1, 10) g`, in.ID)
+			SELECT 'orders_by_region', g, jsonb_build_object('n', g), $1 FROM generate_series(1, 10) g`, in.ID)
 		if err != nil {
 			return ledger.Outcome{}, err
 		}
@@ -88,6 +96,16 @@ func ExampleLedger_WithTx() {
 		panic(err)
 	}
 	fmt.Println(out.RowCount)
+
+	// The same request again (a retry after a timeout) finds the write.
+	txn, found, err := l.FindByKey(ctx, "orders_by_region", "deploy-42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(found, txn.Status, txn.RowCount)
+	// Output:
+	// 10
+	// true committed 10
 }
 
 // A manual table and a pipeline output of the same id cannot overwrite each
@@ -112,4 +130,5 @@ func ExampleLedger_ClaimDataset() {
 	_, err = l.Open(ctx, ledger.OpenParams{DatasetID: "budget_2027", WriterID: "pipeline.output",
 		Sink: "iceberg_native", WriteMode: ledger.ModeReplace})
 	fmt.Println(errors.Is(err, ledger.ErrNotOwner))
+	// Output: true
 }

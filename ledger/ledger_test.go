@@ -17,7 +17,7 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 
 func newLedger(t *testing.T, cfg *ledger.Config) (*ledger.Ledger, *pgxpool.Pool) {
 	t.Helper()

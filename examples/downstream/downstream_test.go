@@ -23,7 +23,7 @@ import (
 //	pool, err := pgxpool.New(ctx, os.Getenv("TEST_DATABASE_URL"))
 //
 // and keeps the rest of this file as it is.
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 
 const dataset = downstream.DefaultDatasetID
 

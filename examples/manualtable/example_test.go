@@ -2,9 +2,13 @@ package manualtable_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -14,7 +18,9 @@ import (
 )
 
 // Wiring the handler: the ledger and the Iceberg SQL catalog share one
-// Postgres database; the warehouse is a local directory.
+// Postgres database; the warehouse is a local directory. A service would
+// mount the handler on its own server (http.ListenAndServe); here an
+// httptest server takes a declaration and an upload.
 func ExampleNewHandler() {
 	ctx := context.Background()
 	url := os.Getenv("DATABASE_URL")
@@ -30,7 +36,12 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: "/var/lib/lakewrite"})
+	warehouse, err := os.MkdirTemp("", "lakewrite-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(warehouse)
+	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: warehouse})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,5 +57,45 @@ func ExampleNewHandler() {
 	// PUT /api/datasets/{id}, GET /api/datasets/{id}, POST /api/datasets/{id}/rows
 	mux := http.NewServeMux()
 	mux.Handle("/api/", http.StripPrefix("/api", h))
-	log.Fatal(http.ListenAndServe(":8080", mux))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	send := func(method, path, contentType, body string) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			log.Fatal(err)
+		}
+		req.Header.Set("Content-Type", contentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Rows    *int64 `json:"rows"`
+			Code    string `json:"code"`
+			Columns []manualtable.Column
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			log.Fatal(err)
+		}
+		switch {
+		case out.Code != "":
+			fmt.Println(resp.StatusCode, out.Code)
+		case out.Rows != nil:
+			fmt.Println(resp.StatusCode, "rows", *out.Rows)
+		default:
+			fmt.Println(resp.StatusCode, "columns", len(out.Columns))
+		}
+	}
+	send(http.MethodPut, "/api/datasets/prices", "application/json",
+		`{"name":"Prices","columns":[{"name":"sku","type":"text"},{"name":"price","type":"numeric(12,2)"}]}`)
+	send(http.MethodPost, "/api/datasets/prices/rows", "text/csv", "sku,price\nA-1,9.99\nB-2,12.50\n")
+	send(http.MethodPost, "/api/datasets/prices/rows", "text/csv", "sku,price\nC-3,abc\n")
+	send(http.MethodPost, "/api/datasets/prices/rows", "text/csv", "sku,price\n")
+	// Output:
+	// 201 columns 2
+	// 200 rows 2
+	// 400 type_mismatch
+	// 400 empty_upload
 }

@@ -30,7 +30,7 @@ import (
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 
 // env is one handler on a fresh database and warehouse, served by an
 // httptest server.

@@ -55,6 +55,63 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// MainWithDatabase is Main for a package whose Examples need a database:
+// before the tests run it creates one fresh migrated database and sets the
+// environment variable envVar (e.g. "DATABASE_URL") to its URL, so the
+// Examples read it as a user's program does; the database is dropped at
+// the end. The Examples of a package run one after the other on that
+// database, so each uses its own dataset ids.
+func MainWithDatabase(m *testing.M, envVar string) {
+	server.once.Do(func() { server.err = start() })
+	if server.err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: no PostgreSQL for tests: %v\n", server.err)
+		Shutdown()
+		os.Exit(1)
+	}
+	name := "lwx_" + randomSuffix()
+	if err := createDatabase(name); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		Shutdown()
+		os.Exit(1)
+	}
+	os.Setenv(envVar, withDatabase(server.adminURL, name))
+	code := m.Run()
+	if err := dropDatabase(name); err != nil && code == 0 {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		code = 1
+	}
+	Shutdown()
+	os.Exit(code)
+}
+
+func createDatabase(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, server.adminURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` TEMPLATE `+pgx.Identifier{server.template}.Sanitize()); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return nil
+}
+
+func dropDatabase(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, server.adminURL)
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
 // Shutdown stops what the package started. Main calls it; call it yourself
 // only when not using Main.
 func Shutdown() {
@@ -123,28 +180,13 @@ func start() error {
 func URL(t testing.TB) string {
 	t.Helper()
 	setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	name := "lwt_" + randomSuffix()
-	conn, err := pgx.Connect(ctx, server.adminURL)
-	if err != nil {
-		t.Fatalf("pgtest: connect: %v", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` TEMPLATE `+pgx.Identifier{server.template}.Sanitize()); err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
+	if err := createDatabase(name); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, server.adminURL)
-		if err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
+		if err := dropDatabase(name); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
 	return withDatabase(server.adminURL, name)
