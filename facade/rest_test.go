@@ -47,7 +47,12 @@ func newRESTEnv(t *testing.T, cfg restcatalog.Config, opts ...rest.Option) *rest
 	if cfg.Prefix == "" {
 		cfg.Prefix = "wh1"
 	}
-	srv := restcatalog.Start(t, cfg)
+	return newRESTEnvOn(t, restcatalog.Start(t, cfg), opts...)
+}
+
+// newRESTEnvOn opens a facade (a new client session) on a running server.
+func newRESTEnvOn(t *testing.T, srv *restcatalog.Server, opts ...rest.Option) *restEnv {
+	t.Helper()
 	cat, err := facade.OpenRESTCatalog(context.Background(), "lake", srv.URL(),
 		append([]rest.Option{rest.WithCredential(restClientID + ":" + restClientSecret)}, opts...)...)
 	require.NoError(t, err)

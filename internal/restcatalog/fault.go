@@ -46,6 +46,9 @@ type Fault struct {
 	Drop bool
 	// Times is how many matching requests fail; 0 means 1.
 	Times int
+	// Then are armed when this fault fires, e.g. a failing load right
+	// after a commit answered 502, for the client's reconciling read.
+	Then []Fault
 }
 
 // Inject arms f. Faults fire in the order they were injected.
@@ -77,6 +80,12 @@ func (s *Server) takeFault(req *request) *Fault {
 		f.Times--
 		if f.Times == 0 {
 			s.faults = slices.Delete(s.faults, i, i+1)
+		}
+		for _, next := range f.Then {
+			if next.Times <= 0 {
+				next.Times = 1
+			}
+			s.faults = append(s.faults, &next)
 		}
 		out := *f
 		return &out
