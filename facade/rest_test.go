@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +117,37 @@ func TestRESTS3Contract(t *testing.T) {
 			AccessKeyID: "test-key", SecretAccessKey: "test-secret", PathStyle: true})
 		return restcatalog.Config{Warehouse: "s3://lake/warehouse", IOProps: props, TableConfig: props}
 	}))
+}
+
+// TestRESTS3ClientProps: the documented recipe when the catalog vends no
+// storage settings: the client passes S3Properties with
+// rest.WithAdditionalProps.
+func TestRESTS3ClientProps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	backend := s3mem.New()
+	require.NoError(t, backend.CreateBucket("lake"))
+	s3srv := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(s3srv.Close)
+	props := facade.S3Properties(facade.S3Config{Endpoint: s3srv.URL, Region: "us-east-1",
+		AccessKeyID: "test-key", SecretAccessKey: "test-secret", PathStyle: true})
+	e := newRESTEnv(t, restcatalog.Config{Warehouse: "s3://lake/wh", IOProps: props}, rest.WithAdditionalProps(props))
+	bs := e.batches(t, 0, 300)
+	res, err := e.write("s3p", facade.Replace, bs, "t1")
+	require.NoError(t, err)
+	for _, df := range res.DataFiles {
+		require.True(t, strings.HasPrefix(df.Path, "s3://lake/wh/"), df.Path)
+	}
+	sum, err := e.f.Checksum(ctx, "s3p", 0)
+	require.NoError(t, err)
+	require.Equal(t, res.Checksum, sum)
+	objs, err := backend.ListBucket("lake", &gofakes3.Prefix{HasPrefix: true, Prefix: "wh/"}, gofakes3.ListBucketPage{})
+	require.NoError(t, err)
+	var meta int
+	for _, o := range objs.Contents {
+		if strings.HasSuffix(o.Key, ".metadata.json") {
+			meta++
+		}
+	}
+	require.Positive(t, meta, "the server wrote the metadata files to the bucket")
 }
