@@ -22,6 +22,10 @@
 //     /v1/{prefix}/transactions/commit (several tables, all or nothing).
 //   - POST .../tables/{table}/metrics is accepted and ignored.
 //
+// Not served: views, functions, register, scan planning, credential
+// vending, remote signing, Idempotency-Key (not advertised), ETags; a load
+// with snapshots=refs is answered with all snapshots.
+//
 // # How it stores tables
 //
 // The catalog state (namespaces, and per table the current metadata and
