@@ -104,10 +104,13 @@ func hasScheme(s string) bool {
 // OpenRESTCatalog opens a REST catalog (e.g. Lakekeeper, Polaris); opts are
 // iceberg-go's rest options, passed through (rest.WithCredential,
 // rest.WithOAuthToken, rest.WithWarehouseLocation, rest.WithSigV4, ...).
+// It fetches the catalog's configuration (GET /v1/config) at once, so a
+// refused credential fails here, as a *CatalogAuthError (ErrCatalogAuth).
+// The caller closes the catalog.
 func OpenRESTCatalog(ctx context.Context, name, uri string, opts ...rest.Option) (*rest.Catalog, error) {
 	cat, err := rest.NewCatalog(ctx, name, uri, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("facade: open REST catalog %s: %w", uri, err)
+		return nil, authError("open REST catalog "+uri, fmt.Errorf("facade: open REST catalog %s: %w", uri, err))
 	}
 	return cat, nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/apache/iceberg-go/catalog/rest"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
@@ -33,6 +35,13 @@ var (
 	// ErrAlreadyFinished: Commit or Abort called on a staged write that was
 	// already committed or aborted.
 	ErrAlreadyFinished = errors.New("facade: staged write already finished")
+	// ErrCatalogAuth: the catalog refused the caller's credentials (a REST
+	// catalog answered 401, 403 or 419, or its OAuth2 token endpoint
+	// rejected the client credentials). A catalog refuses such a request
+	// before acting on it, so nothing was committed, and a write's staged
+	// files are deleted. Retrying is pointless until the credentials or
+	// grants are fixed. Returned as a *CatalogAuthError.
+	ErrCatalogAuth = errors.New("facade: catalog refused the credentials")
 )
 
 // SchemaMismatchError reports columns of an append whose names or types do
@@ -85,3 +94,34 @@ func (e *CommitError) Error() string {
 
 // Unwrap returns the kind and the cause.
 func (e *CommitError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// CatalogAuthError reports a catalog call refused for its credentials. It
+// matches ErrCatalogAuth and the catalog's own error (e.g. iceberg-go's
+// rest.ErrUnauthorized, rest.ErrForbidden or rest.ErrOAuthError).
+type CatalogAuthError struct {
+	Op  string // what was refused, e.g. "commit lakewrite.orders"
+	Err error
+}
+
+func (e *CatalogAuthError) Error() string {
+	return fmt.Sprintf("%v: %s: %v", ErrCatalogAuth, e.Op, e.Err)
+}
+
+// Unwrap returns ErrCatalogAuth and the cause.
+func (e *CatalogAuthError) Unwrap() []error { return []error{ErrCatalogAuth, e.Err} }
+
+// isAuthError: the catalog refused the request for its credentials.
+func isAuthError(err error) bool {
+	return err != nil && (errors.Is(err, rest.ErrUnauthorized) || errors.Is(err, rest.ErrForbidden) ||
+		errors.Is(err, rest.ErrAuthorizationExpired) || errors.Is(err, rest.ErrOAuthError))
+}
+
+// authError returns err as a *CatalogAuthError when the catalog refused the
+// credentials, else err unchanged.
+func authError(op string, err error) error {
+	var ae *CatalogAuthError
+	if !isAuthError(err) || errors.As(err, &ae) {
+		return err
+	}
+	return &CatalogAuthError{Op: op, Err: err}
+}

@@ -66,7 +66,7 @@ func (f *Facade) load(ctx context.Context, datasetID string, ident table.Identif
 		return nil, fmt.Errorf("%w: %q (table %s)", ErrDatasetNotFound, datasetID, strings.Join(ident, "."))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err)
+		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
 	}
 	return tbl, nil
 }
@@ -226,11 +226,11 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		return tbl, nil
 	}
 	if !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) {
-		return nil, fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err)
+		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
 	}
 	ns := catalog.NamespaceFromIdent(ident)
 	if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-		return nil, fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err)
+		return nil, authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
 	}
 	props := iceberg.Properties{
 		table.PropertyFormatVersion: "2",
@@ -256,7 +256,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
 	}
 	if err != nil {
-		return nil, fmt.Errorf("facade: create table %s: %w", strings.Join(ident, "."), err)
+		return nil, authError("create table "+strings.Join(ident, "."), fmt.Errorf("facade: create table %s: %w", strings.Join(ident, "."), err))
 	}
 	return tbl, nil
 }
@@ -850,6 +850,10 @@ func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
 			// nothing reached the catalog: nothing committed
 			f.deleteFiles(s.base, s.files)
 			return CommitResult{}, fmt.Errorf("facade: commit %q: %w", s.target.DatasetID, err)
+		case isAuthError(cerr):
+			// refused before the catalog acted on it: nothing committed
+			f.deleteFiles(s.base, s.files)
+			return CommitResult{}, authError("commit "+strings.Join(s.ident, "."), cerr)
 		case isConflict(cerr):
 			lastErr = cerr
 			f.s.Logger.Info("facade: commit conflict", "dataset", s.target.DatasetID, "attempt", attempts, "err", cerr)
