@@ -8,20 +8,6 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 )
 
-// The numeric policy of the Iceberg path. An unconstrained Postgres
-// numeric maps to decimal(38, 18); a value with more fractional digits (an
-// avg() over values below 1 has 20) is rounded half-even to 18 by default,
-// counted in WriteResult.Rounded, in the snapshot summary
-// (lakewrite.numeric-rounded) and in the Dispatcher's log record. The
-// Postgres path stores every digit, and reading it back through the cursor
-// (a checksum, a parity check) rounds the same way, so the two sinks agree
-// at the written scale. cursor.NumericStrict refuses such values instead
-// (the write fails with cursor.ErrOutOfRange): set it as the default in
-// DispatchConfig.Cursor.Numeric, or per write in Request.Numeric. A value
-// whose integer part does not fit fails under every policy. Preflight lists
-// an output's columns whose values would be rounded or refused before the
-// output is moved to Iceberg.
-
 // cursorOptions are the cursor options of req's compute: the dispatcher's,
 // with the request's numeric policy when it sets one.
 func (d *Dispatcher) cursorOptions(req Request) *cursor.Options {
