@@ -232,3 +232,26 @@ func BenchmarkDecodeRow(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeNumeric decodes an unconstrained numeric at scale 18: an
+// avg()-like value with 20 fractional digits (rounded) and one with 18
+// (exact), to compare the cost of rounding.
+func BenchmarkDecodeNumeric(b *testing.B) {
+	// 0.04997333333333333333: weight -1, digits 0499 7333 3333 3333 3333
+	rounded := []byte{0, 5, 0xff, 0xff, 0, 0, 0, 20, 0x01, 0xf3, 0x1c, 0xa5, 0x0d, 0x05, 0x0d, 0x05, 0x0d, 0x05}
+	// 0.049973333333333333: the same, 18 digits (last group 3300)
+	exact := []byte{0, 5, 0xff, 0xff, 0, 0, 0, 18, 0x01, 0xf3, 0x1c, 0xa5, 0x0d, 0x05, 0x0d, 0x05, 0x0c, 0xe4}
+	for name, v := range map[string][]byte{"rounded": rounded, "exact": exact} {
+		b.Run(name, func(b *testing.B) {
+			n, r, err := decodeNumeric(v, 38, 18, false)
+			if s := n.ToString(18); err != nil || r != (name == "rounded") || s != "0.049973333333333333" {
+				b.Fatal(s, r, err)
+			}
+			for b.Loop() {
+				if _, _, err := decodeNumeric(v, 38, 18, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
