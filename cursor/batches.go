@@ -25,6 +25,9 @@ type Stream struct {
 	cols   []column
 	schema *arrow.Schema
 	used   atomic.Bool
+	// rounded counts the numeric values rounded to their column's scale,
+	// per column.
+	rounded []atomic.Int64
 }
 
 // Batches describes sql (with args, which may start with a pgx.QueryRewriter
@@ -46,7 +49,23 @@ func Batches(ctx context.Context, db DB, sql string, args []any, opts *Options) 
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{ctx: ctx, db: db, sql: sql, args: args, o: o, cols: cols, schema: schema}, nil
+	s := &Stream{ctx: ctx, db: db, sql: sql, args: args, o: o, cols: cols, schema: schema, rounded: make([]atomic.Int64, len(cols))}
+	for i := range s.cols {
+		s.cols[i].rounded = &s.rounded[i]
+	}
+	return s, nil
+}
+
+// Rounded returns how many numeric values the stream has rounded so far to
+// their column's scale (Options.Numeric = NumericRound): the count for the
+// whole result once the stream has been read to its end. Safe to call from
+// any goroutine.
+func (s *Stream) Rounded() int64 {
+	var n int64
+	for i := range s.rounded {
+		n += s.rounded[i].Load()
+	}
+	return n
 }
 
 // describe prepares sql as the unnamed statement and loads the pg_type rows
@@ -169,32 +188,41 @@ func (s *Stream) start() *batcher {
 
 func (b *batcher) init() error {
 	b.opened = true
-	formats := make(pgx.QueryResultFormats, len(b.s.cols))
-	for i, c := range b.s.cols {
-		formats[i] = c.format
-	}
-	if err := b.r.open(b.s.ctx, pgx.QueryExecModeDescribeExec, formats); err != nil {
+	if err := b.s.open(b.r); err != nil {
 		return err
-	}
-	fds := b.r.rows.FieldDescriptions()
-	if len(fds) != len(b.s.cols) {
-		// pgx may defer an execution error (a cancel, a runaway guard) to
-		// the rows; surface that rather than the mismatch.
-		b.r.rows.Close()
-		if err := b.r.rows.Err(); err != nil {
-			return wrapErr("query", err, b.r.qctx)
-		}
-		return &QueryError{Op: "query", Err: fmt.Errorf("result has %d columns, described %d", len(fds), len(b.s.cols))}
-	}
-	for i, fd := range fds {
-		if fd.DataTypeOID != b.s.cols[i].oid {
-			return &QueryError{Op: "query", Err: fmt.Errorf("column %q changed type since Batches described it (oid %d, was %d)", fd.Name, fd.DataTypeOID, b.s.cols[i].oid)}
-		}
 	}
 	b.rec = newRecycler(b.s.o.Allocator)
 	b.cols = make([]colBuilder, len(b.s.cols))
 	for i := range b.s.cols {
 		b.cols[i] = newColBuilder(&b.s.cols[i], b.rec, b.s.o.Allocator, b.s.o.BatchSize)
+	}
+	return nil
+}
+
+// open runs the query of r and checks that its result has the described
+// columns.
+func (s *Stream) open(r *run) error {
+	formats := make(pgx.QueryResultFormats, len(s.cols))
+	for i, c := range s.cols {
+		formats[i] = c.format
+	}
+	if err := r.open(s.ctx, pgx.QueryExecModeDescribeExec, formats); err != nil {
+		return err
+	}
+	fds := r.rows.FieldDescriptions()
+	if len(fds) != len(s.cols) {
+		// pgx may defer an execution error (a cancel, a runaway guard) to
+		// the rows; surface that rather than the mismatch.
+		r.rows.Close()
+		if err := r.rows.Err(); err != nil {
+			return wrapErr("query", err, r.qctx)
+		}
+		return &QueryError{Op: "query", Err: fmt.Errorf("result has %d columns, described %d", len(fds), len(s.cols))}
+	}
+	for i, fd := range fds {
+		if fd.DataTypeOID != s.cols[i].oid {
+			return &QueryError{Op: "query", Err: fmt.Errorf("column %q changed type since Batches described it (oid %d, was %d)", fd.Name, fd.DataTypeOID, s.cols[i].oid)}
+		}
 	}
 	return nil
 }

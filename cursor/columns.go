@@ -305,7 +305,7 @@ func (c *uuidCol) decode(v []byte) error {
 
 type numericCol struct {
 	fixed[decimal128.Num]
-	prec, scale int32
+	numericFit
 }
 
 func (c *numericCol) decode(v []byte) error {
@@ -313,7 +313,7 @@ func (c *numericCol) decode(v []byte) error {
 		c.addNull()
 		return nil
 	}
-	n, err := decodeNumeric(v, c.prec, c.scale)
+	n, err := c.fit(v)
 	if err != nil {
 		return err
 	}
@@ -430,7 +430,7 @@ func newColBuilder(c *column, rec *recycler, mem memory.Allocator, size int) col
 	case kFloat4:
 		return &float4Col{fixed[uint32]{validity: v, dt: dt}}
 	case kNumeric:
-		return &numericCol{fixed: fixed[decimal128.Num]{validity: v, dt: dt}, prec: c.prec, scale: c.scale}
+		return &numericCol{fixed: fixed[decimal128.Num]{validity: v, dt: dt}, numericFit: c.numericFit}
 	case kString, kText, kBytea:
 		return &varCol{validity: v, dt: dt}
 	case kJSONB:

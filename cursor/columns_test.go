@@ -135,18 +135,19 @@ func TestRecycler(t *testing.T) {
 	r.Free(e2)
 }
 
-// TestNumeric128 checks the 128-bit numeric arithmetic against big.Int on
-// random digits, weights and scales.
+// TestNumeric128 checks the 128-bit numeric arithmetic, and decodeNumeric
+// with its 64-bit fast path, against big.Int on random digits, weights and
+// scales, strict and rounding half-even.
 func TestNumeric128(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	checked := 0
+	checked, rounded := 0, 0
 	for range 200000 {
 		ndigits := 1 + rng.IntN(11)
 		digits := make([]byte, 2*ndigits)
 		for i := range ndigits {
 			d := rng.IntN(10000)
 			if rng.IntN(3) == 0 {
-				d = []int{0, 1, 9999, 5000}[rng.IntN(4)]
+				d = []int{0, 1, 9999, 5000, 500, 50, 5}[rng.IntN(7)]
 			}
 			binary.BigEndian.PutUint16(digits[2*i:], uint16(d))
 		}
@@ -155,16 +156,36 @@ func TestNumeric128(t *testing.T) {
 		scale := int32(rng.IntN(int(prec) + 1))
 		exp := 4*(weight-ndigits+1) + int(scale)
 		neg := rng.IntN(2) == 0
-		got, ok, gotErr := numeric128(digits, ndigits, exp, prec, scale, neg)
-		want, wantErr := numericBig(digits, ndigits, exp, prec, scale, neg)
+		strict := rng.IntN(2) == 0
+		want, wantRounded, wantErr := numericBig(digits, ndigits, exp, prec, scale, neg, strict)
+
+		// decodeNumeric on the binary value (fast path included).
+		v := make([]byte, 8, 8+len(digits))
+		binary.BigEndian.PutUint16(v, uint16(ndigits))
+		binary.BigEndian.PutUint16(v[2:], uint16(int16(weight)))
+		if neg {
+			binary.BigEndian.PutUint16(v[4:], 0x4000)
+		}
+		v = append(v, digits...)
+		got, gotRounded, gotErr := decodeNumeric(v, prec, scale, strict)
+		require.Equal(t, wantErr, gotErr)
+		require.Equal(t, want, got)
+		require.Equal(t, wantRounded, gotRounded)
+
+		got, ok, gotRounded, gotErr := numeric128(digits, ndigits, exp, prec, scale, neg, strict)
 		if !ok {
 			continue
 		}
 		checked++
+		if gotRounded {
+			rounded++
+		}
 		require.Equal(t, wantErr, gotErr)
 		require.Equal(t, want, got)
+		require.Equal(t, wantRounded, gotRounded)
 	}
 	require.Greater(t, checked, 150000)
+	require.Greater(t, rounded, 10000)
 }
 
 // BenchmarkDecodeRow decodes the BenchmarkStream row shape (no database):
@@ -176,7 +197,7 @@ func BenchmarkDecodeRow(b *testing.B) {
 	cols := []column{
 		{kind: kInt8, field: arrow.Field{Type: arrow.PrimitiveTypes.Int64}},
 		{kind: kString, field: arrow.Field{Type: arrow.BinaryTypes.String}},
-		{kind: kNumeric, prec: 12, scale: 2, field: arrow.Field{Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}}},
+		{kind: kNumeric, numericFit: numericFit{prec: 12, scale: 2}, field: arrow.Field{Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}}},
 		{kind: kTimestamptz, field: arrow.Field{Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}}},
 		{kind: kBool, field: arrow.Field{Type: arrow.FixedWidthTypes.Boolean}},
 		{kind: kJSONB, field: arrow.Field{Type: arrow.BinaryTypes.String}},
@@ -209,5 +230,28 @@ func BenchmarkDecodeRow(b *testing.B) {
 			}
 			n = 0
 		}
+	}
+}
+
+// BenchmarkDecodeNumeric decodes an unconstrained numeric at scale 18: an
+// avg()-like value with 20 fractional digits (rounded) and one with 18
+// (exact), to compare the cost of rounding.
+func BenchmarkDecodeNumeric(b *testing.B) {
+	// 0.04997333333333333333: weight -1, digits 0499 7333 3333 3333 3333
+	rounded := []byte{0, 5, 0xff, 0xff, 0, 0, 0, 20, 0x01, 0xf3, 0x1c, 0xa5, 0x0d, 0x05, 0x0d, 0x05, 0x0d, 0x05}
+	// 0.049973333333333333: the same, 18 digits (last group 3300)
+	exact := []byte{0, 5, 0xff, 0xff, 0, 0, 0, 18, 0x01, 0xf3, 0x1c, 0xa5, 0x0d, 0x05, 0x0d, 0x05, 0x0c, 0xe4}
+	for name, v := range map[string][]byte{"rounded": rounded, "exact": exact} {
+		b.Run(name, func(b *testing.B) {
+			n, r, err := decodeNumeric(v, 38, 18, false)
+			if s := n.ToString(18); err != nil || r != (name == "rounded") || s != "0.049973333333333333" {
+				b.Fatal(s, r, err)
+			}
+			for b.Loop() {
+				if _, _, err := decodeNumeric(v, 38, 18, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -46,7 +47,7 @@ func newDecoder(k kind, c *column, b array.Builder) decoder {
 	case kFloat8:
 		return float8Dec{b.(*array.Float64Builder)}
 	case kNumeric:
-		return &numericDec{b: b.(*array.Decimal128Builder), prec: c.prec, scale: c.scale}
+		return &numericDec{b: b.(*array.Decimal128Builder), numericFit: c.numericFit}
 	case kString, kText:
 		return stringDec{b.(*array.StringBuilder).BinaryBuilder}
 	case kJSONB:
@@ -319,13 +320,31 @@ func (d *listDec) decode(v []byte) error {
 	return nil
 }
 
+// numericFit is how a numeric column fits its values to its decimal128
+// type: the precision and scale, whether a value with more fractional
+// digits than the scale is refused (strict) or rounded half-even, and the
+// stream's counter of rounded values of the column (nil: not counted).
+type numericFit struct {
+	prec, scale int32
+	strict      bool
+	rounded     *atomic.Int64
+}
+
+// fit decodes one binary numeric value.
+func (f *numericFit) fit(v []byte) (decimal128.Num, error) {
+	n, rounded, err := decodeNumeric(v, f.prec, f.scale, f.strict)
+	if rounded && err == nil && f.rounded != nil {
+		f.rounded.Add(1)
+	}
+	return n, err
+}
+
 // numericDec decodes binary numeric (base-10000 digits) into decimal128 at
-// the column's scale, exactly: a value that would need rounding, or that
-// exceeds the precision, is an error.
+// the column's scale: exactly, or rounded half-even to the scale when the
+// column is not strict. A value that exceeds the precision is an error.
 type numericDec struct {
-	b     *array.Decimal128Builder
-	prec  int32
-	scale int32
+	b *array.Decimal128Builder
+	numericFit
 }
 
 func (d *numericDec) decode(v []byte) error {
@@ -333,7 +352,7 @@ func (d *numericDec) decode(v []byte) error {
 		d.b.AppendNull()
 		return nil
 	}
-	n, err := decodeNumeric(v, d.prec, d.scale)
+	n, err := d.fit(v)
 	if err != nil {
 		return err
 	}
@@ -349,9 +368,23 @@ var pow10u64 = func() (t [20]uint64) {
 	return t
 }()
 
-func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
+// errFraction is the strict refusal of a value that would need rounding.
+func errFraction(scale int32) error {
+	return outOfRange("numeric value has more than %d fractional digits", scale)
+}
+
+func errPrecision(prec int32) error {
+	return outOfRange("numeric value exceeds precision %d", prec)
+}
+
+// decodeNumeric decodes a binary numeric into decimal128 at scale. A value
+// with more fractional digits than scale is refused when strict, otherwise
+// rounded half-even (on the exact digits) and reported by rounded. A value
+// whose integer part (after rounding) does not fit prec is an error either
+// way.
+func decodeNumeric(v []byte, prec, scale int32, strict bool) (_ decimal128.Num, rounded bool, _ error) {
 	if len(v) < 8 {
-		return decimal128.Num{}, errShort
+		return decimal128.Num{}, false, errShort
 	}
 	ndigits := int(int16(be.Uint16(v)))
 	weight := int(int16(be.Uint16(v[2:])))
@@ -359,17 +392,17 @@ func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 	switch sign {
 	case 0x0000, 0x4000:
 	case 0xC000:
-		return decimal128.Num{}, outOfRange("numeric NaN")
+		return decimal128.Num{}, false, outOfRange("numeric NaN")
 	case 0xD000, 0xF000:
-		return decimal128.Num{}, outOfRange("numeric ±Infinity")
+		return decimal128.Num{}, false, outOfRange("numeric ±Infinity")
 	default:
-		return decimal128.Num{}, fmt.Errorf("bad numeric sign 0x%x", sign)
+		return decimal128.Num{}, false, fmt.Errorf("bad numeric sign 0x%x", sign)
 	}
 	if ndigits < 0 || len(v) != 8+2*ndigits {
-		return decimal128.Num{}, errShort
+		return decimal128.Num{}, false, errShort
 	}
 	if ndigits == 0 {
-		return decimal128.Num{}, nil
+		return decimal128.Num{}, false, nil
 	}
 	digits := v[8:]
 	// value = D * 10^exp, D the digits read as one base-10000 integer.
@@ -394,33 +427,42 @@ func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 				fast = false
 			} else {
 				p := pow10u64[-exp]
-				if u%p != 0 {
-					return decimal128.Num{}, outOfRange("numeric value has more than %d fractional digits", scale)
+				q, r := u/p, u%p
+				if r != 0 {
+					if strict {
+						return decimal128.Num{}, false, errFraction(scale)
+					}
+					// p is even: half = p/2 exactly; u < 1e16, so q+1
+					// cannot overflow.
+					if half := p / 2; r > half || (r == half && q&1 == 1) {
+						q++
+					}
+					rounded = true
 				}
-				u /= p
+				u = q
 			}
 		}
 		if fast {
 			if prec < 20 && u >= pow10u64[prec] {
-				return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
+				return decimal128.Num{}, false, errPrecision(prec)
 			}
 			n := decimal128.FromU64(u)
 			if sign == 0x4000 {
 				n = n.Negate()
 			}
-			return n, nil
+			return n, rounded, nil
 		}
 	}
 	// Up to 38 digits: 128-bit arithmetic, no allocation.
-	if n, ok, err := numeric128(digits, ndigits, exp, prec, scale, sign == 0x4000); ok {
-		return n, err
+	if n, ok, rounded, err := numeric128(digits, ndigits, exp, prec, scale, sign == 0x4000, strict); ok {
+		return n, rounded, err
 	}
 	// Slow path (only when the digits overflow 128 bits).
-	return numericBig(digits, ndigits, exp, prec, scale, sign == 0x4000)
+	return numericBig(digits, ndigits, exp, prec, scale, sign == 0x4000, strict)
 }
 
 // numericBig is decodeNumeric's reference arithmetic, with big.Int.
-func numericBig(digits []byte, ndigits, exp int, prec, scale int32, neg bool) (decimal128.Num, error) {
+func numericBig(digits []byte, ndigits, exp int, prec, scale int32, neg, strict bool) (_ decimal128.Num, rounded bool, _ error) {
 	var bi big.Int
 	tenK := big.NewInt(10000)
 	for i := range ndigits {
@@ -430,23 +472,33 @@ func numericBig(digits []byte, ndigits, exp int, prec, scale int32, neg bool) (d
 	ten := big.NewInt(10)
 	if exp > 0 {
 		if exp > 80 {
-			return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
+			return decimal128.Num{}, false, errPrecision(prec)
 		}
 		bi.Mul(&bi, new(big.Int).Exp(ten, big.NewInt(int64(exp)), nil))
 	} else if exp < 0 {
 		var rem big.Int
-		bi.QuoRem(&bi, new(big.Int).Exp(ten, big.NewInt(int64(-exp)), nil), &rem)
+		div := new(big.Int).Exp(ten, big.NewInt(int64(-exp)), nil)
+		bi.QuoRem(&bi, div, &rem)
 		if rem.Sign() != 0 {
-			return decimal128.Num{}, outOfRange("numeric value has more than %d fractional digits", scale)
+			if strict {
+				return decimal128.Num{}, false, errFraction(scale)
+			}
+			// half-even on the magnitude: up when rem > div/2, or when
+			// rem = div/2 and the quotient is odd.
+			c := rem.Lsh(&rem, 1).Cmp(div)
+			if c > 0 || (c == 0 && bi.Bit(0) == 1) {
+				bi.Add(&bi, big.NewInt(1))
+			}
+			rounded = true
 		}
 	}
 	if bi.CmpAbs(new(big.Int).Exp(ten, big.NewInt(int64(prec)), nil)) >= 0 {
-		return decimal128.Num{}, outOfRange("numeric value exceeds precision %d", prec)
+		return decimal128.Num{}, false, errPrecision(prec)
 	}
 	if neg {
 		bi.Neg(&bi)
 	}
-	return decimal128.FromBigInt(&bi), nil
+	return decimal128.FromBigInt(&bi), rounded, nil
 }
 
 // u128 is an unsigned 128-bit integer.
@@ -482,41 +534,60 @@ var pow10u128 = func() (t [39]u128) {
 	return t
 }()
 
-// numeric128 computes D * 10^exp (D the base-10000 digits) exactly in 128
-// bits. ok is false when D or the scaled value overflows 128 bits (the
-// caller then decides with big.Int); otherwise err reports a value that
-// needs rounding or exceeds prec.
-func numeric128(digits []byte, ndigits, exp int, prec, scale int32, neg bool) (_ decimal128.Num, ok bool, _ error) {
+// numeric128 computes D * 10^exp (D the base-10000 digits) in 128 bits,
+// exactly or rounded half-even when exp < 0 and not strict. ok is false
+// when D or the scaled value overflows 128 bits (the caller then decides
+// with big.Int); otherwise err reports a value that exceeds prec (or, when
+// strict, needs rounding).
+func numeric128(digits []byte, ndigits, exp int, prec, scale int32, neg, strict bool) (_ decimal128.Num, ok, rounded bool, _ error) {
 	var u u128
 	for i := range ndigits {
 		if u, ok = u.mul64(10000); !ok {
-			return decimal128.Num{}, false, nil
+			return decimal128.Num{}, false, false, nil
 		}
 		if u, ok = u.add64(uint64(be.Uint16(digits[2*i:]))); !ok {
-			return decimal128.Num{}, false, nil
+			return decimal128.Num{}, false, false, nil
 		}
 	}
 	for exp > 0 {
 		e := min(exp, 19)
 		if u, ok = u.mul64(pow10u64[e]); !ok {
-			return decimal128.Num{}, false, nil
+			return decimal128.Num{}, false, false, nil
 		}
 		exp -= e
 	}
+	// Divide by 10^-exp in chunks of at most 19 digits, the least
+	// significant first: the last chunk's remainder holds the leading
+	// discarded digits, the earlier ones only tell whether anything
+	// nonzero lies below them (sticky).
+	var sticky bool
 	for exp < 0 {
 		e := min(-exp, 19)
 		var rem uint64
-		if u, rem = u.div64(pow10u64[e]); rem != 0 {
-			return decimal128.Num{}, true, outOfRange("numeric value has more than %d fractional digits", scale)
-		}
+		u, rem = u.div64(pow10u64[e])
 		exp += e
+		if rem == 0 {
+			continue // (a zero last chunk over sticky digits: below half, down)
+		}
+		if strict {
+			return decimal128.Num{}, true, false, errFraction(scale)
+		}
+		rounded = true
+		if exp < 0 { // not the last chunk
+			sticky = true
+			continue
+		}
+		half := pow10u64[e] / 2
+		if rem > half || (rem == half && (sticky || u.lo&1 == 1)) {
+			u, _ = u.add64(1) // u < 2^128/10: no overflow
+		}
 	}
 	if !u.less(pow10u128[prec]) {
-		return decimal128.Num{}, true, outOfRange("numeric value exceeds precision %d", prec)
+		return decimal128.Num{}, true, false, errPrecision(prec)
 	}
 	n := decimal128.New(int64(u.hi), u.lo)
 	if neg {
 		n = n.Negate()
 	}
-	return n, true, nil
+	return n, true, rounded, nil
 }

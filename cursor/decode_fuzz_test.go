@@ -3,6 +3,7 @@ package cursor_test
 import (
 	"context"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,8 +24,14 @@ import (
 // the one value's column, or the stream's error.
 func decodeOne(t *testing.T, pool *pgxpool.Pool, expr, in string) (arrow.Array, func(), error) {
 	t.Helper()
+	return decodeOneWith(t, pool, expr, in, cursor.NumericDefault)
+}
+
+// decodeOneWith is decodeOne under a numeric policy.
+func decodeOneWith(t *testing.T, pool *pgxpool.Pool, expr, in string, policy cursor.NumericPolicy) (arrow.Array, func(), error) {
+	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	s, err := cursor.Batches(context.Background(), pool, `SELECT `+expr, []any{in}, &cursor.Options{Allocator: mem})
+	s, err := cursor.Batches(context.Background(), pool, `SELECT `+expr, []any{in}, &cursor.Options{Allocator: mem, Numeric: policy})
 	require.NoError(t, err)
 	var col arrow.Array
 	var batch arrow.RecordBatch
@@ -46,8 +53,10 @@ func decodeOne(t *testing.T, pool *pgxpool.Pool, expr, in string) (arrow.Array, 
 
 // FuzzNumericDecode checks the binary numeric decoder against Postgres'
 // own text output: numeric(p,s) values decode to exactly the digits
-// Postgres prints, and unconstrained numerics either decode exactly at
-// scale 18 or fail with ErrOutOfRange, never rounded.
+// Postgres prints; unconstrained numerics decode exactly at scale 18 or
+// fail with ErrOutOfRange under NumericStrict, and by default decode
+// rounded half-even to scale 18 (or fail only when the integer part does
+// not fit).
 func FuzzNumericDecode(f *testing.F) {
 	// The value is hi followed by the digits of lo, times 10^exp: always a
 	// number, up to 39 digits, of any scale.
@@ -58,6 +67,9 @@ func FuzzNumericDecode(f *testing.F) {
 	f.Add(int64(1), uint64(0), int8(-19), uint8(38), uint8(18))
 	f.Add(int64(-1234567890123456789), uint64(1234567890123456789), int8(-8), uint8(38), uint8(8))
 	f.Add(int64(1), uint64(5), int8(-2), uint8(2), uint8(1))
+	f.Add(int64(1), uint64(5), int8(-19), uint8(38), uint8(18))  // a tie at scale 18, to even (down)
+	f.Add(int64(-2), uint64(5), int8(-20), uint8(38), uint8(18)) // a tie at scale 18 over an odd digit
+	f.Add(int64(99999999999999999), uint64(9999999999999999995), int8(-19), uint8(38), uint8(18))
 	pool := pgtest.Pool(f)
 	f.Fuzz(func(t *testing.T, hi int64, lo uint64, exp int8, pb, sb uint8) {
 		in := strconv.FormatInt(hi, 10) + strconv.FormatUint(lo, 10) + "e" + strconv.Itoa(int(exp))
@@ -77,19 +89,67 @@ func FuzzNumericDecode(f *testing.F) {
 		require.Equal(t, text, col.(*array.Decimal128).Value(0).ToString(int32(sc)), "%s %q", typ, in)
 		done()
 
-		// Unconstrained: exact at scale 18, or out of range.
+		// Unconstrained, strict: exact at scale 18, or out of range.
 		var exact string
 		require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 			return tx.QueryRow(context.Background(), `SELECT round($1::text::numeric, 18)::text`, text).Scan(&exact)
 		}))
+		col, done, err = decodeOneWith(t, pool, `$1::text::numeric`, text, cursor.NumericStrict)
+		if err != nil {
+			done()
+			require.ErrorIs(t, err, cursor.ErrOutOfRange, "%q", text)
+		} else {
+			require.Equal(t, exact, col.(*array.Decimal128).Value(0).ToString(18), "%q", text)
+			done()
+		}
+
+		// Unconstrained, default: rounded half-even at scale 18 (a Go
+		// reference on the digits Postgres prints), or out of range only
+		// when the integer part does not fit.
+		want, _ := roundHalfEven(text, 18)
 		col, done, err = decodeOne(t, pool, `$1::text::numeric`, text)
 		defer done()
 		if err != nil {
 			require.ErrorIs(t, err, cursor.ErrOutOfRange, "%q", text)
+			require.GreaterOrEqual(t, len(strings.TrimPrefix(strings.Split(want, ".")[0], "-")), 21, "%q", text)
 			return
 		}
-		require.Equal(t, exact, col.(*array.Decimal128).Value(0).ToString(18), "%q", text)
+		require.Equal(t, want, col.(*array.Decimal128).Value(0).ToString(18), "%q", text)
 	})
+}
+
+// roundHalfEven rounds the decimal text s (as Postgres prints a numeric) to
+// scale fractional digits, ties to even, and reports whether it changed.
+func roundHalfEven(s string, scale int) (string, bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	ip, fp, _ := strings.Cut(s, ".")
+	changed := false
+	keep, rest := fp, ""
+	if len(fp) > scale {
+		keep, rest = fp[:scale], fp[scale:]
+	}
+	keep += strings.Repeat("0", scale-len(keep))
+	n, _ := new(big.Int).SetString(ip+keep, 10)
+	if strings.Trim(rest, "0") != "" {
+		changed = true
+		tail := strings.TrimRight(rest[1:], "0")
+		if rest[0] > '5' || (rest[0] == '5' && (tail != "" || n.Bit(0) == 1)) {
+			n.Add(n, big.NewInt(1))
+		}
+	}
+	d := n.String()
+	if len(d) <= scale {
+		d = strings.Repeat("0", scale-len(d)+1) + d
+	}
+	out := d[:len(d)-scale]
+	if scale > 0 {
+		out += "." + d[len(d)-scale:]
+	}
+	if neg && n.Sign() != 0 {
+		out = "-" + out
+	}
+	return out, changed
 }
 
 // FuzzTimestampDecode checks the binary date/timestamp decoders against

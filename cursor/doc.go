@@ -99,14 +99,22 @@
 //	time                            time64[us]
 //	one-dimensional arrays of these list<item> (nullable elements)
 //
-// Decimals are exact: a value that would need rounding or exceeds the
-// precision (and NaN, ±Infinity) fails with a [*DecodeError] matching
-// [ErrOutOfRange], as do ±infinity dates and timestamps, timestamps after
+// Decimals are exact, with one policy choice. numeric(p,s) values always
+// fit. An unconstrained numeric value with more fractional digits than
+// Options.NumericScale (avg() over values below 1 returns 20) is by default
+// rounded half-even to the scale, on its decimal digits (never through a
+// float), and counted ([Stream.Rounded]); with Options.Numeric =
+// [NumericStrict] it fails the stream instead. A value whose integer part
+// does not fit the precision (after rounding), NaN and ±Infinity fail with
+// a [*DecodeError] matching [ErrOutOfRange], as do ±infinity dates and
+// timestamps, timestamps after
 // 294247-01-10 04:00:54.775807 UTC (the last Unix microsecond an int64
 // holds; Postgres goes on to 294276 AD) and arrays of more than one
 // dimension. A domain maps as its base type. Any other type fails
 // Batches with an [*UnsupportedTypeError] naming the column and the type,
 // unless Options.UnknownAsText streams it as its text representation.
+// [Stream.Preflight] runs the query and lists, without failing, the
+// columns with values that would be rounded or refused ([ColumnIssue]).
 //
 // # Memory and performance
 //

@@ -28,9 +28,9 @@ var (
 	ErrConnInTransaction = errors.New("cursor: connection is inside a transaction; pass the pgx.Tx instead")
 
 	// ErrOutOfRange matches every *DecodeError caused by a value that has no
-	// exact representation in the column's Arrow type (numeric overflow or a
-	// value that would need rounding, NaN, ±Infinity dates or timestamps,
-	// multi-dimensional arrays).
+	// representation in the column's Arrow type (numeric overflow, with
+	// NumericStrict a value that would need rounding, NaN, ±Infinity dates
+	// or timestamps, multi-dimensional arrays).
 	ErrOutOfRange = errors.New("cursor: value out of range for its Arrow type")
 )
 

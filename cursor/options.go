@@ -30,6 +30,40 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
+// NumericPolicy says what a stream does with a numeric value that has more
+// fractional digits than its column's scale. Only unconstrained numeric
+// columns can hold such values (numeric(p,s) values always fit): they map
+// to decimal128(38, Options.NumericScale), and, for example, avg() over
+// numeric values below 1 returns 20 fractional digits. A value whose
+// integer part does not fit the precision is an error under every policy.
+type NumericPolicy int
+
+const (
+	// NumericDefault is the zero value: NumericRound in Options. (Where a
+	// policy overrides a configured one, as writestrategy.Request.Numeric
+	// does, it means "keep the configured policy".)
+	NumericDefault NumericPolicy = iota
+	// NumericRound rounds the value half-even (to the nearest, ties to the
+	// even last digit) to the column's scale, exactly on its decimal
+	// digits, and counts it (Stream.Rounded, ColumnIssue.Rounded).
+	NumericRound
+	// NumericStrict refuses the value: the stream fails with a
+	// *DecodeError matching ErrOutOfRange.
+	NumericStrict
+)
+
+func (p NumericPolicy) String() string {
+	switch p {
+	case NumericDefault:
+		return "default"
+	case NumericRound:
+		return "round"
+	case NumericStrict:
+		return "strict"
+	}
+	return fmt.Sprintf("NumericPolicy(%d)", int(p))
+}
+
 // Defaults for the zero fields of Options.
 const (
 	DefaultBatchSize      = 16384
@@ -60,8 +94,13 @@ type Options struct {
 	UnknownAsText bool
 	// NumericScale is the Arrow scale used for unconstrained numeric columns,
 	// which become decimal128(38, NumericScale) (default DefaultNumericScale,
-	// 18). A value that does not fit exactly is an error, never rounded.
+	// 18). A value with more fractional digits is rounded or refused as
+	// Numeric says; one whose integer part does not fit is an error.
 	NumericScale int
+	// Numeric is the policy for numeric values with more fractional digits
+	// than their column's scale (default NumericRound: rounded half-even
+	// and counted; NumericStrict: an ErrOutOfRange error).
+	Numeric NumericPolicy
 	// CleanupTimeout bounds the cleanup (draining, rollback, drop of the
 	// staging table), which runs under context.WithoutCancel
 	// (default DefaultCleanupTimeout).
@@ -79,6 +118,9 @@ func (o *Options) resolve() (Options, error) {
 	if r.BatchSize < 0 || r.MaxRows < 0 || r.MaxDuration < 0 || r.CleanupTimeout < 0 {
 		return r, fmt.Errorf("cursor: Options.BatchSize, MaxRows, MaxDuration and CleanupTimeout must not be negative (0 means default or no limit)")
 	}
+	if r.Numeric < NumericDefault || r.Numeric > NumericStrict {
+		return r, fmt.Errorf("cursor: Options.Numeric %d is not a NumericPolicy", int(r.Numeric))
+	}
 	if r.NumericScale < 0 || r.NumericScale > 38 {
 		return r, fmt.Errorf("cursor: Options.NumericScale %d must be within 0..38", r.NumericScale)
 	}
@@ -87,6 +129,9 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.NumericScale == 0 {
 		r.NumericScale = DefaultNumericScale
+	}
+	if r.Numeric == NumericDefault {
+		r.Numeric = NumericRound
 	}
 	if r.CleanupTimeout == 0 {
 		r.CleanupTimeout = DefaultCleanupTimeout

@@ -56,15 +56,14 @@ type pgType struct {
 
 // column is the plan for one result column.
 type column struct {
-	name     string
-	oid      uint32 // as reported in the row description
-	typeName string // MetaPGType
-	kind     kind
-	elem     kind // element kind when kind == kList
-	format   int16
-	prec     int32 // numeric
-	scale    int32
-	field    arrow.Field
+	name       string
+	oid        uint32 // as reported in the row description
+	typeName   string // MetaPGType
+	kind       kind
+	elem       kind // element kind when kind == kList
+	format     int16
+	numericFit // numeric, and lists of numeric
+	field      arrow.Field
 }
 
 // lookupTypes loads the pg_type rows for oids, following domains and array
@@ -206,7 +205,7 @@ func planColumns(fds []pgconn.FieldDescription, types map[uint32]*pgType, o *Opt
 					if err != nil {
 						return nil, nil, &UnsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName + ": " + err.Error(), OID: fd.DataTypeOID}
 					}
-					c.prec, c.scale = p, s
+					c.numericFit = numericFit{prec: p, scale: s, strict: o.Numeric == NumericStrict}
 					edt = &arrow.Decimal128Type{Precision: p, Scale: s}
 				}
 				if ek != 0 {
@@ -229,7 +228,7 @@ func planColumns(fds []pgconn.FieldDescription, types map[uint32]*pgType, o *Opt
 				if err != nil {
 					return nil, nil, &UnsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName + ": " + err.Error(), OID: fd.DataTypeOID}
 				}
-				c.kind, c.prec, c.scale = k, p, s
+				c.kind, c.numericFit = k, numericFit{prec: p, scale: s, strict: o.Numeric == NumericStrict}
 				dt = &arrow.Decimal128Type{Precision: p, Scale: s}
 			default:
 				c.kind, dt = k, sdt

@@ -145,6 +145,8 @@ func listStr(a arrow.Array, i int) string {
 	return str[1 : len(str)-1]
 }
 
+// TestNumericExactness: under NumericStrict a numeric value decodes exactly
+// or fails with ErrOutOfRange (TestNumericRounding covers the default).
 func TestNumericExactness(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
@@ -163,7 +165,7 @@ func TestNumericExactness(t *testing.T) {
 	}
 	for _, c := range cases {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		s, err := cursor.Batches(ctx, pool, c.sql, nil, &cursor.Options{Allocator: mem})
+		s, err := cursor.Batches(ctx, pool, c.sql, nil, &cursor.Options{Allocator: mem, Numeric: cursor.NumericStrict})
 		require.NoError(t, err)
 		var got string
 		var gotErr error

@@ -89,7 +89,9 @@
 //
 // The snapshot summary carries lakewrite.txn-id, writer id, workspace,
 // source refs (JSON), mode, write id, rows, checksum and the caller's
-// metadata as lakewrite.meta.<key>, and lakewrite.next-row-index. FindTxn
+// metadata as lakewrite.meta.<key>, lakewrite.next-row-index, and, when
+// the request reports it (WriteRequest.Rounded), lakewrite.numeric-rounded:
+// how many numeric values the producer rounded to their scale. FindTxn
 // looks for a txn id at the head snapshot, then in the retained ancestry
 // of the current branch (the ledger's sweep/recover; see Lifecycle). Scan streams a
 // snapshot (one file task at a time); Checksum and ChecksumBatches give the

@@ -217,6 +217,9 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 		SummaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
 		summaryCompactBase:  compactBase(parent, req.Mode, len(info.DataFiles)),
 	})
+	if req.Rounded != nil {
+		p[SummaryNumericRounded] = strconv.FormatInt(req.Rounded(), 10)
+	}
 	return p
 }
 

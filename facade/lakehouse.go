@@ -48,6 +48,10 @@ const (
 	// (O(1)); a head without it (written before this key existed, or by
 	// another engine) falls back to the live data files' bounds.
 	SummaryNextRowIndex = "lakewrite.next-row-index"
+	// SummaryNumericRounded is the number of numeric values the write's
+	// producer rounded to their column's scale (WriteRequest.Rounded),
+	// recorded when the request reports it.
+	SummaryNumericRounded = "lakewrite.numeric-rounded"
 )
 
 // Target names the dataset and the writer of a write.
@@ -76,6 +80,11 @@ type WriteRequest struct {
 	Metadata map[string]string
 	// TxnID is the ledger transaction id, recorded as lakewrite.txn-id.
 	TxnID string
+	// Rounded, when set, is called once Rows has been read to its end and
+	// returns how many values the producer rounded on the way (for a
+	// cursor stream, Stream.Rounded); it is recorded as
+	// lakewrite.numeric-rounded.
+	Rounded func() int64
 }
 
 // DataFile is one data file written by a write.

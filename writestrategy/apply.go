@@ -26,6 +26,9 @@ type WriteResult struct {
 	// Preserved output rows that kept their identity (snapshot_replace:
 	// key and content unchanged).
 	Preserved int64
+	// Rounded numeric values: rounded half-even to their column's scale
+	// on the Iceberg path (see Preflight); 0 on the Postgres path.
+	Rounded int64
 	// Columns of the output, stamped as the dataset's declared schema.
 	Columns Schema
 	// Set by the write dispatch.

@@ -42,8 +42,10 @@ type DispatchConfig struct {
 	Lakehouse facade.Lakehouse
 	// Workspace is recorded in every snapshot summary.
 	Workspace string
-	// Cursor configures the compute stream (batch size, guards, allocator).
-	// Its Mode must be cursor.Direct (the default).
+	// Cursor configures the compute stream (batch size, guards, allocator,
+	// and the default numeric policy of the Iceberg path: Numeric rounds by
+	// default, cursor.NumericStrict refuses; see Preflight). Its Mode must
+	// be cursor.Direct (the default).
 	Cursor *cursor.Options
 	// MaxCrossJoinRows: see Env.
 	MaxCrossJoinRows int64
@@ -95,6 +97,11 @@ type Request struct {
 	Delta map[string][]string
 	// Metadata is recorded in the snapshot summary.
 	Metadata map[string]string
+	// Numeric overrides DispatchConfig.Cursor.Numeric for this write (its
+	// output, or split pair) on the Iceberg path: cursor.NumericRound or
+	// cursor.NumericStrict; cursor.NumericDefault (zero) keeps the
+	// configured policy.
+	Numeric cursor.NumericPolicy
 	// IdempotencyKey makes retries of this write safe. A caller that does
 	// not know whether an earlier Write landed (a timeout, a lost
 	// response, a restarted job) retries with the same key: when every
@@ -408,7 +415,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	if err := tuneTx(ctx, tx); err != nil {
 		return fail(err)
 	}
-	computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.cfg.Cursor)
+	computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.cursorOptions(req))
 	if err != nil {
 		return fail(err)
 	}
@@ -440,6 +447,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 				SourceRefs: req.Strategy.Sources(),
 				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,
+				Rounded:    c.Stream.Rounded,
 			})
 		if err != nil {
 			abortFrom(0)
@@ -480,7 +488,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 			due[c.DatasetID] = true
 		}
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved = res.Rows, c.Skipped(res.Rows), c.Preserved
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.Skipped(res.Rows), c.Preserved, c.Stream.Rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 		// The snapshot landed: from here on the intent is rolled forward,
 		// never aborted.
@@ -525,7 +533,7 @@ func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResu
 	for _, r := range rs {
 		d.log.InfoContext(ctx, "lakewrite output written", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
 			"strategy", string(req.Strategy.Kind()), "sink", r.Sink, "mode", r.Mode, "rows", r.Rows,
-			"skipped", r.Skipped, "preserved", r.Preserved, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
+			"skipped", r.Skipped, "preserved", r.Preserved, "rounded", r.Rounded, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
 	}
 }
 

@@ -86,4 +86,19 @@
 // write, and a maintenance failure is logged, never returned (the write
 // committed). WriteResult.Maintenance reports what it did. Dispatcher.Maintain
 // runs it on demand. facade.Config.Lifecycle tunes or disables it.
+//
+// # Numerics
+//
+// An unconstrained Postgres numeric maps to decimal(38, 18) on Iceberg. A
+// value with more fractional digits (avg() over values below 1 has 20) is
+// rounded half-even to 18 by default and counted: WriteResult.Rounded, the
+// snapshot summary's lakewrite.numeric-rounded, and the "rounded" attribute
+// of the Dispatcher's log record. The Postgres path stores every digit;
+// reading it back through the cursor (a checksum, a parity check) rounds the
+// same way, so both sinks agree at the written scale. cursor.NumericStrict
+// refuses such values instead (the write fails with cursor.ErrOutOfRange):
+// set it as the default in DispatchConfig.Cursor.Numeric, or per write in
+// Request.Numeric. A value whose integer part does not fit fails under
+// every policy. Preflight lists an output's columns whose values would be
+// rounded or refused, before the output is moved to Iceberg.
 package writestrategy

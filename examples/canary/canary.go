@@ -30,9 +30,10 @@ const (
 commands:
   init                 migrate the schema, register the pipeline.output flags, seed the demo
   check  <dataset>     show the writer flags and the sink decision for a dataset
+                       (and, for a known output, the Iceberg preflight)
   set    <dataset>     set the dataset's override (default iceberg_native; -mode to choose)
   deploy <output>      re-run a known output through the write dispatch
-  verify <output>      parity: Postgres compute vs the Iceberg table (rows + checksum)
+  verify <output>      preflight, then parity: Postgres compute vs the Iceberg table (rows + checksum)
   revert <dataset>     clear the dataset's override
 
 known outputs: %s
@@ -231,7 +232,52 @@ func cmdCheck(ctx context.Context, c *cli, datasetID string) error {
 	c.printf("override %s: %s\n", datasetID, override)
 	printDecision(c, sink.Decide(s))
 	printContents(c, ds)
+	if out, ok := outputs()[datasetID]; ok {
+		return printPreflight(ctx, c, out)
+	}
 	return nil
+}
+
+// printPreflight runs the Iceberg preflight of a known output
+// (writestrategy.Preflight, in a transaction that is rolled back) and
+// prints the columns an Iceberg write would round or refuse.
+func printPreflight(ctx context.Context, c *cli, s writestrategy.WriteStrategy) error {
+	issues, err := preflight(ctx, c.env, s)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if len(issues) == 0 {
+		c.printf("preflight: every value fits its Iceberg type exactly\n")
+		return nil
+	}
+	var refused, rounded bool
+	for _, is := range issues {
+		level := "note"
+		if is.Refused > 0 {
+			level, refused = "WARNING", true
+		}
+		rounded = rounded || is.Rounded > 0
+		c.printf("preflight %s: %s %s\n", level, is.DatasetID, is.ColumnIssue)
+	}
+	if rounded {
+		c.printf("preflight: rounded values are written rounded half-even to the column's scale (verify compares at that scale); a strict writer (cursor.NumericStrict) refuses them\n")
+	}
+	if refused {
+		c.printf("preflight: an Iceberg write of this output fails at the first refused value: fix or cast those values before the flip\n")
+	}
+	return nil
+}
+
+// preflight is writestrategy.Preflight with the dispatcher's defaults, in a
+// transaction that is rolled back (a native source is hydrated into a
+// temporary table of it).
+func preflight(ctx context.Context, e *env, s writestrategy.WriteStrategy) ([]writestrategy.ColumnIssue, error) {
+	tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return writestrategy.Preflight(ctx, tx, &writestrategy.Env{Lakehouse: e.lake}, s, nil)
 }
 
 func printDecision(c *cli, d sink.Decision) {
@@ -304,6 +350,9 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 	}
 	ds, err := e.ledger.Dataset(ctx, name)
 	if err != nil {
+		return err
+	}
+	if err := printPreflight(ctx, c, s); err != nil {
 		return err
 	}
 	pg, err := computeChecksum(ctx, e, s)

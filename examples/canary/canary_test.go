@@ -70,6 +70,7 @@ func TestRunbook(t *testing.T) {
 	require.Contains(t, out, "override demo_orders_clean: none")
 	require.Contains(t, out, "decision: sink=pg mode=pg source=default clamped=false")
 	require.Contains(t, out, "contents: none yet")
+	require.Contains(t, out, "preflight: every value fits its Iceberg type exactly")
 
 	// verify before the flip: no Iceberg table yet.
 	code, out, errs = s.run("verify", demoOutput)
@@ -86,6 +87,7 @@ func TestRunbook(t *testing.T) {
 	require.Contains(t, out, "snapshot=")
 
 	out = s.ok("verify", demoOutput)
+	require.Contains(t, out, "preflight: every value fits its Iceberg type exactly")
 	require.Contains(t, out, "postgres compute: rows=667 ")
 	require.Contains(t, out, "iceberg table:    rows=667 ")
 	require.Contains(t, out, "parity OK")
@@ -113,6 +115,43 @@ func TestRunbook(t *testing.T) {
 
 	out = s.ok("revert", demoOutput)
 	require.Contains(t, out, "override demo_orders_clean: none to clear")
+}
+
+// check and verify show the Iceberg preflight of an output: columns whose
+// values an Iceberg write rounds (a note; parity holds at the written
+// scale) or refuses (a warning; the write, and verify's compute, fail).
+func TestPreflightInCheckAndVerify(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	require.Contains(t, s.ok("init"), "output demo_category_stats: registered (transform of demo_orders)")
+
+	const rounded = `preflight note: demo_category_stats column "big_order_share" (numeric): 3 value(s) rounded half-even to the column's scale`
+	out := s.ok("check", demoStats)
+	require.Contains(t, out, "decision: sink=pg")
+	require.Contains(t, out, rounded)
+	require.Contains(t, out, "a strict writer (cursor.NumericStrict) refuses them")
+	require.NotContains(t, out, "WARNING")
+	// Not an output: no preflight.
+	require.NotContains(t, s.ok("check", demoSource), "preflight")
+
+	s.ok("set", demoStats)
+	require.Contains(t, s.ok("deploy", demoStats), "deployed demo_category_stats: sink=iceberg_native mode=replace rows=3 ")
+	out = s.ok("verify", demoStats)
+	require.Contains(t, out, rounded)
+	require.Contains(t, out, "parity OK")
+
+	// A value Iceberg cannot hold: check warns, verify fails.
+	conn := pgtest.Conn(t, s.url)
+	_, err := conn.Exec(context.Background(), `UPDATE lakewrite.dataset_rows SET data = jsonb_set(data, '{ts}', '"infinity"')
+		WHERE dataset_id = $1 AND (data->>'id')::int IN (1, 4)`, demoSource)
+	require.NoError(t, err)
+	out = s.ok("check", demoOutput)
+	require.Contains(t, out, `preflight WARNING: demo_orders_clean column "ts" (timestamptz): 2 value(s) refused (first at row 0: timestamp ±infinity)`)
+	require.Contains(t, out, "fails at the first refused value")
+	code, out, errs := s.run("verify", demoOutput)
+	require.Equal(t, exitFailed, code)
+	require.Contains(t, out, `preflight WARNING: demo_orders_clean column "ts"`)
+	require.Contains(t, errs, "timestamp ±infinity")
 }
 
 // verify fails with both figures when the Iceberg table and the Postgres

@@ -2,10 +2,10 @@
 // from the Postgres row store to a native Iceberg table, and back:
 //
 //	canary init                      migrate, register the pipeline.output flags, seed the demo
-//	canary check  demo_orders_clean  flags and sink decision
+//	canary check  demo_orders_clean  flags, sink decision and the Iceberg preflight
 //	canary set    demo_orders_clean  override -> iceberg_native
 //	canary deploy demo_orders_clean  re-run the output (the write dispatch resolves the sink)
-//	canary verify demo_orders_clean  parity: row count + checksum, Postgres compute vs Iceberg table
+//	canary verify demo_orders_clean  preflight, then parity: row count + checksum, Postgres compute vs Iceberg table
 //	canary revert demo_orders_clean  clear the override (effective within the resolver TTL, <= 10 s)
 //
 // Every command takes -database-url (default $DATABASE_URL, required) and
@@ -17,7 +17,10 @@
 //
 // deploy and verify accept only the outputs listed in outputs.go (output
 // dataset id -> write strategy): a small, explicit set, today the demo
-// Transform demo_orders_clean of the seeded source demo_orders.
+// Transform demo_orders_clean of the seeded source demo_orders and the
+// aggregate demo_category_stats. For these, check and verify print the
+// Iceberg preflight (writestrategy.Preflight): the columns whose values an
+// Iceberg write would round (a note) or refuse (a warning: the write fails).
 //
 // Exit codes: 0 success ("parity OK" for verify), 1 failure (parity
 // mismatch with both figures, a refused flag, a database error), 2 bad

@@ -22,6 +22,10 @@ const (
 	// demoOutput is the pipeline output the runbook flips: a Transform of
 	// demoSource.
 	demoOutput = "demo_orders_clean"
+	// demoStats is an aggregate of demoSource whose avg() has more
+	// fractional digits than Iceberg's decimal(38,18): its preflight lists
+	// the column, and an Iceberg write rounds it.
+	demoStats = "demo_category_stats"
 	// demoRows is the number of orders init seeds.
 	demoRows = 1000
 	// seedWriter is the ledger writer id of init's seed write.
@@ -48,6 +52,16 @@ func outputs() map[string]writestrategy.WriteStrategy {
 					FROM source WHERE category <> $1`,
 			}},
 			Args: []any{"c"},
+		},
+		demoStats: writestrategy.Transform{
+			Output: demoStats,
+			Source: demoSource,
+			Steps: []writestrategy.Step{{
+				Name: "stats",
+				SQL: `SELECT category, count(*) AS orders, sum(amount) AS total,
+					avg((amount >= 1000)::int) AS big_order_share
+					FROM source GROUP BY category`,
+			}},
 		},
 	}
 }

@@ -383,6 +383,9 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo) ma
 		facade.SummaryCreatedAt: info.CreatedAt.Format(time.RFC3339Nano), facade.SummaryRows: fmt.Sprint(info.Rows),
 		facade.SummaryChecksum: info.Checksum.String(),
 	})
+	if req.Rounded != nil {
+		m[facade.SummaryNumericRounded] = fmt.Sprint(req.Rounded())
+	}
 	return m
 }
 
