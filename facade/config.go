@@ -74,9 +74,22 @@ type Config struct {
 	// means Lifecycle applies. A returned policy's zero fields take the
 	// documented defaults, not Config.Lifecycle's values.
 	LifecycleFor func(datasetID string) (policy Lifecycle, ok bool)
-	// SchemaPolicy restricts the schema changes of a replace. The zero
-	// value allows every change.
+	// SchemaPolicy restricts the schema changes of a write (see
+	// SchemaPolicy). The zero value allows every change.
 	SchemaPolicy SchemaPolicy
+	// SchemaPolicyFor, when set, returns the policy of one dataset; ok=false
+	// means SchemaPolicy applies. It is called for each write.
+	SchemaPolicyFor func(datasetID string) (policy SchemaPolicy, ok bool)
+}
+
+// schemaPolicy returns the schema policy of a dataset.
+func (f *Facade) schemaPolicy(datasetID string) SchemaPolicy {
+	if f.s.SchemaPolicyFor != nil {
+		if p, ok := f.s.SchemaPolicyFor(datasetID); ok {
+			return p
+		}
+	}
+	return f.s.SchemaPolicy
 }
 
 type settings struct {

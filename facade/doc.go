@@ -50,23 +50,31 @@
 // v0.7.0 would store 0). The Postgres type is kept in the Iceberg field doc
 // and returned as lakewrite.pg_type metadata on read.
 //
-// A replace evolves the schema in the same snapshot. A type Iceberg can
+// A write evolves the schema in the same snapshot. A type Iceberg can
 // promote (int -> long, float -> double, decimal(P,S) -> decimal(P2,S) with
-// P2 > P) is changed in place and keeps its field id; any other type change
-// drops the column and adds it again under a new field id (the replace
-// rewrites every row). New columns take their place in the write's column
-// order, before the identity columns; columns the write leaves out are
-// dropped; required columns written nullable become optional. Iceberg-go
-// cannot move a column re-added under its own name, so an incompatibly
-// retyped column lands after the identity columns. Every change is logged and
-// recorded in the snapshot summary under lakewrite.schema-change (JSON:
-// added, dropped, promoted, retyped, relaxed, reordered), and the table
-// property schema.name-mapping.default is kept equal to the current schema's
-// name mapping. Config.SchemaPolicy can refuse drops (RefuseDrops) or
-// incompatible type changes (RefuseIncompatible): the write then fails with
-// a *SchemaChangeError (errors.Is ErrSchemaChange) before any data file is
-// written. An append never changes the schema: other columns or types are a
-// *SchemaMismatchError.
+// P2 > P) is changed in place and keeps its field id, for a replace and an
+// append alike. A replace changes any other type by dropping the column and
+// adding it again under a new field id (it rewrites every row); new columns
+// take their place in the write's column order, before the identity
+// columns; columns the write leaves out are dropped; required columns
+// written nullable become optional. Iceberg-go cannot move a column
+// re-added under its own name, so an incompatibly retyped column lands
+// after the identity columns. An append adds the columns the table lacks as
+// optional columns before the identity columns (the rows already there read
+// NULL), writes a narrower type into a wider column (int into long, float
+// into double, a smaller decimal precision), and reads NULL for the
+// optional columns it leaves out; an incompatible type or a missing
+// required column is a *SchemaMismatchError. Every committed change is
+// logged at Info (dataset, mode, schema ids before and after, the change)
+// and recorded in the snapshot summary under lakewrite.schema-change
+// (SchemaChange as JSON: added, dropped, promoted, retyped, relaxed,
+// reordered), and the table property schema.name-mapping.default is kept
+// equal to the current schema's name mapping. Config.SchemaPolicy (or
+// Config.SchemaPolicyFor, per dataset) can refuse a replace's drops
+// (RefuseDrops) or incompatible type changes (RefuseIncompatible), which
+// fail with a *SchemaChangeError (errors.Is ErrSchemaChange), and an
+// append's new columns (RefuseAppendAdds), which fail with a
+// *SchemaMismatchError; either way before any data file is written.
 // Empty input: a replace empties the table, an append adds an empty
 // snapshot; both carry the txn id.
 //
@@ -84,6 +92,14 @@
 // only known at commit and is some seconds later for large writes). Callers
 // may preserve identity: nullable __row_id / __created_at columns in the
 // request keep their non-null values.
+//
+// The row hash behind __row_id and Checksum is frozen as RowIDVersion "1".
+// Each table records it in the property lakewrite.row-id-version (added on
+// the next write of a table that predates it) and each snapshot in its
+// summary under the same key. A table recording another version, written
+// by a library whose row ids differ, is refused with a *RowIDVersionError
+// (errors.Is ErrRowIDVersion) before any file is written: changing the row
+// id function is a deliberate migration, never a silent mix of two.
 //
 // # Provenance, lookup, read-back, parity
 //

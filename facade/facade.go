@@ -130,13 +130,12 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if err != nil {
 		return nil, err
 	}
-	txn := tbl.NewTransaction()
-	change, err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols)
-	if err != nil {
+	if err := checkRowIDVersion(target.DatasetID, tbl.Properties()); err != nil {
 		return nil, err
 	}
-	if !change.empty() {
-		f.s.Logger.Info("facade: schema change", "dataset", target.DatasetID, "change", change.String())
+	txn := tbl.NewTransaction()
+	if _, err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols); err != nil {
+		return nil, err
 	}
 	// Peek at the first batch to choose the columns written without a
 	// dictionary (see dictionaryOff); the writer sees the whole stream.
@@ -216,6 +215,7 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 		// rowBase (see Commit), so this stays true across retries
 		SummaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
 		summaryCompactBase:  compactBase(parent, req.Mode, len(info.DataFiles)),
+		SummaryRowIDVersion: RowIDVersion,
 	})
 	if req.Rounded != nil {
 		p[SummaryNumericRounded] = strconv.FormatInt(req.Rounded(), 10)
@@ -241,6 +241,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		// lakewrite retries conflicts itself (see Staged.Commit).
 		table.CommitNumRetriesKey: "0",
 		"lakewrite.dataset-id":    datasetID,
+		PropertyRowIDVersion:      RowIDVersion,
 		// __row_id and __row_index are unique per row: a dictionary never
 		// pays, and the writer would hash the first page-row-limit values of
 		// every row group before falling back to PLAIN.
@@ -264,9 +265,10 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	return tbl, nil
 }
 
-// prepareSchema checks (append) or evolves (replace) the table schema in
-// txn for the write's business columns, keeps the table's
-// schema.name-mapping.default current, and returns what changed.
+// prepareSchema evolves the table schema in txn for the write's business
+// columns (as planChange decides, under the dataset's SchemaPolicy), keeps
+// the table's schema.name-mapping.default current, and returns what
+// changed.
 //
 // A replace keeps a column's field id when its type is promoted the way
 // Iceberg allows (int to long, float to double, decimal precision
@@ -274,13 +276,18 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 // under a new field id (a replace rewrites every row), unless the
 // SchemaPolicy refuses it. The business columns end up in the write's
 // order, before the identity columns, except incompatibly retyped ones,
-// which land after them.
-func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) (schemaChange, error) {
-	var ch schemaChange
+// which land after them. An append promotes in place and adds the columns
+// the table lacks as optional columns, before the identity columns.
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) (SchemaChange, error) {
+	ch, err := planChange(dataset, mode, f.schemaPolicy(dataset), icebergCols(cur), cols)
+	if err != nil {
+		return ch, err
+	}
+	want := map[string]column{}
+	for _, c := range cols {
+		want[c.field.Name] = c
+	}
 	if mode == Append {
-		if err := appendMismatch(dataset, cur, cols); err != nil {
-			return ch, err
-		}
 		var missing []string
 		for _, id := range identityFields() {
 			if _, ok := cur.FindFieldByName(id.Name); !ok {
@@ -290,40 +297,30 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		if len(missing) > 0 {
 			return ch, &SchemaMismatchError{Dataset: dataset, Columns: missing, Detail: "identity columns missing from the table (replace first)"}
 		}
+		if !ch.Empty() {
+			upd := txn.UpdateSchema(true, false)
+			for _, name := range ch.Promoted {
+				c := want[name]
+				upd.UpdateColumn([]string{name}, table.ColumnUpdate{
+					FieldType: iceberg.Optional[iceberg.Type]{Val: c.typ, Valid: true},
+					Doc:       iceberg.Optional[string]{Val: docFor(c), Valid: true},
+				})
+			}
+			for _, name := range ch.Added {
+				c := want[name]
+				// optional: the rows already in the table read NULL
+				upd.AddColumn([]string{name}, c.typ, docFor(c), false, nil)
+				upd.MoveBefore([]string{name}, []string{ColRowIndex})
+			}
+			if err := upd.Commit(); err != nil {
+				return ch, fmt.Errorf("facade: evolve schema of %q: %w", dataset, err)
+			}
+		}
 		return ch, f.syncNameMapping(txn, dataset)
 	}
-	want := map[string]column{}
-	for _, c := range cols {
-		want[c.field.Name] = c
-	}
-	// Plan first, so the policy refuses before anything is staged.
 	readd := map[string]bool{}
-	for _, fld := range cur.Fields() {
-		if isIdentity(fld.Name) {
-			continue
-		}
-		c, ok := want[fld.Name]
-		switch {
-		case !ok:
-			ch.Dropped = append(ch.Dropped, fld.Name)
-		case sameType(fld.Type, c.typ):
-			if fld.Required && !c.required {
-				ch.Relaxed = append(ch.Relaxed, fld.Name)
-			}
-		case promotable(fld.Type, c.typ):
-			ch.Promoted = append(ch.Promoted, fld.Name)
-		default:
-			ch.Retyped = append(ch.Retyped, fld.Name)
-			readd[fld.Name] = true
-		}
-	}
-	for _, c := range cols {
-		if _, ok := cur.FindFieldByName(c.field.Name); !ok {
-			ch.Added = append(ch.Added, c.field.Name)
-		}
-	}
-	if err := checkPolicy(dataset, f.s.SchemaPolicy, ch); err != nil {
-		return ch, err
+	for _, name := range ch.Retyped {
+		readd[name] = true
 	}
 
 	// The order the update leaves without moves: the table's fields less
@@ -362,20 +359,6 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		}
 	}
 	reorder := !slices.Equal(order, target)
-	// Reordered: the columns the write keeps (same field id) change their
-	// relative order.
-	var keptOld, keptNew []string
-	for _, fld := range cur.Fields() {
-		if _, ok := want[fld.Name]; ok && !isIdentity(fld.Name) && !readd[fld.Name] {
-			keptOld = append(keptOld, fld.Name)
-		}
-	}
-	for _, c := range cols {
-		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
-			keptNew = append(keptNew, c.field.Name)
-		}
-	}
-	ch.Reordered = !slices.Equal(keptOld, keptNew)
 
 	upd := txn.UpdateSchema(true, true)
 	changed := false
@@ -709,6 +692,9 @@ type icebergStaged struct {
 	info    StageInfo
 	props   iceberg.Properties
 
+	change     SchemaChange // of the last attempt (build)
+	fromSchema int          // the schema id it changed
+
 	mu   sync.Mutex
 	done bool
 }
@@ -735,14 +721,18 @@ func (s *icebergStaged) Abort(context.Context) error {
 
 // build prepares the snapshot of this write on tbl.
 func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Transaction, error) {
+	if err := checkRowIDVersion(s.target.DatasetID, tbl.Properties()); err != nil {
+		return nil, err
+	}
 	txn := tbl.NewTransaction()
 	change, err := s.f.prepareSchema(txn, tbl.Schema(), s.target.DatasetID, s.req.Mode, s.cols)
 	if err != nil {
 		return nil, err
 	}
+	s.change, s.fromSchema = change, tbl.Schema().ID
 	summary := maps.Clone(s.props)
 	delete(summary, SummarySchemaChange)
-	if !change.empty() {
+	if !change.Empty() {
 		summary[SummarySchemaChange] = change.String()
 	}
 	// Tables written before the lifecycle existed get its properties (and
@@ -754,6 +744,13 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 			props = iceberg.Properties{}
 		}
 		maps.Copy(props, p)
+	}
+	if _, ok := tbl.Properties()[PropertyRowIDVersion]; !ok {
+		// a table written before the version was recorded: same function
+		if props == nil {
+			props = iceberg.Properties{}
+		}
+		props[PropertyRowIDVersion] = RowIDVersion
 	}
 	if len(props) > 0 {
 		if err := txn.SetProperties(props); err != nil {
@@ -848,6 +845,7 @@ func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
 			if newTbl == nil || newTbl.CurrentSnapshot() == nil {
 				return f.reconcile(ctx, s, attempts, err)
 			}
+			s.logSchemaChange(newTbl.Schema().ID)
 			return s.result(newTbl, newTbl.CurrentSnapshot())
 		case !called:
 			// nothing reached the catalog: nothing committed
@@ -869,6 +867,15 @@ func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
 	return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: attempts, Kind: ErrCommitConflict, Err: lastErr}
 }
 
+// logSchemaChange logs the schema change of the committed write, if any.
+func (s *icebergStaged) logSchemaChange(toSchema int) {
+	if s.change.Empty() {
+		return
+	}
+	s.f.s.Logger.Info("facade: schema change", "dataset", s.target.DatasetID, "mode", string(s.req.Mode),
+		"from_schema_id", s.fromSchema, "to_schema_id", toSchema, "change", s.change.String())
+}
+
 // reconcile looks for this write's snapshot after an ambiguous commit
 // error: found means committed; otherwise the outcome stays unknown and
 // the files are kept.
@@ -877,6 +884,9 @@ func (f *Facade) reconcile(ctx context.Context, s *icebergStaged, attempts int, 
 	defer cancel()
 	if tbl, err := f.cat.LoadTable(rctx, s.ident); err == nil {
 		if snap := findInAncestry(tbl, SummaryWriteID, s.info.WriteID); snap != nil {
+			if snap.SchemaID != nil {
+				s.logSchemaChange(*snap.SchemaID)
+			}
 			return s.result(tbl, snap)
 		}
 	}

@@ -100,10 +100,12 @@ func TestContractParallelWriters(t *testing.T) {
 
 func contractEnv(tune ...func(*facade.Config)) func(t *testing.T) *contract.Env {
 	return func(t *testing.T) *contract.Env {
-		e := newIcebergEnv(t, tune...)
+		pols := &contract.Policies{}
+		e := newIcebergEnv(t, append(tune, func(c *facade.Config) { c.SchemaPolicyFor = pols.For })...)
 		return &contract.Env{
-			LH:  e.f,
-			Mem: e.mem,
+			LH:       e.f,
+			Mem:      e.mem,
+			Policies: pols,
 			FailCommits: func(id string, kind error, n int) {
 				e.cat.fail(id, kind, n, false)
 			},

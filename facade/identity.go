@@ -1,52 +1,142 @@
 package facade
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
 
+// RowIDVersion is the version of the row hash behind __row_id (and
+// Checksum) that this library computes. Every table the facade writes
+// records it as the table property PropertyRowIDVersion, and every
+// snapshot under SummaryRowIDVersion. A change to how __row_id is computed
+// must bump it: the tables written with another version are then refused
+// (*RowIDVersionError) instead of silently mixing row ids of two functions,
+// and moving a table to the new version is a deliberate migration.
+const RowIDVersion = "1"
+
+// PropertyRowIDVersion is the table property recording the RowIDVersion a
+// table's __row_id values were computed with. A table without it was
+// written before it was recorded, by version 1.
+const PropertyRowIDVersion = "lakewrite.row-id-version"
+
+// SummaryRowIDVersion is the snapshot summary key recording the
+// RowIDVersion of the write.
+const SummaryRowIDVersion = "lakewrite.row-id-version"
+
+// ErrRowIDVersion: the table records a row id version this library does not
+// compute (a newer library wrote it). Nothing was written.
+var ErrRowIDVersion = errors.New("facade: unknown row id version")
+
+// RowIDVersionError names the dataset and the version its table records.
+// It matches ErrRowIDVersion.
+type RowIDVersionError struct {
+	Dataset string
+	Version string // the table's PropertyRowIDVersion
+}
+
+func (e *RowIDVersionError) Error() string {
+	return fmt.Sprintf("%v: dataset %q records %s=%q, this library computes version %s: "+
+		"writing would mix two row id functions (upgrade the library or migrate the table)",
+		ErrRowIDVersion, e.Dataset, PropertyRowIDVersion, e.Version, RowIDVersion)
+}
+
+// Is reports whether target is ErrRowIDVersion.
+func (e *RowIDVersionError) Is(target error) bool { return target == ErrRowIDVersion }
+
+// checkRowIDVersion refuses a table whose recorded version is not ours.
+func checkRowIDVersion(dataset string, props iceberg.Properties) error {
+	if v, ok := props[PropertyRowIDVersion]; ok && v != RowIDVersion {
+		return &RowIDVersionError{Dataset: dataset, Version: v}
+	}
+	return nil
+}
+
 // PlanSchema returns the table schema (Arrow, identity columns included,
 // Postgres types as field metadata) a write of reqSchema in mode produces
-// over a table whose schema is current (nil when the table is new or
-// empty of columns). It returns the same typed errors as the Iceberg
-// backend (*UnsupportedTypeError, *SchemaMismatchError, ErrInvalidRequest).
+// over a table whose schema is current (nil when the table is new), and
+// the schema change it makes, decided under policy exactly as the Iceberg
+// backend decides it. It returns the same typed errors
+// (*UnsupportedTypeError, *SchemaMismatchError, *SchemaChangeError,
+// ErrInvalidRequest). Arrow schemas carry no field ids: a column retyped
+// incompatibly keeps its place in the write's order here.
 // Exported so other implementations of Lakehouse (facadetest) behave alike.
-func PlanSchema(datasetID string, mode Mode, current, reqSchema *arrow.Schema) (*arrow.Schema, error) {
+func PlanSchema(datasetID string, mode Mode, policy SchemaPolicy, current, reqSchema *arrow.Schema) (*arrow.Schema, SchemaChange, error) {
 	cols, _, _, err := requestColumns(reqSchema)
 	if err != nil {
-		return nil, err
+		return nil, SchemaChange{}, err
 	}
-	if mode == Append && current != nil {
-		var curCols []column
-		id := 0
+	if len(cols) == 0 {
+		return nil, SchemaChange{}, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
+	}
+	if current == nil {
+		sc, err := arrowTableSchema(newTableSchema(cols))
+		return sc, SchemaChange{}, err
+	}
+	var cur []tableCol
+	curCols := map[string]column{}
+	id := 0
+	for _, f := range current.Fields() {
+		if isIdentity(f.Name) {
+			cur = append(cur, tableCol{name: f.Name, required: true})
+			continue
+		}
+		t, err := icebergType(f, func() int { id++; return id })
+		if err != nil {
+			return nil, SchemaChange{}, err
+		}
+		cur = append(cur, tableCol{name: f.Name, typ: t, required: !f.Nullable})
+		curCols[f.Name] = column{field: f, typ: t, required: !f.Nullable, pgType: pgTypeOf(f)}
+	}
+	ch, err := planChange(datasetID, mode, policy, cur, cols)
+	if err != nil {
+		return nil, SchemaChange{}, err
+	}
+	if mode == Append {
+		if ch.Empty() {
+			return current, ch, nil
+		}
+		req := map[string]column{}
+		for _, c := range cols {
+			req[c.field.Name] = c
+		}
+		var next []column
 		for _, f := range current.Fields() {
-			if isIdentity(f.Name) {
+			c, ok := curCols[f.Name]
+			if !ok {
 				continue
 			}
-			t, err := icebergType(f, func() int { id++; return id })
-			if err != nil {
-				return nil, err
+			if slices.Contains(ch.Promoted, f.Name) {
+				c = req[f.Name]
+				c.required = !f.Nullable
 			}
-			curCols = append(curCols, column{field: f, typ: t, required: !f.Nullable, pgType: pgTypeOf(f)})
+			next = append(next, c)
 		}
-		if err := appendMismatch(datasetID, newTableSchema(curCols), cols); err != nil {
-			return nil, err
+		for _, name := range ch.Added {
+			c := req[name]
+			c.required = false
+			next = append(next, c)
 		}
-		return current, nil
+		sc, err := arrowTableSchema(newTableSchema(next))
+		return sc, ch, err
 	}
-	isc := newTableSchema(cols)
-	if current != nil {
-		// keep nullability relaxed for columns that were optional before
-		for i, c := range cols {
-			if f, ok := current.FieldsByName(c.field.Name); ok && len(f) > 0 && f[0].Nullable {
-				cols[i].required = false
-			}
+	// keep nullability relaxed for columns that were optional before
+	for i, c := range cols {
+		if old, ok := curCols[c.field.Name]; ok && !old.required {
+			cols[i].required = false
 		}
-		isc = newTableSchema(cols)
 	}
+	sc, err := arrowTableSchema(newTableSchema(cols))
+	return sc, ch, err
+}
+
+func arrowTableSchema(isc *iceberg.Schema) (*arrow.Schema, error) {
 	sc, err := table.SchemaToArrowSchema(isc, nil, false, false)
 	if err != nil {
 		return nil, err

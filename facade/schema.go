@@ -215,55 +215,37 @@ func sameType(a, b iceberg.Type) bool {
 	return a.Equals(b)
 }
 
-// appendMismatch checks an append's business columns against the table's.
-func appendMismatch(dataset string, tbl *iceberg.Schema, cols []column) error {
-	want := map[string]iceberg.NestedField{}
-	for _, f := range tbl.Fields() {
-		if !isIdentity(f.Name) {
-			want[f.Name] = f
-		}
+// tableCol is one column of the current table schema.
+type tableCol struct {
+	name     string
+	typ      iceberg.Type
+	required bool
+}
+
+func icebergCols(s *iceberg.Schema) []tableCol {
+	out := make([]tableCol, 0, len(s.Fields()))
+	for _, f := range s.Fields() {
+		out = append(out, tableCol{name: f.Name, typ: f.Type, required: f.Required})
 	}
-	var bad, details []string
-	for _, c := range cols {
-		f, ok := want[c.field.Name]
-		if !ok {
-			bad = append(bad, c.field.Name)
-			details = append(details, c.field.Name+": not in table")
-			continue
-		}
-		delete(want, c.field.Name)
-		if !sameType(f.Type, c.typ) {
-			bad = append(bad, c.field.Name)
-			details = append(details, fmt.Sprintf("%s: table %s, write %s", c.field.Name, f.Type, c.typ))
-		}
-	}
-	for name, f := range want {
-		if f.Required {
-			bad = append(bad, name)
-			details = append(details, name+": required in table, missing in write")
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	slices.Sort(bad)
-	slices.Sort(details)
-	return &SchemaMismatchError{Dataset: dataset, Columns: bad, Detail: strings.Join(details, "; ")}
+	return out
 }
 
 // SummarySchemaChange is the snapshot summary key recording the schema
-// change a write made (JSON of added, dropped, promoted, retyped, relaxed
-// column names and whether the columns were reordered). Absent when the
-// write left the schema as it was.
+// change a write made: SchemaChange as JSON. Absent when the write left the
+// schema as it was.
 const SummarySchemaChange = "lakewrite.schema-change"
 
-// ErrSchemaChange: a replace would change the table schema in a way the
-// configured SchemaPolicy refuses. Nothing was written.
+// ErrSchemaChange: a write would change the table schema in a way the
+// dataset's SchemaPolicy refuses. Nothing was written.
 var ErrSchemaChange = errors.New("facade: schema change refused")
 
-// SchemaPolicy restricts how a replace may change a table's schema. The
-// zero value allows every change (a replace rewrites every row). Appends
-// never change the schema: a mismatch is a *SchemaMismatchError.
+// SchemaPolicy restricts how a write may change a table's schema. The zero
+// value allows every change a write can make: a replace may add, drop,
+// promote, retype and reorder columns (it rewrites every row); an append
+// may add nullable columns (existing rows read NULL) and promote types.
+// An append never drops a column (a column it leaves out reads NULL,
+// unless it is required) and never retypes one incompatibly: those are a
+// *SchemaMismatchError whatever the policy.
 type SchemaPolicy struct {
 	// RefuseDrops refuses a replace that leaves out a column of the table.
 	RefuseDrops bool
@@ -272,6 +254,10 @@ type SchemaPolicy struct {
 	// double, and decimal precision widening with the same scale). Such a
 	// column otherwise gets a new field id.
 	RefuseIncompatible bool
+	// RefuseAppendAdds refuses an append that brings a column the table
+	// does not have, with a *SchemaMismatchError naming it (by default the
+	// column is added as an optional column).
+	RefuseAppendAdds bool
 }
 
 // SchemaChangeError reports the columns a replace would drop or retype
@@ -290,21 +276,33 @@ func (e *SchemaChangeError) Error() string {
 // Is reports whether target is ErrSchemaChange.
 func (e *SchemaChangeError) Is(target error) bool { return target == ErrSchemaChange }
 
-// schemaChange records what a write changes in the table schema.
-type schemaChange struct {
-	Added     []string `json:"added,omitempty"`
-	Dropped   []string `json:"dropped,omitempty"`
-	Promoted  []string `json:"promoted,omitempty"` // type promoted in place, field id kept
-	Retyped   []string `json:"retyped,omitempty"`  // incompatible type: new field id
-	Relaxed   []string `json:"relaxed,omitempty"`  // required to optional
-	Reordered bool     `json:"reordered,omitempty"`
+// SchemaChange is what a write changed in the table schema, as recorded
+// under SummarySchemaChange (JSON) and logged. Column names only.
+type SchemaChange struct {
+	// Added columns: new field ids. An append adds them as optional.
+	Added []string `json:"added,omitempty"`
+	// Dropped columns (replace only).
+	Dropped []string `json:"dropped,omitempty"`
+	// Promoted columns: type widened in place (int to long, float to
+	// double, decimal precision), field id kept.
+	Promoted []string `json:"promoted,omitempty"`
+	// Retyped columns: incompatible new type, deleted and added again under
+	// a new field id (replace only).
+	Retyped []string `json:"retyped,omitempty"`
+	// Relaxed columns: required to optional (replace only).
+	Relaxed []string `json:"relaxed,omitempty"`
+	// Reordered: the columns the write kept changed their relative order
+	// (replace only).
+	Reordered bool `json:"reordered,omitempty"`
 }
 
-func (c schemaChange) empty() bool {
+// Empty reports whether the write left the schema as it was.
+func (c SchemaChange) Empty() bool {
 	return len(c.Added)+len(c.Dropped)+len(c.Promoted)+len(c.Retyped)+len(c.Relaxed) == 0 && !c.Reordered
 }
 
-func (c schemaChange) String() string {
+// String is the JSON recorded under SummarySchemaChange.
+func (c SchemaChange) String() string {
 	b, _ := json.Marshal(c)
 	return string(b)
 }
@@ -327,8 +325,101 @@ func promotable(from, to iceberg.Type) bool {
 	return false
 }
 
-// checkPolicy refuses the change when the policy says so.
-func checkPolicy(dataset string, p SchemaPolicy, c schemaChange) error {
+// planChange classifies how a write of cols changes the table whose
+// columns are cur (identity columns ignored) and applies the policy: the
+// one place both backends decide what a write may do to a schema.
+//
+// An append adds the columns the table lacks (optional), promotes the ones
+// whose type Iceberg can widen to the write's, and writes a narrower type
+// that widens to the table's as the table's type; any other type, or a
+// required table column the write leaves out, is a *SchemaMismatchError.
+func planChange(dataset string, mode Mode, p SchemaPolicy, cur []tableCol, cols []column) (SchemaChange, error) {
+	var ch SchemaChange
+	have := map[string]tableCol{}
+	for _, f := range cur {
+		if !isIdentity(f.name) {
+			have[f.name] = f
+		}
+	}
+	want := map[string]column{}
+	for _, c := range cols {
+		want[c.field.Name] = c
+	}
+	if mode == Append {
+		var bad, details []string
+		for _, c := range cols {
+			name := c.field.Name
+			f, ok := have[name]
+			switch {
+			case !ok && p.RefuseAppendAdds:
+				bad = append(bad, name)
+				details = append(details, name+": not in table (SchemaPolicy.RefuseAppendAdds)")
+			case !ok:
+				ch.Added = append(ch.Added, name)
+			case sameType(f.typ, c.typ), promotable(c.typ, f.typ):
+				// written as the table's type
+			case promotable(f.typ, c.typ):
+				ch.Promoted = append(ch.Promoted, name)
+			default:
+				bad = append(bad, name)
+				details = append(details, fmt.Sprintf("%s: table %s, write %s", name, f.typ, c.typ))
+			}
+		}
+		for _, f := range cur {
+			if _, ok := want[f.name]; !ok && f.required && !isIdentity(f.name) {
+				bad = append(bad, f.name)
+				details = append(details, f.name+": required in table, missing in write")
+			}
+		}
+		if len(bad) > 0 {
+			slices.Sort(bad)
+			slices.Sort(details)
+			return SchemaChange{}, &SchemaMismatchError{Dataset: dataset, Columns: bad, Detail: strings.Join(details, "; ")}
+		}
+		return ch, nil
+	}
+	for _, f := range cur {
+		if isIdentity(f.name) {
+			continue
+		}
+		c, ok := want[f.name]
+		switch {
+		case !ok:
+			ch.Dropped = append(ch.Dropped, f.name)
+		case sameType(f.typ, c.typ):
+			if f.required && !c.required {
+				ch.Relaxed = append(ch.Relaxed, f.name)
+			}
+		case promotable(f.typ, c.typ):
+			ch.Promoted = append(ch.Promoted, f.name)
+		default:
+			ch.Retyped = append(ch.Retyped, f.name)
+		}
+	}
+	var keptOld, keptNew []string
+	for _, f := range cur {
+		if _, ok := want[f.name]; ok && !slices.Contains(ch.Retyped, f.name) {
+			keptOld = append(keptOld, f.name)
+		}
+	}
+	for _, c := range cols {
+		if _, ok := have[c.field.Name]; !ok {
+			ch.Added = append(ch.Added, c.field.Name)
+		} else if !slices.Contains(ch.Retyped, c.field.Name) {
+			keptNew = append(keptNew, c.field.Name)
+		}
+	}
+	// Reordered: the columns the write keeps (same field id) change their
+	// relative order.
+	ch.Reordered = !slices.Equal(keptOld, keptNew)
+	if err := checkPolicy(dataset, p, ch); err != nil {
+		return SchemaChange{}, err
+	}
+	return ch, nil
+}
+
+// checkPolicy refuses a replace's change when the policy says so.
+func checkPolicy(dataset string, p SchemaPolicy, c SchemaChange) error {
 	e := &SchemaChangeError{Dataset: dataset}
 	var details []string
 	if p.RefuseDrops && len(c.Dropped) > 0 {

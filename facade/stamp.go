@@ -220,8 +220,35 @@ func convertColumn(mem memory.Allocator, f arrow.Field, arr arrow.Array, to arro
 			return widen[uint16](mem, a, a.Uint16Values(), to), nil
 		}
 	case *arrow.Int64Type:
-		if a, ok := arr.(*array.Uint32); ok {
+		// an append of a narrower integer into a long column
+		switch a := arr.(type) {
+		case *array.Int8:
+			return widen[int8](mem, a, a.Int8Values(), to), nil
+		case *array.Int16:
+			return widen[int16](mem, a, a.Int16Values(), to), nil
+		case *array.Int32:
+			return widen[int32](mem, a, a.Int32Values(), to), nil
+		case *array.Uint8:
+			return widen[uint8](mem, a, a.Uint8Values(), to), nil
+		case *array.Uint16:
+			return widen[uint16](mem, a, a.Uint16Values(), to), nil
+		case *array.Uint32:
 			return widen[uint32](mem, a, a.Uint32Values(), to), nil
+		}
+	case *arrow.Float64Type:
+		// an append of float32 values into a double column
+		if a, ok := arr.(*array.Float32); ok {
+			b := array.NewFloat64Builder(mem)
+			defer b.Release()
+			b.Reserve(a.Len())
+			for i, v := range a.Float32Values() {
+				if a.IsNull(i) {
+					b.AppendNull()
+				} else {
+					b.Append(float64(v))
+				}
+			}
+			return b.NewArray(), nil
 		}
 	}
 	if layoutCompatible(arr.DataType(), to) {
@@ -270,7 +297,7 @@ func retypeData(d arrow.ArrayData, to arrow.DataType) arrow.ArrayData {
 	return out
 }
 
-func widen[F int8 | int16 | uint8 | uint16 | uint32](mem memory.Allocator, src arrow.Array, vs []F, to arrow.DataType) arrow.Array {
+func widen[F int8 | int16 | int32 | uint8 | uint16 | uint32](mem memory.Allocator, src arrow.Array, vs []F, to arrow.DataType) arrow.Array {
 	n := src.Len()
 	buf := memory.NewResizableBuffer(mem)
 	var size int

@@ -90,15 +90,17 @@ func request(bs []arrow.RecordBatch, txn string) facade.WriteRequest {
 func TestContractWithoutFaults(t *testing.T) {
 	contract.Run(t, func(t *testing.T) *contract.Env {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		inner := facadetest.New(&facadetest.Config{Allocator: mem})
+		pols := &contract.Policies{}
+		inner := facadetest.New(&facadetest.Config{Allocator: mem, SchemaPolicyFor: pols.For})
 		var faults []facadefault.Fault
 		for _, p := range []facadefault.Point{facadefault.BeforeStage, facadefault.MidStream, facadefault.BeforeCommit,
 			facadefault.AfterCommit, facadefault.BeforeAbort} {
 			faults = append(faults, facadefault.Fault{Point: p, Dataset: "not-the-contract-dataset"})
 		}
 		return &contract.Env{
-			LH:  facadefault.Wrap(inner, faults...),
-			Mem: mem,
+			LH:       facadefault.Wrap(inner, faults...),
+			Mem:      mem,
+			Policies: pols,
 			FailCommits: func(id string, kind error, n int) {
 				if n == 0 {
 					inner.InjectFault(id, facadetest.Fault{})

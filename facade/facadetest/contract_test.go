@@ -12,10 +12,12 @@ import (
 func TestContract(t *testing.T) {
 	contract.Run(t, func(t *testing.T) *contract.Env {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		lh := facadetest.New(&facadetest.Config{Allocator: mem})
+		pols := &contract.Policies{}
+		lh := facadetest.New(&facadetest.Config{Allocator: mem, SchemaPolicyFor: pols.For})
 		return &contract.Env{
-			LH:  lh,
-			Mem: mem,
+			LH:       lh,
+			Mem:      mem,
+			Policies: pols,
 			FailCommits: func(id string, kind error, n int) {
 				if n == 0 {
 					lh.InjectFault(id, facadetest.Fault{})

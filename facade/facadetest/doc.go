@@ -6,6 +6,13 @@
 // fail at input batch N, fail the commit with a clean conflict, or with
 // "commit state unknown" (optionally having landed).
 //
+// Schema evolution follows the same rules and SchemaPolicy (decided by
+// facade.PlanSchema): promotions, added, dropped and reordered columns,
+// appends that add nullable columns or promote types (the rows already
+// held are re-read under the new schema), the lakewrite.schema-change and
+// lakewrite.row-id-version summary keys, and the same typed refusals. It has
+// no field ids: an incompatibly retyped column keeps the write's position.
+//
 // Maintain (facade.Maintainer) expires the in-memory history by
 // Config.Lifecycle's KeepLast, in batches of EveryCommits, and commits
 // report MaintenanceDue by the same rule as the Iceberg backend.

@@ -28,6 +28,10 @@ type Config struct {
 	// expirable); it holds no files, so it has no grace, orphans or
 	// compaction.
 	Lifecycle facade.Lifecycle
+	// SchemaPolicy and SchemaPolicyFor restrict schema changes as
+	// facade.Config's fields of the same names do.
+	SchemaPolicy    facade.SchemaPolicy
+	SchemaPolicyFor func(datasetID string) (policy facade.SchemaPolicy, ok bool)
 }
 
 // Fault is a one-shot failure for the next write of a dataset.
@@ -74,9 +78,11 @@ func (d *dataset) current() *Snapshot {
 
 // Lakehouse is the in-memory double. Safe for concurrent use.
 type Lakehouse struct {
-	mem memory.Allocator
-	now func() time.Time
-	pol facade.Lifecycle
+	mem       memory.Allocator
+	now       func() time.Time
+	pol       facade.Lifecycle
+	schema    facade.SchemaPolicy
+	schemaFor func(string) (facade.SchemaPolicy, bool)
 
 	mu       sync.Mutex
 	datasets map[string]*dataset
@@ -109,7 +115,8 @@ func New(cfg *Config) *Lakehouse {
 	if pol.EveryCommits <= 0 {
 		pol.EveryCommits = facade.DefaultEveryCommits
 	}
-	return &Lakehouse{mem: c.Allocator, now: c.Now, pol: pol, datasets: map[string]*dataset{}, faults: map[string]Fault{}}
+	return &Lakehouse{mem: c.Allocator, now: c.Now, pol: pol, schema: c.SchemaPolicy, schemaFor: c.SchemaPolicyFor,
+		datasets: map[string]*dataset{}, faults: map[string]Fault{}}
 }
 
 // InjectFault arms a one-shot fault for the next write of datasetID.
@@ -206,7 +213,13 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	writeID := fmt.Sprintf("write-%d", l.writes)
 	l.mu.Unlock()
 
-	sc, err := facade.PlanSchema(target.DatasetID, req.Mode, cur, req.Schema)
+	pol := l.schema
+	if l.schemaFor != nil {
+		if p, ok := l.schemaFor(target.DatasetID); ok {
+			pol = p
+		}
+	}
+	sc, change, err := facade.PlanSchema(target.DatasetID, req.Mode, pol, cur, req.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +267,7 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 		files = append(files, facade.DataFile{Path: "mem://" + target.DatasetID + "/" + writeID, Rows: sum.Rows})
 	}
 	return &staged{l: l, target: target, req: req, batches: out, fault: fault, base: base, next: st.Next(), schema: sc,
+		from: cur, change: change,
 		info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID, Mode: req.Mode,
 			Rows: sum.Rows, BaseSnapshotID: baseSnap, DataFiles: files, Schema: sc, Checksum: sum, CreatedAt: createdAt}}, nil
 }
@@ -267,6 +281,8 @@ type staged struct {
 	base    int64
 	next    int64
 	schema  *arrow.Schema
+	from    *arrow.Schema // the table schema the write was planned on
+	change  facade.SchemaChange
 	info    facade.StageInfo
 	replay  *facade.CommitResult
 
@@ -325,6 +341,11 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 		l.datasets[s.target.DatasetID] = d
 	}
 	cur := d.current()
+	if s.from != nil && !s.from.Equal(d.schema) {
+		drop()
+		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1,
+			Kind: facade.ErrCommitConflict, Err: errors.New("table schema changed concurrently")}
+	}
 	if s.req.Mode == facade.Append {
 		if d.nextIndex != s.base {
 			drop()
@@ -334,14 +355,27 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	}
 	l.nextID++
 	snap := &Snapshot{ID: l.nextID, CommittedAt: l.now().UTC().Truncate(time.Millisecond), Schema: s.schema,
-		Summary: summary(s.target, s.req, s.info), added: s.info.DataFiles, checksum: s.info.Checksum}
+		Summary: summary(s.target, s.req, s.info, s.change), added: s.info.DataFiles, checksum: s.info.Checksum}
 	if cur != nil {
 		snap.ParentID = cur.ID
 	}
 	if s.req.Mode == facade.Append && cur != nil {
 		for _, b := range cur.batches {
-			b.Retain()
-			snap.batches = append(snap.batches, b)
+			if s.change.Empty() {
+				b.Retain()
+				snap.batches = append(snap.batches, b)
+				continue
+			}
+			// the rows already in the table, read under the new schema
+			p, err := project(ctx, l.mem, b, s.schema)
+			if err != nil {
+				drop()
+				for _, b := range snap.batches {
+					b.Release()
+				}
+				return facade.CommitResult{}, fmt.Errorf("facadetest: evolve %q: %w", s.target.DatasetID, err)
+			}
+			snap.batches = append(snap.batches, p)
 		}
 		snap.Rows = cur.Rows
 	}
@@ -365,7 +399,7 @@ func kindOf(err error) error {
 	return facade.ErrCommitConflict
 }
 
-func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo) map[string]string {
+func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, change facade.SchemaChange) map[string]string {
 	m := map[string]string{}
 	for k, v := range req.Metadata {
 		m[facade.SummaryMetaPrefix+k] = v
@@ -381,10 +415,13 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo) ma
 		facade.SummaryTxnID: req.TxnID, facade.SummaryWriterID: t.WriterID, facade.SummaryWorkspace: t.Workspace,
 		facade.SummarySourceRefs: refs + "]", facade.SummaryMode: string(req.Mode), facade.SummaryWriteID: info.WriteID,
 		facade.SummaryCreatedAt: info.CreatedAt.Format(time.RFC3339Nano), facade.SummaryRows: fmt.Sprint(info.Rows),
-		facade.SummaryChecksum: info.Checksum.String(),
+		facade.SummaryChecksum: info.Checksum.String(), facade.SummaryRowIDVersion: facade.RowIDVersion,
 	})
 	if req.Rounded != nil {
 		m[facade.SummaryNumericRounded] = fmt.Sprint(req.Rounded())
+	}
+	if !change.Empty() {
+		m[facade.SummarySchemaChange] = change.String()
 	}
 	return m
 }

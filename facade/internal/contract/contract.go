@@ -37,6 +37,8 @@ type Env struct {
 	FailCommits func(datasetID string, kind error, n int)
 	// Cleanup releases the backend (called before the allocator check).
 	Cleanup func()
+	// Policies is wired into the backend's SchemaPolicyFor.
+	Policies *Policies
 }
 
 // Run runs the suite. newEnv is called once per subtest.
@@ -52,6 +54,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		"IdempotentAppend":        testIdempotentAppend,
 		"TxnLookup":               testTxnLookup,
 		"SchemaEvolution":         testSchemaEvolution,
+		"EvolutionSequence":       testEvolutionSequence,
 		"TypedErrors":             testTypedErrors,
 		"StageThenCommit":         testStage,
 		"PreserveIdentity":        testPreserve,
@@ -461,12 +464,42 @@ func testSchemaEvolution(t *testing.T, e *Env) {
 	c, err := e.LH.Checksum(context.Background(), target.DatasetID, 0)
 	require.NoError(t, err)
 	assert.Equal(t, checksum(t, b2), c)
-	// append with the old schema: typed mismatch naming the columns
+	// append with the old schema: "flag" could be added, but "small" is
+	// retyped incompatibly: typed mismatch naming it, nothing written
 	_, err = e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: facade.Append, Schema: Schema(), Rows: Seq(b1), TxnID: "t3"})
 	var sm *facade.SchemaMismatchError
 	require.ErrorAs(t, err, &sm)
-	assert.Equal(t, []string{"flag", "small"}, sm.Columns)
+	assert.Equal(t, []string{"small"}, sm.Columns)
 	assert.Len(t, rows(t, e, 0, false), 25)
+	// under RefuseAppendAdds the new column is named too
+	e.Policies.Set(target.DatasetID, facade.SchemaPolicy{RefuseAppendAdds: true})
+	_, err = e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: facade.Append, Schema: Schema(), Rows: Seq(b1), TxnID: "t3"})
+	require.ErrorAs(t, err, &sm)
+	assert.Equal(t, []string{"flag", "small"}, sm.Columns)
+	e.Policies.Set(target.DatasetID, facade.SchemaPolicy{})
+	// an append of the v1 schema less "small": "flag" is added as an
+	// optional column; the 25 rows already there read NULL in it
+	var v3 []arrow.Field
+	for _, f := range Schema().Fields() {
+		if f.Name != "small" {
+			v3 = append(v3, f)
+		}
+	}
+	b3 := Batches(e.Mem, arrow.NewSchema(v3, nil), 100, 10, 10, 10)
+	defer release(b3)
+	r, err = e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: facade.Append, Schema: b3[0].Schema(), Rows: Seq(b3), TxnID: "t4"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"added":["flag"]}`, r.Summary[facade.SummarySchemaChange])
+	got = rows(t, e, 0, false)
+	require.Len(t, got, 35)
+	old := 0
+	for _, row := range got {
+		if strings.Contains(row, "extra=x") { // the rows of the replace (k%7 != 3)
+			old++
+			assert.Contains(t, row, "flag=(null)", "a row already in the table reads NULL in the added column")
+		}
+	}
+	assert.Equal(t, 21, old)
 }
 
 func testTypedErrors(t *testing.T, e *Env) {
