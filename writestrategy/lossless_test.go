@@ -37,6 +37,7 @@ var zooSchema = writestrategy.Schema{Columns: []writestrategy.Column{
 	{Name: "d", Type: "date"}, {Name: "ts", Type: "timestamp without time zone"}, {Name: "tz", Type: "timestamp with time zone"},
 	{Name: "iv", Type: "interval"}, {Name: "ip", Type: "inet"}, {Name: "e", Type: "mood"}, {Name: "c", Type: "pair"},
 	{Name: "dn", Type: "posint"}, {Name: "df", Type: "f8dom"}, {Name: "dj", Type: "jdom"},
+	{Name: "rg", Type: "numrange"}, {Name: "iva", Type: "interval[]"},
 }}
 
 const zooValues = `(VALUES
@@ -45,18 +46,18 @@ const zooValues = `(VALUES
 	 'null'::json, 'null'::jsonb, ARRAY['null', NULL, '{"b":1,  "a":2, "a":3}']::json[], ARRAY['null', NULL, '{"a": 1.50}']::jsonb[],
 	 '\x00ff00'::bytea, E'tab\there "q" \\ ü', date '4713-01-01 BC', timestamp '0001-01-01 00:00:00', timestamptz '1900-01-01 00:00:00+05:30',
 	 interval '1 mon -2 days 03:04:05.000006', inet '10.0.0.1/8', 'happy'::mood, ROW('-0', '{"k" :  [1, 1]}', 'a,b')::pair,
-	 1::posint, '-0'::f8dom, ' {"a":1, "a":2} '::jdom),
+	 1::posint, '-0'::f8dom, ' {"a":1, "a":2} '::jdom, numrange(1.50, 2, '[]'), '[0:1]={1 day,-1 mon}'::interval[]),
 	(2, false, 'NaN', 'NaN', ARRAY[]::real[], ARRAY[]::float8[], 1.5,
 	 '{"b":1,  "a":2, "a":3}', '{"a": 1.50, "b": [true, null]}', ARRAY[]::json[], ARRAY[]::jsonb[],
 	 '\x'::bytea, '', date '2000-02-29', timestamp '1999-12-31 23:59:59.999999', timestamptz '9999-12-31 23:59:59.999999+00',
 	 interval '-1 year', inet '::1', 'sad', ROW('NaN', 'null', NULL)::pair,
-	 2147483647, 'Infinity', 'null'),
+	 2147483647, 'Infinity', 'null', 'empty', ARRAY[]::interval[]),
 	(3, NULL, 'Infinity', '-Infinity', ARRAY['Infinity', '-Infinity']::real[], ARRAY[5e-324, 1.7976931348623157e308]::float8[],
 	 NULL, '  [1, 2.50, "x"]  ', '"str"', ARRAY['"s"', '1.50']::json[], ARRAY['"s"']::jsonb[],
-	 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ROW(NULL, NULL, NULL)::pair, NULL, NULL, NULL),
+	 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ROW(NULL, NULL, NULL)::pair, NULL, NULL, NULL, '(,)', ARRAY[NULL]::interval[]),
 	(4, NULL, '-Infinity', 0.1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-	 NULL, NULL, NULL)
-) v(id, b, f4, f8, f4a, f8a, n, j, jb, ja, jba, by, tx, d, ts, tz, iv, ip, e, c, dn, df, dj)`
+	 NULL, NULL, NULL, NULL, NULL)
+) v(id, b, f4, f8, f4a, f8a, n, j, jb, ja, jba, by, tx, d, ts, tz, iv, ip, e, c, dn, df, dj, rg, iva)`
 
 var zooSQL = typedSelect(zooSchema, zooValues)
 
