@@ -132,11 +132,6 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		if err != nil {
 			return nil, err
 		}
-		if p.preserveSQL != "" {
-			if results[i].Preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {
-				return nil, err
-			}
-		}
 		if s.Kind() == KindSplit {
 			continue // written together below
 		}
@@ -144,7 +139,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		var n int64
 		switch {
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
-			n, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
+			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
 		case p.mode == ledger.ModeAppend:
 			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)
 		default:
@@ -220,9 +215,12 @@ func insertSplit(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, en
 // target: unchanged rows stay as they are (their row_index and txn_id: their
 // identity), vanished or changed rows are deleted, new rows are appended.
 // A row is unchanged when its encoding is identical (the jsonb texts are
-// equal: numbers compare by their text, so 1.50 is not 1.5); rows written
-// before the current encoding never are (see upgradeRows).
-func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, error) {
+// equal: numbers compare by their text, so 1.50 is not 1.5). It returns
+// the output's rows and the unchanged ones.
+func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, int64, error) {
+	if err := upgradeRows(ctx, tx, ctl, p.output, p.target); err != nil {
+		return 0, 0, err
+	}
 	b := newBuilder(p.args)
 	ds, t := b.param(p.output), b.param(txn)
 	rows := ctl + ".dataset_rows"
@@ -234,7 +232,43 @@ func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, e
 		"SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ins), (SELECT count(*) FROM del)")
 	var total, inserted, deleted int64
 	if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&total, &inserted, &deleted); err != nil {
-		return 0, queryError("write row store", err)
+		return 0, 0, queryError("write row store", err)
 	}
-	return total, nil
+	return total, total - inserted, nil
+}
+
+// upgradeRows rewrites the target's rows written by earlier versions (no
+// marker) in the current encoding, keeping their row_index and txn_id: the
+// values read are the same, so a snapshot_replace then keeps the identity
+// of every row it leaves unchanged.
+func upgradeRows(ctx context.Context, tx pgx.Tx, ctl, datasetID string, target *relation) error {
+	if target == nil {
+		return nil
+	}
+	rows := ctl + ".dataset_rows"
+	var old bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+rows+` WHERE dataset_id = $1 AND NOT data ? '')`, datasetID).Scan(&old); err != nil {
+		return queryError("read row store", err)
+	}
+	if !old {
+		return nil
+	}
+	_, oids, err := declaredTypes(ctx, tx, target.schema)
+	if err != nil {
+		return err
+	}
+	enc, err := encodingFor(ctx, tx, target.schema, oids)
+	if err != nil {
+		return err
+	}
+	b := newBuilder(nil)
+	src := "SELECT " + target.cols("t") + `, t."__ord" FROM ` + target.render(b) + " t"
+	sel := append(append([]string(nil), enc.sel...), `x."__ord"`)
+	ds := b.param(datasetID)
+	b.w("UPDATE ", rows, ` d SET data = u.data FROM (SELECT e."__ord", `, rowMarker, ` || (to_jsonb(e.*) - '__ord') AS data FROM (SELECT `,
+		strings.Join(sel, ", "), " FROM (", src, ") x) e) u WHERE d.dataset_id = ", ds, ` AND d.row_index = u."__ord" AND NOT d.data ? ''`)
+	if _, err := tx.Exec(ctx, b.String(), b.args...); err != nil {
+		return queryError("upgrade row store", err)
+	}
+	return nil
 }

@@ -95,6 +95,8 @@ type projection struct {
 	// (snapshot_replace); empty otherwise.
 	preserveSQL  string
 	preserveArgs []any
+	// target is the current target when preserveSQL is set.
+	target *relation
 	// identitySQL is sql plus the nullable "__row_id" and "__created_at" of
 	// unchanged rows, for the lakehouse path (snapshot_replace over a native
 	// target); empty otherwise.
@@ -345,7 +347,7 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		all := src.schema.names()
 		pb.w("SELECT count(*) FROM (", b.String(), ") o WHERE EXISTS (SELECT 1 FROM ", tgt.render(pb), " t WHERE ",
 			rowKey("t", all), " = ", rowKey("o", all), ")")
-		p.preserveSQL, p.preserveArgs = pb.String(), pb.args
+		p.preserveSQL, p.preserveArgs, p.target = pb.String(), pb.args, tgt
 		if tgt.identity {
 			// The lakehouse path carries the identity of unchanged rows.
 			ib := newBuilder(b.args)

@@ -209,36 +209,37 @@ func floatDigits(ctx context.Context, tx pgx.Tx) (func(context.Context) error, e
 }
 
 // declaredTypes resolves the declared column types of s (format_type
-// names); a type that no longer exists resolves to zero.
-func declaredTypes(ctx context.Context, tx pgx.Tx, s Schema) ([]resolvedType, error) {
+// names) and returns them with their oids; a type that no longer exists
+// resolves to oid zero.
+func declaredTypes(ctx context.Context, tx pgx.Tx, s Schema) ([]resolvedType, []uint32, error) {
 	names := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
 		names[i] = c.Type
 	}
 	rows, err := tx.Query(ctx, `SELECT coalesce(to_regtype(n)::oid, 0) FROM unnest($1::text[]) WITH ORDINALITY u(n, i) ORDER BY i`, names)
 	if err != nil {
-		return nil, queryError("read column types", err)
+		return nil, nil, queryError("read column types", err)
 	}
 	oids, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
 	if err != nil {
-		return nil, queryError("read column types", err)
+		return nil, nil, queryError("read column types", err)
 	}
 	types, err := pgTypes(ctx, tx, oids)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]resolvedType, len(oids))
 	for i, o := range oids {
 		out[i] = resolveType(types, o)
 	}
-	return out, nil
+	return out, oids, nil
 }
 
 // jsonColumns returns the columns of s whose declared type is json or
 // jsonb (or a domain over them): the row store holds them as their text
 // in new rows, which jsonb_to_record alone would read as a JSON string.
 func jsonColumns(ctx context.Context, tx pgx.Tx, s Schema) (map[string]bool, error) {
-	types, err := declaredTypes(ctx, tx, s)
+	types, _, err := declaredTypes(ctx, tx, s)
 	if err != nil {
 		return nil, err
 	}
