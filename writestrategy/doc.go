@@ -31,7 +31,10 @@
 // type (floats, so -0 survives; json text as written, and a json 'null'
 // apart from SQL NULL; jsonb; interval, inet, enums, composites, ranges,
 // and arrays of these). Rows carry the marker key "" (never a column name);
-// rows without it, written by earlier versions, read as they always did. A
+// rows without it, written by earlier versions, read as they always did
+// (appends add new rows beside them; a snapshot_replace first rewrites them
+// in the current encoding in place, keeping their identity, then compares
+// rows exactly: 0 is not -0, 1.50 is not 1.5). A
 // column of a type that cannot be read back (an anonymous record, a
 // pseudo-type) is refused with ErrUnsupportedType before anything is
 // written. Floats are written with extra_float_digits >= 1 for the write
