@@ -46,9 +46,15 @@ type WriteResult struct {
 
 // describe returns the columns of a SELECT without running it.
 func describe(ctx context.Context, tx pgx.Tx, sql string) (Schema, error) {
+	s, _, err := describeTypes(ctx, tx, sql)
+	return s, err
+}
+
+// describeTypes is describe plus the columns' type oids.
+func describeTypes(ctx context.Context, tx pgx.Tx, sql string) (Schema, []uint32, error) {
 	sd, err := tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
-		return Schema{}, queryError("describe output", err)
+		return Schema{}, nil, queryError("describe output", err)
 	}
 	oids := make([]uint32, len(sd.Fields))
 	mods := make([]int32, len(sd.Fields))
@@ -56,30 +62,30 @@ func describe(ctx context.Context, tx pgx.Tx, sql string) (Schema, error) {
 	for i, f := range sd.Fields {
 		oids[i], mods[i] = f.DataTypeOID, f.TypeModifier
 		if err := checkColumnName(f.Name); err != nil {
-			return Schema{}, err
+			return Schema{}, nil, err
 		}
 		s.Columns = append(s.Columns, Column{Name: f.Name})
 	}
 	if len(oids) == 0 {
-		return Schema{}, fmt.Errorf("%w: the output has no columns", ErrInvalid)
+		return Schema{}, nil, fmt.Errorf("%w: the output has no columns", ErrInvalid)
 	}
 	rows, err := tx.Query(ctx, `SELECT format_type(o, m) FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY AS t(o, m, n) ORDER BY n`, oids, mods)
 	if err != nil {
-		return Schema{}, queryError("describe output", err)
+		return Schema{}, nil, queryError("describe output", err)
 	}
 	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return Schema{}, queryError("describe output", err)
+		return Schema{}, nil, queryError("describe output", err)
 	}
 	seen := map[string]bool{}
 	for i := range s.Columns {
 		s.Columns[i].Type = types[i]
 		if seen[s.Columns[i].Name] {
-			return Schema{}, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
+			return Schema{}, nil, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
 		}
 		seen[s.Columns[i].Name] = true
 	}
-	return s, nil
+	return s, oids, nil
 }
 
 func count(ctx context.Context, tx pgx.Tx, sql string, args []any) (int64, error) {
@@ -97,7 +103,8 @@ func count(ctx context.Context, tx pgx.Tx, sql string, args []any) (int64, error
 // dataset_rows row store inside tx (the caller's transaction, which the
 // caller commits) and returns one result per output. Nothing is written to
 // the datasets table or the ledger; the write dispatch commits the ledger in
-// the same transaction.
+// the same transaction. An output column of a type the row store cannot
+// hold is refused (ErrUnsupportedType) before anything is written.
 func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteResult, error) {
 	if env == nil {
 		env = &Env{}
@@ -108,20 +115,25 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	}
 	ctl := env.ctlSchema()
 	results := make([]WriteResult, len(ps))
+	encs := make([]*rowEncoding, len(ps))
 	for i, p := range ps {
-		cols, err := describe(ctx, tx, p.sql)
+		cols, oids, err := describeTypes(ctx, tx, p.sql)
 		if err != nil {
 			return nil, err
 		}
-		srcRows, err := count(ctx, tx, p.countSQL, p.countArgs)
-		if err != nil {
+		if encs[i], err = encodingFor(ctx, tx, cols, oids); err != nil {
 			return nil, err
 		}
 		results[i] = WriteResult{DatasetID: p.output, Sink: StoragePostgres, Mode: p.mode, Columns: cols}
-		if p.preserveSQL != "" {
-			if results[i].Preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {
-				return nil, err
-			}
+	}
+	restore, err := floatDigits(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range ps {
+		srcRows, err := count(ctx, tx, p.countSQL, p.countArgs)
+		if err != nil {
+			return nil, err
 		}
 		if s.Kind() == KindSplit {
 			continue // written together below
@@ -130,14 +142,14 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		var n int64
 		switch {
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
-			n, err = applyPreserving(ctx, tx, ctl, p, env.TxnIDs[p.output])
+			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
 		case p.mode == ledger.ModeAppend:
-			n, err = insertRows(ctx, tx, ctl, []projection{p}, []any{txn}, true)
+			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)
 		default:
 			if _, err = tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output); err != nil {
 				return nil, queryError("clear row store", err)
 			}
-			n, err = insertRows(ctx, tx, ctl, []projection{p}, []any{txn}, false)
+			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, false)
 		}
 		if err != nil {
 			return nil, err
@@ -154,27 +166,29 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 				return nil, queryError("clear row store", err)
 			}
 		}
-		counts, err := insertSplit(ctx, tx, ctl, ps, []any{env.txnID(ps[0].output), env.txnID(ps[1].output)})
+		counts, err := insertSplit(ctx, tx, ctl, ps, encs, []any{env.txnID(ps[0].output), env.txnID(ps[1].output)})
 		if err != nil {
 			return nil, err
 		}
 		results[0].Rows, results[1].Rows = counts[0], counts[1]
+	}
+	if err := restore(ctx); err != nil {
+		return nil, err
 	}
 	return results, nil
 }
 
 // insertRows writes one projection's rows into the row store, numbered from
 // 0 (replace) or after the current maximum (append).
-func insertRows(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, txns []any, appendRows bool) (int64, error) {
-	p := ps[0]
+func insertRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any, appendRows bool) (int64, error) {
 	b := newBuilder(p.args)
-	ds, txn := b.param(p.output), b.param(txns[0])
+	ds, t := b.param(p.output), b.param(txn)
 	base := "-1"
 	if appendRows {
 		base = "(SELECT coalesce(max(row_index), -1) FROM " + ctl + ".dataset_rows WHERE dataset_id = " + ds + ")"
 	}
 	b.w("INSERT INTO ", ctl, ".dataset_rows (dataset_id, row_index, data, txn_id) SELECT ", ds, ", ", base,
-		" + row_number() OVER (), to_jsonb(o.*), ", txn, "::uuid FROM (", p.sql, "\n) o")
+		" + row_number() OVER (), ", enc.data(), ", ", t, "::uuid FROM ", enc.from(p.sql))
 	tag, err := tx.Exec(ctx, b.String(), b.args...)
 	if err != nil {
 		return 0, queryError("write row store", err)
@@ -183,15 +197,14 @@ func insertRows(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, txn
 }
 
 // insertSplit writes both outputs of a split in one statement.
-func insertSplit(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, txns []any) ([2]int64, error) {
+func insertSplit(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, encs []*rowEncoding, txns []any) ([2]int64, error) {
 	// The two projections share their parameters (see Split.plan).
 	b := newBuilder(ps[0].args)
 	var ctes []string
 	for i, p := range ps {
-		sql := p.sql
 		ds, txn := b.param(p.output), b.param(txns[i])
-		ctes = append(ctes, fmt.Sprintf(`i%d AS (INSERT INTO %s.dataset_rows (dataset_id, row_index, data, txn_id) SELECT %s, row_number() OVER () - 1, to_jsonb(o.*), %s::uuid FROM (%s
-) o RETURNING 1)`, i, ctl, ds, txn, sql))
+		ctes = append(ctes, fmt.Sprintf(`i%d AS (INSERT INTO %s.dataset_rows (dataset_id, row_index, data, txn_id) SELECT %s, row_number() OVER () - 1, %s, %s::uuid FROM %s RETURNING 1)`,
+			i, ctl, ds, encs[i].data(), txn, encs[i].from(p.sql)))
 	}
 	b.w("WITH ", strings.Join(ctes, ", "), " SELECT (SELECT count(*) FROM i0), (SELECT count(*) FROM i1)")
 	var out [2]int64
@@ -204,23 +217,61 @@ func insertSplit(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, tx
 // applyPreserving writes a snapshot_replace over an existing row-store
 // target: unchanged rows stay as they are (their row_index and txn_id: their
 // identity), vanished or changed rows are deleted, new rows are appended.
-func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, txn string) (int64, error) {
-	b := newBuilder(p.args)
-	var txnArg any
-	if txn != "" {
-		txnArg = txn
+// A row is unchanged when its encoding is identical (the jsonb texts are
+// equal: numbers compare by their text, so 1.50 is not 1.5). It returns
+// the output's rows and the unchanged ones.
+func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, int64, error) {
+	if err := upgradeRows(ctx, tx, ctl, p.output, p.target); err != nil {
+		return 0, 0, err
 	}
-	ds, t := b.param(p.output), b.param(txnArg)
+	b := newBuilder(p.args)
+	ds, t := b.param(p.output), b.param(txn)
 	rows := ctl + ".dataset_rows"
-	b.w("WITH o AS MATERIALIZED (SELECT to_jsonb(x.*) AS data, row_number() OVER () AS n FROM (", p.sql, "\n) x), ",
-		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data = d.data) RETURNING 1), ",
+	b.w("WITH o AS MATERIALIZED (SELECT ", enc.data(), " AS data, row_number() OVER () AS n FROM ", enc.from(p.sql), "), ",
+		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data::text = d.data::text) RETURNING 1), ",
 		"ins AS (INSERT INTO ", rows, " (dataset_id, row_index, data, txn_id) SELECT ", ds,
 		", (SELECT coalesce(max(row_index), -1) FROM ", rows, " WHERE dataset_id = ", ds, ") + row_number() OVER (ORDER BY o.n), o.data, ", t,
-		"::uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND d.data = o.data) RETURNING 1) ",
+		"::uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND d.data::text = o.data::text) RETURNING 1) ",
 		"SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ins), (SELECT count(*) FROM del)")
 	var total, inserted, deleted int64
 	if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&total, &inserted, &deleted); err != nil {
-		return 0, queryError("write row store", err)
+		return 0, 0, queryError("write row store", err)
 	}
-	return total, nil
+	return total, total - inserted, nil
+}
+
+// upgradeRows rewrites the target's rows written by earlier versions (no
+// marker) in the current encoding, keeping their row_index and txn_id: the
+// values read are the same, so a snapshot_replace then keeps the identity
+// of every row it leaves unchanged.
+func upgradeRows(ctx context.Context, tx pgx.Tx, ctl, datasetID string, target *relation) error {
+	if target == nil {
+		return nil
+	}
+	rows := ctl + ".dataset_rows"
+	var old bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+rows+` WHERE dataset_id = $1 AND NOT data ? '')`, datasetID).Scan(&old); err != nil {
+		return queryError("read row store", err)
+	}
+	if !old {
+		return nil
+	}
+	_, oids, err := declaredTypes(ctx, tx, target.schema)
+	if err != nil {
+		return err
+	}
+	enc, err := encodingFor(ctx, tx, target.schema, oids)
+	if err != nil {
+		return err
+	}
+	b := newBuilder(nil)
+	src := "SELECT " + target.cols("t") + `, t."__ord" FROM ` + target.render(b) + " t"
+	sel := append(append([]string(nil), enc.sel...), `x."__ord"`)
+	ds := b.param(datasetID)
+	b.w("UPDATE ", rows, ` d SET data = u.data FROM (SELECT e."__ord", `, rowMarker, ` || (to_jsonb(e.*) - '__ord') AS data FROM (SELECT `,
+		strings.Join(sel, ", "), " FROM (", src, ") x) e) u WHERE d.dataset_id = ", ds, ` AND d.row_index = u."__ord" AND NOT d.data ? ''`)
+	if _, err := tx.Exec(ctx, b.String(), b.args...); err != nil {
+		return queryError("upgrade row store", err)
+	}
+	return nil
 }

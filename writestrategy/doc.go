@@ -21,6 +21,26 @@
 // hydrated into a temporary table of the compute transaction (a bulk COPY
 // from the facade's scan, one batch in memory) so the same SQL reads them.
 //
+// # The row store
+//
+// Apply stores each output row as one jsonb object in dataset_rows.data,
+// keyed by column name, in an encoding that keeps every value exactly:
+// to_jsonb of the value for types whose JSON form reads back exactly
+// (booleans, integers, numeric, strings, uuid, bytea, dates and times, and
+// arrays of these), the value's text form as a JSON string for every other
+// type (floats, so -0 survives; json text as written, and a json 'null'
+// apart from SQL NULL; jsonb; interval, inet, enums, composites, ranges,
+// and arrays of these). Rows carry the marker key "" (never a column name);
+// rows without it, written by earlier versions, read as they always did
+// (appends add new rows beside them; a snapshot_replace first rewrites them
+// in the current encoding in place, keeping their identity, then compares
+// rows exactly: 0 is not -0, 1.50 is not 1.5). A
+// column of a type that cannot be read back (an anonymous record, a
+// pseudo-type) is refused with ErrUnsupportedType before anything is
+// written. Floats are written with extra_float_digits >= 1 for the write
+// (a session asking for rounded floats keeps its setting otherwise).
+// RowStoreInsert writes the same encoding for a loader of your own.
+//
 // SQL is assembled from quoted identifiers and the caller's own trusted SQL
 // fragments (transform steps, split predicates); every value is a
 // parameter. An identifier that cannot be quoted safely (empty, longer than

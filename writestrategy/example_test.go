@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
@@ -124,5 +125,45 @@ func ExampleCommitStaged() {
 		})
 	if err != nil {
 		fmt.Println(err)
+	}
+}
+
+// A source loader of your own seeding a dataset in the Postgres row store:
+// RowStoreInsert stores the rows as the Postgres sink does (every value
+// reads back exactly) and returns the columns to declare as the schema, all
+// inside the transaction that commits the ledger intent.
+func ExampleRowStoreInsert() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	l, err := ledger.New(pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := l.EnsureDataset(ctx, "rates", "FX rates", nil); err != nil {
+		panic(err)
+	}
+	_, err = l.WithTx(ctx, ledger.OpenParams{DatasetID: "rates", WriterID: "rates.loader", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+		func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
+			// A replace: delete the current rows first.
+			if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = 'rates'`); err != nil {
+				return ledger.Outcome{}, err
+			}
+			n, cols, err := writestrategy.RowStoreInsert(ctx, tx, nil, "rates", in.ID,
+				`SELECT code, rate::float8, meta::json FROM staging_rates WHERE day = $1 ORDER BY code`, "2026-01-02")
+			if err != nil {
+				return ledger.Outcome{}, err // errors.Is(err, writestrategy.ErrUnsupportedType): cast the column
+			}
+			var now time.Time
+			if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+				return ledger.Outcome{}, err
+			}
+			return ledger.Outcome{RowCount: n, CommittedAt: now, Schema: cols.JSON()}, nil
+		})
+	if err != nil {
+		panic(err)
 	}
 }

@@ -28,8 +28,29 @@ var ordersSchema = writestrategy.Schema{Columns: []writestrategy.Column{
 }}
 
 // seedRowStore registers dataset id in the row store with rows produced by
-// selectSQL (whose columns match schema).
+// selectSQL (whose columns match schema), written with RowStoreInsert.
 func seedRowStore(t *testing.T, pool *pgxpool.Pool, id string, schema writestrategy.Schema, selectSQL string, args ...any) {
+	t.Helper()
+	seed(t, pool, id, schema, func(tx pgx.Tx, txn string) int64 {
+		n, _, err := writestrategy.RowStoreInsert(context.Background(), tx, nil, id, txn, selectSQL, args...)
+		require.NoError(t, err)
+		return n
+	})
+}
+
+// seedOldRowStore is seedRowStore in the encoding of earlier versions:
+// to_jsonb of each row, without the marker.
+func seedOldRowStore(t *testing.T, pool *pgxpool.Pool, id string, schema writestrategy.Schema, selectSQL string, args ...any) {
+	t.Helper()
+	seed(t, pool, id, schema, func(tx pgx.Tx, txn string) int64 {
+		tag, err := tx.Exec(context.Background(), `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
+			SELECT '`+id+`', row_number() OVER () - 1, to_jsonb(x.*), '`+txn+`' FROM (`+selectSQL+`) x`, args...)
+		require.NoError(t, err)
+		return tag.RowsAffected()
+	})
+}
+
+func seed(t *testing.T, pool *pgxpool.Pool, id string, schema writestrategy.Schema, insert func(tx pgx.Tx, txn string) int64) {
 	t.Helper()
 	ctx := context.Background()
 	l, err := ledger.New(pool, nil)
@@ -43,10 +64,8 @@ func seedRowStore(t *testing.T, pool *pgxpool.Pool, id string, schema writestrat
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, id)
 	require.NoError(t, err)
-	tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-		SELECT '`+id+`', row_number() OVER () - 1, to_jsonb(x.*), '`+in.ID+`' FROM (`+selectSQL+`) x`, args...)
-	require.NoError(t, err)
-	require.NoError(t, l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: tag.RowsAffected(), CommittedAt: timeNow(t, tx), Schema: schema.JSON()}))
+	n := insert(tx, in.ID)
+	require.NoError(t, l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: n, CommittedAt: timeNow(t, tx), Schema: schema.JSON()}))
 	require.NoError(t, tx.Commit(ctx))
 }
 
@@ -70,10 +89,11 @@ func ensureOutputs(t *testing.T, pool *pgxpool.Pool, ids ...string) {
 	}
 }
 
-// rowStoreRows returns the rows of a row-store dataset as sorted JSON texts.
+// rowStoreRows returns the rows of a row-store dataset as sorted JSON texts
+// (without the encoding's marker key).
 func rowStoreRows(t *testing.T, pool *pgxpool.Pool, id string) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT data::text FROM lakewrite.dataset_rows WHERE dataset_id = $1`, id)
+	rows, err := pool.Query(context.Background(), `SELECT (data - '')::text FROM lakewrite.dataset_rows WHERE dataset_id = $1`, id)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

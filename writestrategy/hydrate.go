@@ -33,9 +33,20 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := fmt.Sprintf("lw_native_%d_%s", n, hex.EncodeToString(suffix[:]))
+	types, _, err := declaredTypes(ctx, tx, s)
+	if err != nil {
+		return nil, err
+	}
+	// Columns of types Iceberg holds as their text form are copied as text
+	// and cast on read (the type's input function reads it back exactly).
+	asText := map[string]bool{}
 	defs := make([]string, 0, len(s.Columns)+3)
-	for _, c := range s.Columns {
-		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type)
+	for i, c := range s.Columns {
+		typ := c.Type
+		if !types[i].binary() {
+			typ, asText[c.Name] = "text", true
+		}
+		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+typ)
 	}
 	defs = append(defs, `"__row_index" bigint`, `"__row_id" bigint`, `"__created_at" timestamptz`)
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+pgx.Identifier{name}.Sanitize()+" ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
@@ -53,7 +64,7 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	if _, err := tx.Exec(ctx, "ANALYZE "+qualified); err != nil { // statistics for the planner
 		return nil, queryError("hydrate "+datasetID, err)
 	}
-	return tableRelation(datasetID, qualified, s), nil
+	return tableRelation(datasetID, qualified, s, asText), nil
 }
 
 // batchRows adapts a pulled batch sequence to pgx.CopyFromSource.
@@ -150,9 +161,9 @@ func arrowValue(arr arrow.Array, i int) (any, error) {
 	case *array.StringView:
 		return a.Value(i), nil
 	case *array.Binary:
-		return append([]byte(nil), a.Value(i)...), nil
+		return cloneBytes(a.Value(i)), nil
 	case *array.LargeBinary:
-		return append([]byte(nil), a.Value(i)...), nil
+		return cloneBytes(a.Value(i)), nil
 	case *array.FixedSizeBinary:
 		v := a.Value(i)
 		if len(v) == 16 {
@@ -160,7 +171,7 @@ func arrowValue(arr arrow.Array, i int) (any, error) {
 			copy(u[:], v)
 			return u, nil
 		}
-		return append([]byte(nil), v...), nil
+		return cloneBytes(v), nil
 	case *array.Date32:
 		return a.Value(i).ToTime(), nil
 	case *array.Timestamp:
@@ -187,4 +198,12 @@ func arrowValue(arr arrow.Array, i int) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: Arrow type %s cannot be copied into Postgres", ErrInvalid, arr.DataType())
+}
+
+// cloneBytes copies b into a non-nil slice: pgx encodes a nil []byte as
+// NULL, and an empty bytea is not NULL.
+func cloneBytes(b []byte) []byte {
+	out := make([]byte, len(b))
+	copy(out, b)
+	return out
 }

@@ -32,17 +32,28 @@ func (r *relation) cols(alias string) string {
 
 // rowStoreRelation reads a dataset from dataset_rows, typed by its declared
 // schema; deltaTxns, when not nil, limits it to rows written by those
-// ledger transactions.
-func rowStoreRelation(ctlSchema, datasetID string, s Schema, deltaTxns []string) *relation {
+// ledger transactions. jsonCols are the columns declared json or jsonb (or
+// a domain over them), which rows of the current encoding hold as their
+// text (see rowstore.go); every other value reads back through
+// jsonb_to_record in either encoding.
+func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string) *relation {
 	return &relation{datasetID: datasetID, schema: s, render: func(b *builder) string {
 		defs := make([]string, len(s.Columns))
+		sel := make([]string, len(s.Columns))
 		for i, c := range s.Columns {
-			defs[i] = quoteIdents([]string{c.Name})[0] + " " + c.Type
+			q := quoteIdents([]string{c.Name})[0]
+			if jsonCols[c.Name] {
+				defs[i] = q + " jsonb"
+				sel[i] = "CASE WHEN d.data ? '' THEN (r." + q + " #>> '{}')::" + c.Type + " ELSE r." + q + "::" + c.Type + " END AS " + q
+				continue
+			}
+			defs[i] = q + " " + c.Type
+			sel[i] = "r." + q
 		}
 		// A MATERIALIZED CTE: the planner then knows how many rows the
 		// source has (a function scan over jsonb is estimated at one row per
 		// input row, which turns joins into nested loops).
-		sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + (&relation{schema: s}).cols("r") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
+		sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + strings.Join(sel, ", ") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
 			".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
 			") WHERE d.dataset_id = " + b.param(datasetID)
 		if deltaTxns != nil {
@@ -52,10 +63,19 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, deltaTxns []string)
 	}}
 }
 
-// tableRelation reads a temporary table holding a hydrated native dataset.
-func tableRelation(datasetID, table string, s Schema) *relation {
+// tableRelation reads a temporary table holding a hydrated native dataset;
+// the columns in asText hold text forms, cast to the declared type.
+func tableRelation(datasetID, table string, s Schema, asText map[string]bool) *relation {
 	return &relation{datasetID: datasetID, schema: s, identity: true, render: func(b *builder) string {
-		return "(SELECT " + (&relation{schema: s}).cols("") + `, "__row_index" AS "__ord", "__row_id", "__created_at" FROM ` + table + ")"
+		sel := make([]string, len(s.Columns))
+		for i, c := range s.Columns {
+			q := quoteIdents([]string{c.Name})[0]
+			sel[i] = q
+			if asText[c.Name] {
+				sel[i] = q + "::" + c.Type + " AS " + q
+			}
+		}
+		return "(SELECT " + strings.Join(sel, ", ") + `, "__row_index" AS "__ord", "__row_id", "__created_at" FROM ` + table + ")"
 	}}
 }
 
@@ -75,6 +95,8 @@ type projection struct {
 	// (snapshot_replace); empty otherwise.
 	preserveSQL  string
 	preserveArgs []any
+	// target is the current target when preserveSQL is set.
+	target *relation
 	// identitySQL is sql plus the nullable "__row_id" and "__created_at" of
 	// unchanged rows, for the lakehouse path (snapshot_replace over a native
 	// target); empty otherwise.
@@ -325,7 +347,7 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		all := src.schema.names()
 		pb.w("SELECT count(*) FROM (", b.String(), ") o WHERE EXISTS (SELECT 1 FROM ", tgt.render(pb), " t WHERE ",
 			rowKey("t", all), " = ", rowKey("o", all), ")")
-		p.preserveSQL, p.preserveArgs = pb.String(), pb.args
+		p.preserveSQL, p.preserveArgs, p.target = pb.String(), pb.args, tgt
 		if tgt.identity {
 			// The lakehouse path carries the identity of unchanged rows.
 			ib := newBuilder(b.args)

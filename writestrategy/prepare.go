@@ -78,7 +78,11 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return nil, fmt.Errorf("dataset %q: %w", id, err)
 		}
 		if d.sink != StorageIceberg {
-			return rowStoreRelation(ctl, id, sc, delta), nil
+			jc, err := jsonColumns(ctx, tx, sc)
+			if err != nil {
+				return nil, err
+			}
+			return rowStoreRelation(ctl, id, sc, jc, delta), nil
 		}
 		if r, ok := hydrated[id]; ok {
 			return r, nil

@@ -138,17 +138,17 @@ func seedHistorySource(ctx context.Context, env *embedded.Env, id string, n int)
 		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 			var o ledger.Outcome
 			err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
-				tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-					SELECT $1, g - 1, to_jsonb(x.*), $3 FROM generate_series(1, $2::int) g,
-					LATERAL (SELECT g::bigint AS id, 'name ' || g AS name, round((g % 10000) / 100.0, 2)::numeric(12,2) AS amount,
-					        timestamptz '2026-01-01 00:00:00+00' + g * interval '1 minute' AS ts) x`, id, n, in.ID)
+				rows, _, err := writestrategy.RowStoreInsert(ctx, tx, nil, id, in.ID,
+					`SELECT g::bigint AS id, 'name ' || g AS name, round((g % 10000) / 100.0, 2)::numeric(12,2) AS amount,
+					        timestamptz '2026-01-01 00:00:00+00' + g * interval '1 minute' AS ts
+					 FROM generate_series(1, $1::int) g ORDER BY g`, n)
 				if err != nil {
 					return err
 				}
 				if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
 					return err
 				}
-				o.RowCount, o.Schema = tag.RowsAffected(), schema.JSON()
+				o.RowCount, o.Schema = rows, schema.JSON()
 				return nil
 			})
 			return o, err

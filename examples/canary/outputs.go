@@ -108,9 +108,7 @@ func seedSource(ctx context.Context, db ledger.DB, l *ledger.Ledger) (bool, erro
 		return false, err
 	}
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		rows := pgx.Identifier{l.Schema(), "dataset_rows"}.Sanitize()
-		tag, err := tx.Exec(ctx, `INSERT INTO `+rows+` (dataset_id, row_index, data, txn_id)
-			SELECT $2, row_number() OVER () - 1, to_jsonb(x.*), $3 FROM (`+demoRowsSQL+`) x`, demoRows, demoSource, in.ID)
+		n, _, err := writestrategy.RowStoreInsert(ctx, tx, &writestrategy.Env{Schema: l.Schema()}, demoSource, in.ID, demoRowsSQL, demoRows)
 		if err != nil {
 			return fmt.Errorf("seed %s: %w", demoSource, err)
 		}
@@ -118,7 +116,7 @@ func seedSource(ctx context.Context, db ledger.DB, l *ledger.Ledger) (bool, erro
 		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 			return err
 		}
-		return l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: tag.RowsAffected(), CommittedAt: now, Schema: demoSchema.JSON()})
+		return l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: n, CommittedAt: now, Schema: demoSchema.JSON()})
 	})
 	if err != nil {
 		if aerr := l.Abort(context.WithoutCancel(ctx), in, err); aerr != nil {

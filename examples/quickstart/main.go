@@ -233,15 +233,14 @@ func seed(ctx context.Context, env *embedded.Env, rows int, out io.Writer) error
 				if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, s.id); err != nil {
 					return o, err
 				}
-				tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
-					SELECT $2, row_number() OVER () - 1, to_jsonb(x.*), $3 FROM (`+s.sql+`) x`, s.n, s.id, in.ID)
+				n, _, err := writestrategy.RowStoreInsert(ctx, tx, nil, s.id, in.ID, s.sql, s.n)
 				if err != nil {
 					return o, err
 				}
 				if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
 					return o, err
 				}
-				o.RowCount, o.Schema = tag.RowsAffected(), s.schema.JSON()
+				o.RowCount, o.Schema = n, s.schema.JSON()
 				return o, nil
 			})
 		if err != nil {
