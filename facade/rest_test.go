@@ -24,10 +24,11 @@ import (
 // restEnv is a facade writing through iceberg-go's REST client to a
 // restcatalog server (OAuth2 client credentials, a catalog prefix).
 type restEnv struct {
-	f   *facade.Facade
-	srv *restcatalog.Server
-	cat *rest.Catalog
-	mem *memory.CheckedAllocator
+	pols *contract.Policies // the per-dataset schema policies the contract sets
+	f    *facade.Facade
+	srv  *restcatalog.Server
+	cat  *rest.Catalog
+	mem  *memory.CheckedAllocator
 }
 
 const (
@@ -59,9 +60,11 @@ func newRESTEnvOn(t *testing.T, srv *restcatalog.Server, opts ...rest.Option) *r
 	require.NoError(t, err)
 	t.Cleanup(func() { cat.Close() })
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	f, err := facade.New(cat, &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6})
+	pols := &contract.Policies{}
+	f, err := facade.New(cat, &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6,
+		SchemaPolicyFor: pols.For})
 	require.NoError(t, err)
-	return &restEnv{f: f, srv: srv, cat: cat, mem: mem}
+	return &restEnv{f: f, srv: srv, cat: cat, mem: mem, pols: pols}
 }
 
 // tableName is the REST table name of a dataset.
@@ -79,8 +82,9 @@ func restContractEnv(storage func(t *testing.T) restcatalog.Config) func(t *test
 		}
 		e := newRESTEnv(t, cfg)
 		return &contract.Env{
-			LH:  e.f,
-			Mem: e.mem,
+			LH:       e.f,
+			Mem:      e.mem,
+			Policies: e.pols,
 			FailCommits: func(id string, kind error, n int) {
 				name := e.tableName(t, id)
 				if n == 0 {
