@@ -23,7 +23,7 @@ const (
 	CodeMethod         = "method_not_allowed" // 405: a route that exists, with another method
 	CodeNotManual      = "not_manual"         // 409: the dataset is not a manual table (not declared here, or another writer's)
 	CodeSchemaChanged  = "schema_changed"     // 409: the declaration changed while the upload started
-	CodeSchemaMismatch = "schema_mismatch"    // 409: an append that does not match the table's columns
+	CodeSchemaMismatch = "schema_mismatch"    // 409: an upload the table's schema (or its schema policy) refuses
 	CodeBusy           = "busy"               // 409: another write of the dataset stayed open past the wait budget
 	CodeConflict       = "conflict"           // 409: the catalog commit conflicted; nothing written, retry
 	CodeVetoed         = "vetoed"             // 422: a ledger expectation refused the commit

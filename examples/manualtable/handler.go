@@ -494,6 +494,8 @@ func classify(err error) (int, Problem) {
 		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeConflict}
 	case errors.As(err, &sm):
 		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeSchemaMismatch}
+	case errors.Is(err, facade.ErrSchemaChange), errors.Is(err, facade.ErrRowIDVersion):
+		return http.StatusConflict, Problem{Detail: err.Error(), Code: CodeSchemaMismatch}
 	case errors.Is(err, facade.ErrInvalidDatasetID):
 		return http.StatusBadRequest, Problem{Detail: err.Error(), Code: CodeBadRequest}
 	case errors.Is(err, ledger.ErrVetoed):
