@@ -85,8 +85,9 @@ type PostgresCatalog struct {
 }
 
 var (
-	_ catalog.Catalog = (*PostgresCatalog)(nil)
-	_ TxCatalog       = (*PostgresCatalog)(nil)
+	_ catalog.Catalog        = (*PostgresCatalog)(nil)
+	_ catalog.PurgeableTable = (*PostgresCatalog)(nil)
+	_ TxCatalog              = (*PostgresCatalog)(nil)
 )
 
 const (
@@ -537,6 +538,20 @@ func (c *PostgresCatalog) DropTable(ctx context.Context, ident table.Identifier)
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: %s", catalog.ErrNoSuchTable, strings.Join(ident, "."))
 	}
+	return nil
+}
+
+// PurgeTable drops the table and then deletes its files (best effort,
+// skipped when the table's gc.enabled is false).
+func (c *PostgresCatalog) PurgeTable(ctx context.Context, ident table.Identifier) error {
+	tbl, err := c.LoadTable(ctx, ident)
+	if err != nil {
+		return err
+	}
+	if err := c.DropTable(ctx, ident); err != nil {
+		return err
+	}
+	_ = tbl.PurgeFiles(ctx) // the catalog row is the truth: the table is gone
 	return nil
 }
 
