@@ -527,7 +527,7 @@ func (b boundedBegin) Begin(ctx context.Context) (pgx.Tx, error) {
 	defer cancel()
 	tx, err := b.db.Begin(bctx)
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write: %w", beginWait, err)
+		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
 	}
 	return tx, err
 }

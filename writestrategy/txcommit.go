@@ -35,6 +35,11 @@ func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 // there is no moment at which a snapshot is visible and its intent open,
 // and a split pair is one commit.
 //
+// The writer's holds on the intents need no check here (the other arm asks
+// Intent.Alive before each snapshot commit): each ledger commit is fenced
+// by its intent's attempt, so an intent that a reconciler claimed or
+// aborted meanwhile fails its CommitTx, and the swaps roll back with it.
+//
 // Any error before tx commits rolls everything back; the staged files are
 // deleted and the intents aborted (fail). When committing tx itself fails,
 // the intents say what happened: aborting one succeeds only if tx rolled

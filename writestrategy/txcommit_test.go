@@ -270,3 +270,54 @@ func TestTxCommitFailureLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// When the transaction fails at COMMIT itself (here a deferred constraint
+// trigger on the ledger), the dispatcher learns from the ledger that it
+// rolled back: the write fails cleanly (not an unknown outcome), the intents
+// are aborted, the staged data files deleted, both tables of the split pair
+// unchanged.
+func TestTxCommitFailsAtCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newPGWorld(t, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 300)
+	split := writestrategy.Split{Source: "orders", Predicate: "amount >= $1", Args: []any{20}, Matched: "big", Unmatched: "small"}
+	ensureOutputs(t, w.pool, "big", "small")
+	w.iceberg("big", "small")
+	w.mustWrite(split)
+	_, err := w.pool.Exec(ctx, `
+		CREATE TABLE fail_at_commit (dataset_id text PRIMARY KEY);
+		CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.status = 'committed' AND EXISTS (SELECT 1 FROM fail_at_commit f WHERE f.dataset_id = NEW.dataset_id) THEN
+				RAISE EXCEPTION 'injected failure at commit';
+			END IF;
+			RETURN NULL;
+		END $$;
+		CREATE CONSTRAINT TRIGGER fail_at_commit AFTER UPDATE ON lakewrite.pipeline_build_transactions
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_at_commit();
+		INSERT INTO fail_at_commit VALUES ('small')`)
+	require.NoError(t, err)
+	before := map[string]int64{"big": w.head("big"), "small": w.head("small")}
+	files := parquetFiles(t, w.warehouse)
+
+	_, err = w.write(split)
+	require.ErrorContains(t, err, "injected failure at commit")
+	require.NotErrorIs(t, err, ledger.ErrOutcomeUnknown)
+	for _, o := range split.Outputs() {
+		require.Equal(t, before[o], w.head(o), o)
+		requireAgree(t, w.pool, w.lake, o, "failed at commit")
+		var open int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions
+			WHERE dataset_id = $1 AND status = 'open'`, o).Scan(&open))
+		require.Zero(t, open, "%s: the intent was aborted", o)
+	}
+	require.Equal(t, files, parquetFiles(t, w.warehouse), "the staged data files were deleted")
+
+	_, err = w.pool.Exec(ctx, `DELETE FROM fail_at_commit`)
+	require.NoError(t, err)
+	for _, r := range w.mustWrite(split) {
+		require.Equal(t, w.head(r.DatasetID), r.SnapshotID)
+		requireAgree(t, w.pool, w.lake, r.DatasetID, "next write")
+	}
+}
