@@ -210,9 +210,21 @@
 //
 // # Backends
 //
-// New takes any iceberg-go catalog.Catalog. OpenSQLCatalog is the embedded
-// default (SQL catalog in Postgres through pgx's database/sql driver, local
-// warehouse); OpenRESTCatalog passes iceberg-go rest options through
+// New takes any iceberg-go catalog.Catalog. NewPostgresCatalog is the
+// embedded default: a catalog on the caller's pgx pool with the tables of
+// iceberg-go's SQL catalog (iceberg_tables, iceberg_namespace_properties,
+// same columns, catalog_name scoping and namespace encoding), so
+// iceberg-go's SQL catalog, the Java JDBC catalog and pyiceberg's SqlCatalog
+// read and write the same tables; its commit is the same compare-and-swap
+// of metadata_location. It is a TxCatalog: its CommitTableTx swaps the
+// pointer inside a caller's transaction, and a facade on it stages
+// TxStaged writes whose CommitTx commits into that transaction, next to the
+// caller's own statements (writestrategy commits the ledger there: snapshot
+// and intent land together, a split pair is one commit). CommitsInTx says
+// whether a facade can. OpenSQLCatalog opens iceberg-go's SQL catalog
+// (through pgx's database/sql driver, its own connection pool); it commits
+// in a transaction of its own, so a ledger commit after it is a second
+// transaction. OpenRESTCatalog passes iceberg-go rest options through
 // (Lakekeeper, Polaris); S3Properties configures S3-compatible storage (R2,
 // MinIO: endpoint, region, path style) for either. Config.Naming maps
 // dataset ids to table identifiers (default: namespace "lakewrite", table =

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Facade is the iceberg-go implementation of Lakehouse. It is safe for
@@ -189,10 +190,14 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	for _, df := range files {
 		info.DataFiles = append(info.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})
 	}
-	return &icebergStaged{
+	staged := &icebergStaged{
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
 		files: files, info: info, props: f.summary(target, req, info, rowBase, tbl.CurrentSnapshot()),
-	}, nil
+	}
+	if tc, ok := f.cat.(TxCatalog); ok {
+		return &icebergTxStaged{icebergStaged: staged, cat: tc}, nil
+	}
+	return staged, nil
 }
 
 func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBase int64, parent *table.Snapshot) iceberg.Properties {
@@ -697,6 +702,9 @@ type icebergStaged struct {
 
 	mu   sync.Mutex
 	done bool
+	// inTx: committed into a caller's transaction that may still roll
+	// back (see TxStaged).
+	inTx bool
 }
 
 func (s *icebergStaged) Info() StageInfo { return s.info }
@@ -712,6 +720,10 @@ func (s *icebergStaged) finish() error {
 }
 
 func (s *icebergStaged) Abort(context.Context) error {
+	if s.abortAfterTx() {
+		s.f.deleteFiles(s.base, s.files)
+		return nil
+	}
 	if err := s.finish(); err != nil {
 		return err
 	}
@@ -790,6 +802,13 @@ func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
 	if err := s.finish(); err != nil {
 		return CommitResult{}, err
 	}
+	return s.commit(ctx, s.f.cat, nil)
+}
+
+// commit runs the commit attempts through cat; with a caller's transaction
+// tx (cat then commits into it, see TxStaged) no error leaves the outcome
+// unknown: nothing is visible before the caller commits tx.
+func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.Tx) (CommitResult, error) {
 	f := s.f
 	tbl := s.base
 	var lastErr error
@@ -831,7 +850,7 @@ func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
 			tbl = fresh
 		}
 		attempts++
-		obs := &observedCatalog{Catalog: f.cat}
+		obs := &observedCatalog{Catalog: cat}
 		t := table.New(s.ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
 		txn, err := s.build(ctx, t)
 		if err != nil {
@@ -841,6 +860,13 @@ func (s *icebergStaged) Commit(ctx context.Context) (CommitResult, error) {
 		newTbl, err := txn.Commit(ctx)
 		called, cerr := obs.outcome()
 		switch {
+		case tx != nil && called && cerr != nil && !isConflict(cerr):
+			// Inside the caller's transaction: nothing is visible.
+			f.deleteFiles(s.base, s.files)
+			return CommitResult{}, fmt.Errorf("facade: commit %q in transaction: %w", s.target.DatasetID, cerr)
+		case tx != nil && called && cerr == nil && (newTbl == nil || newTbl.CurrentSnapshot() == nil):
+			f.deleteFiles(s.base, s.files)
+			return CommitResult{}, fmt.Errorf("facade: commit %q in transaction: no snapshot: %w", s.target.DatasetID, err)
 		case called && cerr == nil:
 			if newTbl == nil || newTbl.CurrentSnapshot() == nil {
 				return f.reconcile(ctx, s, attempts, err)

@@ -39,6 +39,10 @@ type DispatchConfig struct {
 	Resolver Resolver
 	// Lakehouse writes Iceberg outputs and reads native datasets. Required
 	// when any output resolves to Iceberg or any dataset read lives there.
+	// When its staged writes can commit into a transaction
+	// (facade.TxStaged: a facade on facade.PostgresCatalog), the catalog
+	// must live in the database of db: the snapshots and the ledger then
+	// commit in one transaction.
 	Lakehouse facade.Lakehouse
 	// Workspace is recorded in every snapshot summary.
 	Workspace string
@@ -121,6 +125,10 @@ type Request struct {
 //   - Iceberg: ComputeRows in a compute transaction, one facade write per
 //     output carrying the transaction id, then the ledger commit with the
 //     commit result (row count, snapshot id, committed-at as watermark).
+//     When the catalog commits into a transaction (facade.TxStaged), every
+//     output's pointer swap and ledger commit run in the compute
+//     transaction and commit together: no snapshot is ever visible with its
+//     intent open, and a split pair lands whole or not at all.
 //
 // Any failure aborts the intents whose writes did not land and leaves their
 // targets as they were. A facade error whose outcome is unknown leaves the
@@ -455,6 +463,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		}
 		staged = append(staged, st)
 	}
+	if txs, ok := allTxStaged(staged); ok {
+		return d.commitInTx(ctx, req, tx, intents, computed, txs, results, fail)
+	}
 	for i := range computed {
 		c := &computed[i]
 		if err := checkStaged(ctx, d.cfg.Ledger, intents[c.DatasetID], staged[i], c.Columns.JSON()); err != nil {
@@ -524,7 +535,7 @@ func (b boundedBegin) Begin(ctx context.Context) (pgx.Tx, error) {
 	defer cancel()
 	tx, err := b.db.Begin(bctx)
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write: %w", beginWait, err)
+		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
 	}
 	return tx, err
 }

@@ -49,14 +49,14 @@ func ExampleDispatcher() {
 		panic(err)
 	}
 
-	// Lakehouse: iceberg-go's SQL catalog in the same Postgres, a local
+	// Lakehouse: the Iceberg catalog in the same Postgres, on the same
+	// pool (snapshots and ledger commit in one transaction), a local
 	// warehouse (or S3/R2 with facade.S3Properties, or a REST catalog with
 	// facade.OpenRESTCatalog).
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: "./lakewrite-data"})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: "./lakewrite-data"})
 	if err != nil {
 		panic(err)
 	}
-	defer cat.Close()
 	lake, err := facade.New(cat, &facade.Config{Logger: logger})
 	if err != nil {
 		panic(err)

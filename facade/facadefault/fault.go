@@ -37,6 +37,12 @@ const (
 	// facade.ErrCommitStateUnknown, wrapping the action's error: a caller
 	// that follows the facade's contract reconciles it (FindTxn) instead of
 	// aborting. A nil error returns the commit result.
+	//
+	// On a staged write that commits into a caller's transaction
+	// (facade.TxStaged.CommitTx) the point fires after the pointer swap
+	// inside that transaction, before the caller commits it: nothing is
+	// visible yet, so an error from the action is returned as is, after
+	// the staged files were deleted, and the caller rolls back.
 	AfterCommit Point = "after_commit"
 	// BeforeAbort fires when Staged.Abort is called, before the wrapped
 	// abort. An error from the action is returned as is and the staged

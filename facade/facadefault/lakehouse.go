@@ -109,7 +109,11 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	if err != nil {
 		return nil, err
 	}
-	return &staged{l: l, inner: st, dataset: target.DatasetID}, nil
+	w := &staged{l: l, inner: st, dataset: target.DatasetID}
+	if tx, ok := st.(facade.TxStaged); ok {
+		return &txStaged{staged: w, inner: tx}, nil
+	}
+	return w, nil
 }
 
 // Write is Stage followed by Commit, both through the wrapper, so every

@@ -1,7 +1,9 @@
 // Package embedded wires lakewrite on its embedded default for the example
 // programs: Postgres from DATABASE_URL or a throwaway local cluster, the
-// control-plane schema migrated, iceberg-go's SQL catalog in the same
-// database with a local warehouse directory, and a write dispatcher.
+// control-plane schema migrated, the Iceberg catalog in the same database
+// on the same pool (facade.PostgresCatalog, so a write's snapshots and its
+// ledger commit land in one transaction) with a local warehouse directory,
+// and a write dispatcher.
 package embedded
 
 import (
@@ -31,7 +33,8 @@ type Options struct {
 	Warehouse string
 	// Logger for the library's records. Default discard.
 	Logger *slog.Logger
-	// MaxConns of the pool. Default 8.
+	// MaxConns of the pool, shared by the ledger, the row store and the
+	// Iceberg catalog. Default 8.
 	MaxConns int32
 	// Facade configures the Iceberg facade (nil: defaults).
 	Facade *facade.Config
@@ -44,7 +47,7 @@ type Env struct {
 	Ledger     *ledger.Ledger
 	Flags      *sink.Flags
 	Resolver   *sink.Resolver
-	Catalog    *facade.SQLCatalog
+	Catalog    *facade.PostgresCatalog
 	Facade     *facade.Facade
 	Dispatcher *writestrategy.Dispatcher
 	Warehouse  string
@@ -109,7 +112,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if e.Resolver, err = sink.NewResolver(e.Flags, &sink.ResolverConfig{Logger: o.Logger}); err != nil {
 		return nil, err
 	}
-	if e.Catalog, err = facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: e.URL, Warehouse: e.Warehouse}); err != nil {
+	if e.Catalog, err = facade.NewPostgresCatalog(ctx, e.Pool, facade.PostgresCatalogConfig{Warehouse: e.Warehouse}); err != nil {
 		return nil, err
 	}
 	fc := o.Facade
@@ -130,14 +133,11 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// Close closes the pool and the catalog, stops the cluster Start launched
+// Close closes the pool (which the catalog uses), stops the cluster Start launched
 // and removes the warehouse Start created.
 func (e *Env) Close() {
 	if e == nil {
 		return
-	}
-	if e.Catalog != nil {
-		_ = e.Catalog.Close()
 	}
 	if e.Pool != nil {
 		e.Pool.Close()

@@ -1,0 +1,887 @@
+package facade
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"net/url"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/klauspost/compress/zstd"
+)
+
+// CatalogDB is what PostgresCatalog needs of a database handle: a
+// *pgxpool.Pool satisfies it. It must be safe for concurrent use; the
+// catalog never closes it.
+type CatalogDB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// TxCatalog is a catalog that can commit a table change inside a caller's
+// Postgres transaction: the pointer swap then commits, or rolls back, with
+// whatever else the transaction writes (the ledger commit). The facade
+// finds the ability by type assertion; PostgresCatalog has it.
+type TxCatalog interface {
+	catalog.Catalog
+	// CommitTableTx is CommitTable inside tx: it writes the new metadata
+	// file, then swaps the table's metadata pointer in tx. Nothing is
+	// visible until the caller commits tx; after an error the caller must
+	// roll tx back. A moved table is a clean conflict (table.ErrCommitFailed
+	// or a failed requirement), tx staying usable.
+	CommitTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error)
+}
+
+// PostgresCatalogConfig configures NewPostgresCatalog.
+type PostgresCatalogConfig struct {
+	// Warehouse is the root of the table data: a local directory (made
+	// absolute, file:// URL) or an object-store URL such as s3://bucket/path.
+	// Required.
+	Warehouse string
+	// Name of the catalog (the catalog_name column). Default "lakewrite".
+	Name string
+	// Props are extra catalog properties (e.g. S3Properties(...)).
+	Props iceberg.Properties
+}
+
+// PostgresCatalog is an Iceberg catalog kept in Postgres through pgx, on a
+// database handle the caller owns (the ledger's pool). It keeps the tables
+// of iceberg-go's SQL catalog, the Java JDBC catalog and pyiceberg's
+// SqlCatalog (iceberg_tables and iceberg_namespace_properties in the
+// connection's current schema, scoped by catalog_name, namespaces encoded
+// the same way), so those catalogs, configured with the same name and
+// database, read and write the same tables. A commit is the same optimistic
+// compare-and-swap of metadata_location; a lost race is
+// table.ErrCommitFailed.
+//
+// Unlike iceberg-go's SQL catalog it can commit inside a caller's
+// transaction (CommitTableTx, see TxCatalog), which lets a writer commit
+// the snapshot and its own bookkeeping atomically. Views are not supported
+// (rows of type VIEW are ignored).
+type PostgresCatalog struct {
+	db    CatalogDB
+	name  string
+	props iceberg.Properties
+	v0    bool // legacy layout without iceberg_type
+}
+
+var (
+	_ catalog.Catalog        = (*PostgresCatalog)(nil)
+	_ catalog.PurgeableTable = (*PostgresCatalog)(nil)
+	_ TxCatalog              = (*PostgresCatalog)(nil)
+)
+
+const (
+	pgcatTableType           = "TABLE"
+	pgcatNamespaceExistsProp = "exists"
+	pgcatEncodedNSPrefix     = "__iceberg_namespace_v1__:"
+)
+
+// pgcatDDL creates the catalog tables as iceberg-go's SQL catalog does.
+const pgcatDDL = `
+CREATE TABLE IF NOT EXISTS iceberg_tables (
+	catalog_name VARCHAR NOT NULL,
+	table_namespace VARCHAR NOT NULL,
+	table_name VARCHAR NOT NULL,
+	iceberg_type VARCHAR,
+	metadata_location VARCHAR,
+	previous_metadata_location VARCHAR,
+	PRIMARY KEY (catalog_name, table_namespace, table_name));
+CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+	catalog_name VARCHAR NOT NULL,
+	namespace VARCHAR NOT NULL,
+	property_key VARCHAR NOT NULL,
+	property_value VARCHAR,
+	PRIMARY KEY (catalog_name, namespace, property_key))`
+
+// NewPostgresCatalog returns the catalog on db, creating its two tables
+// when they do not exist (idempotent, safe to run concurrently).
+func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg PostgresCatalogConfig) (*PostgresCatalog, error) {
+	if db == nil || cfg.Warehouse == "" {
+		return nil, errors.New("facade: NewPostgresCatalog needs a database handle and a Warehouse")
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "lakewrite"
+	}
+	wh := cfg.Warehouse
+	if !hasScheme(wh) {
+		abs, err := filepath.Abs(wh)
+		if err != nil {
+			return nil, err
+		}
+		wh = "file://" + filepath.ToSlash(abs)
+	}
+	props := iceberg.Properties{"warehouse": wh}
+	maps.Copy(props, cfg.Props)
+	c := &PostgresCatalog{db: db, name: name, props: props}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		// Concurrent CREATE TABLE IF NOT EXISTS can still collide.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakewrite.iceberg-catalog-ddl', 0))`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, pgcatDDL); err != nil {
+			return err
+		}
+		var hasType bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'iceberg_tables' AND column_name = 'iceberg_type')`).Scan(&hasType); err != nil {
+			return err
+		}
+		c.v0 = !hasType
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("facade: initialize Postgres catalog: %w", err)
+	}
+	return c, nil
+}
+
+// Name returns the catalog name (the catalog_name column).
+func (c *PostgresCatalog) Name() string { return c.name }
+
+// CatalogType is catalog.SQL: the catalog keeps the SQL catalog's tables.
+func (c *PostgresCatalog) CatalogType() catalog.Type { return catalog.SQL }
+
+// typeFilter scopes a query on iceberg_tables to tables.
+func (c *PostgresCatalog) typeFilter() string {
+	if c.v0 {
+		return ""
+	}
+	return ` AND (iceberg_type = '` + pgcatTableType + `' OR iceberg_type IS NULL)`
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (c *PostgresCatalog) namespaceExists(ctx context.Context, q querier, ns string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)
+		OR EXISTS (SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2)`, c.name, ns).Scan(&ok)
+	return ok, err
+}
+
+// resolveNamespace returns the stored key of namespace and whether it
+// exists.
+func (c *PostgresCatalog) resolveNamespace(ctx context.Context, q querier, namespace table.Identifier) (string, bool, error) {
+	keys := namespaceStorageKeys(namespace)
+	for _, k := range keys {
+		ok, err := c.namespaceExists(ctx, q, k)
+		if err != nil {
+			return "", false, fmt.Errorf("facade: catalog namespace %s: %w", strings.Join(namespace, "."), err)
+		}
+		if ok {
+			return k, true, nil
+		}
+	}
+	return keys[0], false, nil
+}
+
+// namespaceKey is the stored key of namespace (resolved only when the
+// encoding is ambiguous).
+func (c *PostgresCatalog) namespaceKey(ctx context.Context, q querier, namespace table.Identifier) (string, error) {
+	keys := namespaceStorageKeys(namespace)
+	if len(keys) == 1 {
+		return keys[0], nil
+	}
+	k, _, err := c.resolveNamespace(ctx, q, namespace)
+	return k, err
+}
+
+// metadataLocation reads a table's metadata pointer; forUpdate locks the
+// row for the rest of the transaction.
+func (c *PostgresCatalog) metadataLocation(ctx context.Context, q querier, ident table.Identifier, forUpdate bool) (nsKey, loc string, err error) {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return "", "", err
+	}
+	if nsKey, err = c.namespaceKey(ctx, q, catalog.NamespaceFromIdent(ident)); err != nil {
+		return "", "", err
+	}
+	sql := `SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3` + c.typeFilter()
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	var ml *string
+	err = q.QueryRow(ctx, sql, c.name, nsKey, catalog.TableNameFromIdent(ident)).Scan(&ml)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nsKey, "", fmt.Errorf("%w: %s", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("facade: catalog load %s: %w", strings.Join(ident, "."), err)
+	}
+	if ml == nil {
+		return nsKey, "", fmt.Errorf("%w: %s, metadata location is missing", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+	}
+	return nsKey, *ml, nil
+}
+
+func (c *PostgresCatalog) tableAt(ctx context.Context, ident table.Identifier, loc string) (*table.Table, error) {
+	return table.NewFromLocation(ctx, ident, loc, iceio.LoadFSFunc(c.props, loc), c)
+}
+
+// LoadTable loads a table.
+func (c *PostgresCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	return c.loadTable(ctx, c.db, ident)
+}
+
+func (c *PostgresCatalog) loadTable(ctx context.Context, q querier, ident table.Identifier) (*table.Table, error) {
+	_, loc, err := c.metadataLocation(ctx, q, ident, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.tableAt(ctx, ident, loc)
+}
+
+// CheckTableExists reports whether the table has a row in the catalog.
+func (c *PostgresCatalog) CheckTableExists(ctx context.Context, ident table.Identifier) (bool, error) {
+	_, _, err := c.metadataLocation(ctx, c.db, ident, false)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CreateTable writes the first metadata file of a new table and registers
+// it.
+func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (*table.Table, error) {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, err
+	}
+	cfg := catalog.NewCreateTableCfg()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	nsIdent := catalog.NamespaceFromIdent(ident)
+	name := catalog.TableNameFromIdent(ident)
+	nsKey, ok, err := c.resolveNamespace(ctx, c.db, nsIdent)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
+	}
+	loc := strings.TrimSuffix(cfg.Location, "/")
+	if loc == "" {
+		nsProps, err := c.LoadNamespaceProperties(ctx, nsIdent)
+		if err != nil {
+			return nil, err
+		}
+		if l := nsProps.Get("location", ""); l != "" {
+			loc, err = url.JoinPath(l, name)
+		} else {
+			loc, err = url.JoinPath(c.props.Get("warehouse", ""), nsKey+".db", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	provider, err := table.LoadLocationProvider(loc, cfg.Properties)
+	if err != nil {
+		return nil, err
+	}
+	metaLoc, err := provider.NewTableMetadataFileLocation(0)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := table.NewMetadata(sc, cfg.PartitionSpec, cfg.SortOrder, loc, cfg.Properties)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.writeMetadata(ctx, meta, metaLoc); err != nil {
+		return nil, err
+	}
+	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
+			}
+			return err
+		}
+		return c.insertTable(ctx, tx, nsKey, name, metaLoc, ident)
+	})
+	if err != nil {
+		c.removeFile(metaLoc)
+		return nil, err
+	}
+	return c.LoadTable(ctx, ident)
+}
+
+// insertTable registers a table row; an existing row is
+// catalog.ErrTableAlreadyExists.
+func (c *PostgresCatalog) insertTable(ctx context.Context, tx pgx.Tx, nsKey, name, metaLoc string, ident table.Identifier) error {
+	sql := `INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, iceberg_type)
+		VALUES ($1, $2, $3, $4, 'TABLE') ON CONFLICT DO NOTHING`
+	if c.v0 {
+		sql = `INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location)
+		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+	}
+	tag, err := tx.Exec(ctx, sql, c.name, nsKey, name, metaLoc)
+	if err != nil {
+		return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", catalog.ErrTableAlreadyExists, strings.Join(ident, "."))
+	}
+	return nil
+}
+
+// CommitTable applies updates to the table after checking reqs, in a
+// transaction of its own. A failure of the final COMMIT leaves the outcome
+// unknown (the error is not table.ErrCommitFailed).
+func (c *PostgresCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	tx, err := c.db.Begin(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
+	meta, loc, err := c.CommitTableTx(ctx, tx, ident, reqs, updates)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
+	}
+	return meta, loc, nil
+}
+
+// CommitTableTx applies updates to the table after checking reqs, inside
+// tx (see TxCatalog). It locks the table's row until tx ends, checks the
+// requirements against the metadata the row points to, writes the new
+// metadata file and swaps the pointer (UPDATE ... WHERE metadata_location
+// = previous). A table without a row is created (no requirement may then
+// assume a table).
+func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	nsKey, curLoc, err := c.metadataLocation(ctx, tx, ident, true)
+	if err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
+		return nil, "", err
+	}
+	name := catalog.TableNameFromIdent(ident)
+	var (
+		current table.Metadata
+		base    table.Metadata
+		version int
+	)
+	if curLoc != "" {
+		cur, err := c.tableAt(ctx, ident, curLoc)
+		if err != nil {
+			return nil, "", err
+		}
+		current, base = cur.Metadata(), cur.Metadata()
+		if version = parseMetadataVersion(curLoc); version < 0 {
+			return nil, "", fmt.Errorf("facade: catalog commit %s: invalid metadata location %s", strings.Join(ident, "."), curLoc)
+		}
+		version++
+	} else if base, err = table.NewMetadata(iceberg.NewSchema(0), nil, table.UnsortedSortOrder, "", nil); err != nil {
+		return nil, "", err
+	}
+	for _, r := range reqs {
+		if err := r.Validate(current); err != nil {
+			return nil, "", err
+		}
+	}
+	updated, err := table.UpdateTableMetadata(base, updates, curLoc)
+	if err != nil {
+		return nil, "", err
+	}
+	if current != nil && updated.Equals(current) {
+		return current, curLoc, nil
+	}
+	provider, err := table.LoadLocationProvider(updated.Location(), updated.Properties())
+	if err != nil {
+		return nil, "", err
+	}
+	newLoc, err := provider.NewTableMetadataFileLocation(version)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.writeMetadata(ctx, updated, newLoc); err != nil {
+		return nil, "", err
+	}
+	if curLoc == "" {
+		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
+			}
+			return nil, "", err
+		}
+		if err := c.insertTable(ctx, tx, nsKey, name, newLoc, ident); err != nil {
+			return nil, "", err
+		}
+		return updated, newLoc, nil
+	}
+	sql := `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5, iceberg_type = 'TABLE'
+		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5` + c.typeFilter()
+	if c.v0 {
+		sql = `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5
+		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5`
+	}
+	tag, err := tx.Exec(ctx, sql, c.name, nsKey, name, newLoc, curLoc)
+	if err != nil {
+		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
+	}
+	if tag.RowsAffected() == 0 {
+		// Cannot happen under the row lock, unless the row went away.
+		return nil, "", fmt.Errorf("%w: table %s metadata-location moved underneath us", table.ErrCommitFailed, strings.Join(ident, "."))
+	}
+	return updated, newLoc, nil
+}
+
+// writeMetadata writes meta to loc with the table's metadata compression.
+func (c *PostgresCatalog) writeMetadata(ctx context.Context, meta table.Metadata, loc string) (err error) {
+	ioProps := maps.Clone(c.props)
+	maps.Copy(ioProps, meta.Properties())
+	fs, err := iceio.LoadFSFunc(ioProps, loc)(ctx)
+	if err != nil {
+		return err
+	}
+	wfs, ok := fs.(iceio.WriteFileIO)
+	if !ok {
+		return errors.New("facade: catalog file IO does not support writing")
+	}
+	codec := meta.Properties().Get(table.MetadataCompressionKey, table.MetadataCompressionDefault)
+	out, err := wfs.Create(loc)
+	if err != nil {
+		return fmt.Errorf("facade: write table metadata %s: %w", loc, err)
+	}
+	defer func() { err = errors.Join(err, out.Close()) }()
+	var w io.Writer = out
+	switch codec {
+	case table.MetadataCompressionCodecNone:
+	case table.MetadataCompressionCodecGzip:
+		gz := gzip.NewWriter(out)
+		defer func() { err = errors.Join(err, gz.Close()) }()
+		w = gz
+	case table.MetadataCompressionCodecZstd:
+		zw, zerr := zstd.NewWriter(out)
+		if zerr != nil {
+			return zerr
+		}
+		defer func() { err = errors.Join(err, zw.Close()) }()
+		w = zw
+	default:
+		return fmt.Errorf("facade: unsupported metadata compression codec %q", codec)
+	}
+	return json.NewEncoder(w).Encode(meta)
+}
+
+func (c *PostgresCatalog) removeFile(loc string) {
+	fs, err := iceio.LoadFSFunc(c.props, loc)(context.Background())
+	if err == nil {
+		_ = fs.Remove(loc)
+	}
+}
+
+var (
+	pgcatMetadataFileRE       = regexp.MustCompile(`^(\d+)-([\w-]{36})(?:\.\w+)?\.metadata\.json$`)
+	pgcatLegacyMetadataFileRE = regexp.MustCompile(`^v(\d+)(?:\.gz)?\.metadata\.json$`)
+)
+
+// parseMetadataVersion is the version number in a metadata file name, or
+// -1.
+func parseMetadataVersion(loc string) int {
+	if strings.HasSuffix(loc, "/") {
+		return -1
+	}
+	name := path.Base(loc)
+	m := pgcatMetadataFileRE.FindStringSubmatch(name)
+	if len(m) == 3 {
+		if _, err := uuid.Parse(m[2]); err != nil {
+			return -1
+		}
+	} else if m = pgcatLegacyMetadataFileRE.FindStringSubmatch(name); len(m) != 2 {
+		return -1
+	}
+	v, err := strconv.Atoi(m[1])
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// DropTable removes the table's row (its files stay).
+func (c *PostgresCatalog) DropTable(ctx context.Context, ident table.Identifier) error {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return err
+	}
+	nsKey, err := c.namespaceKey(ctx, c.db, catalog.NamespaceFromIdent(ident))
+	if err != nil {
+		return err
+	}
+	tag, err := c.db.Exec(ctx, `DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3`+c.typeFilter(),
+		c.name, nsKey, catalog.TableNameFromIdent(ident))
+	if err != nil {
+		return fmt.Errorf("facade: catalog drop table %s: %w", strings.Join(ident, "."), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+	}
+	return nil
+}
+
+// PurgeTable drops the table and then deletes its files (best effort,
+// skipped when the table's gc.enabled is false).
+func (c *PostgresCatalog) PurgeTable(ctx context.Context, ident table.Identifier) error {
+	tbl, err := c.LoadTable(ctx, ident)
+	if err != nil {
+		return err
+	}
+	if err := c.DropTable(ctx, ident); err != nil {
+		return err
+	}
+	_ = tbl.PurgeFiles(ctx) // the catalog row is the truth: the table is gone
+	return nil
+}
+
+// RenameTable moves a table to another identifier (its namespace must
+// exist) and loads it.
+func (c *PostgresCatalog) RenameTable(ctx context.Context, from, to table.Identifier) (*table.Table, error) {
+	if err := catalog.ValidateTableIdentifier(from); err != nil {
+		return nil, err
+	}
+	if err := catalog.ValidateTableIdentifier(to); err != nil {
+		return nil, err
+	}
+	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		fromNS, _, err := c.metadataLocation(ctx, tx, from, true)
+		if err != nil {
+			return err
+		}
+		toNS, ok, err := c.resolveNamespace(ctx, tx, catalog.NamespaceFromIdent(to))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, toNS)
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3)`,
+			c.name, toNS, catalog.TableNameFromIdent(to)).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return fmt.Errorf("%w: %s", catalog.ErrTableAlreadyExists, strings.Join(to, "."))
+		}
+		_, err = tx.Exec(ctx, `UPDATE iceberg_tables SET table_namespace = $4, table_name = $5
+			WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3`,
+			c.name, fromNS, catalog.TableNameFromIdent(from), toNS, catalog.TableNameFromIdent(to))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadTable(ctx, to)
+}
+
+// ListTables lists the tables of a namespace.
+func (c *PostgresCatalog) ListTables(ctx context.Context, namespace table.Identifier) iter.Seq2[table.Identifier, error] {
+	return func(yield func(table.Identifier, error) bool) {
+		ids, err := c.listTables(ctx, namespace)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, id := range ids {
+			if !yield(id, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *PostgresCatalog) listTables(ctx context.Context, namespace table.Identifier) ([]table.Identifier, error) {
+	ns := namespaceToString(namespace)
+	if len(namespace) > 0 {
+		var ok bool
+		var err error
+		if ns, ok, err = c.resolveNamespace(ctx, c.db, namespace); err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, strings.Join(namespace, "."))
+		}
+	}
+	rows, err := c.db.Query(ctx, `SELECT table_namespace, table_name FROM iceberg_tables
+		WHERE catalog_name = $1 AND table_namespace = $2`+c.typeFilter()+` ORDER BY table_name`, c.name, ns)
+	if err != nil {
+		return nil, fmt.Errorf("facade: catalog list tables: %w", err)
+	}
+	var out []table.Identifier
+	var tns, tname string
+	_, err = pgx.ForEachRow(rows, []any{&tns, &tname}, func() error {
+		out = append(out, append(namespaceFromString(tns), tname))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("facade: catalog list tables: %w", err)
+	}
+	return out, nil
+}
+
+// ListNamespaces lists the namespaces (under parent, when given).
+func (c *PostgresCatalog) ListNamespaces(ctx context.Context, parent table.Identifier) ([]table.Identifier, error) {
+	where, args := "", []any{c.name}
+	if len(parent) > 0 {
+		_, ok, err := c.resolveNamespace(ctx, c.db, parent)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, strings.Join(parent, "."))
+		}
+		var conds []string
+		for _, k := range namespaceStorageKeys(parent) {
+			args = append(args, k)
+			conds = append(conds, "ns = $"+strconv.Itoa(len(args)))
+		}
+		for _, p := range namespaceDescendantPrefixes(parent) {
+			args = append(args, namespaceLikePrefix(p))
+			conds = append(conds, "ns LIKE $"+strconv.Itoa(len(args))+" ESCAPE '!'")
+		}
+		where = " WHERE " + strings.Join(conds, " OR ")
+	}
+	rows, err := c.db.Query(ctx, `SELECT ns FROM (SELECT table_namespace AS ns FROM iceberg_tables WHERE catalog_name = $1
+		UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = $1) n`+where+` ORDER BY ns`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("facade: catalog list namespaces: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("facade: catalog list namespaces: %w", err)
+	}
+	out := make([]table.Identifier, 0, len(names))
+	for _, n := range names {
+		id := namespaceFromString(n)
+		if len(parent) == 0 || (len(id) >= len(parent) && slices.Equal(id[:len(parent)], parent)) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// CreateNamespace creates a namespace with props.
+func (c *PostgresCatalog) CreateNamespace(ctx context.Context, namespace table.Identifier, props iceberg.Properties) error {
+	if len(namespace) == 0 {
+		return fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
+	}
+	if _, ok := props[pgcatNamespaceExistsProp]; ok {
+		return fmt.Errorf("%w: cannot create namespace with reserved namespace property %q", iceberg.ErrInvalidArgument, pgcatNamespaceExistsProp)
+	}
+	if len(props) == 0 {
+		props = iceberg.Properties{pgcatNamespaceExistsProp: "true"}
+	}
+	return pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		// One namespace is created at a time per catalog: the existence
+		// check and the insert must not interleave with another creation.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakewrite.iceberg-catalog-ns:' || $1, 0))`, c.name); err != nil {
+			return err
+		}
+		if _, ok, err := c.resolveNamespace(ctx, tx, namespace); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%w: %s", catalog.ErrNamespaceAlreadyExists, strings.Join(namespace, "."))
+		}
+		key := namespaceToString(namespace)
+		for k, v := range props {
+			if _, err := tx.Exec(ctx, `INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
+				VALUES ($1, $2, $3, $4)`, c.name, key, k, v); err != nil {
+				return fmt.Errorf("facade: catalog create namespace %s: %w", strings.Join(namespace, "."), err)
+			}
+		}
+		return nil
+	})
+}
+
+// DropNamespace drops an empty namespace.
+func (c *PostgresCatalog) DropNamespace(ctx context.Context, namespace table.Identifier) error {
+	if len(namespace) == 0 {
+		return fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
+	}
+	return pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		key, ok, err := c.resolveNamespace(ctx, tx, namespace)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, key)
+		}
+		var used bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)`,
+			c.name, key).Scan(&used); err != nil {
+			return err
+		}
+		if used {
+			return fmt.Errorf("%w: catalog objects exist in namespace %s", catalog.ErrNamespaceNotEmpty, key)
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2`, c.name, key)
+		return err
+	})
+}
+
+// CheckNamespaceExists reports whether the namespace exists.
+func (c *PostgresCatalog) CheckNamespaceExists(ctx context.Context, namespace table.Identifier) (bool, error) {
+	_, ok, err := c.resolveNamespace(ctx, c.db, namespace)
+	return ok, err
+}
+
+// LoadNamespaceProperties returns the namespace's properties.
+func (c *PostgresCatalog) LoadNamespaceProperties(ctx context.Context, namespace table.Identifier) (iceberg.Properties, error) {
+	if len(namespace) == 0 {
+		return nil, fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
+	}
+	key, ok, err := c.resolveNamespace(ctx, c.db, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, key)
+	}
+	rows, err := c.db.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
+		WHERE catalog_name = $1 AND namespace = $2`, c.name, key)
+	if err != nil {
+		return nil, fmt.Errorf("facade: catalog namespace properties: %w", err)
+	}
+	props := iceberg.Properties{}
+	var k, v string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+		if k != pgcatNamespaceExistsProp {
+			props[k] = v
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("facade: catalog namespace properties: %w", err)
+	}
+	return props, nil
+}
+
+// UpdateNamespaceProperties removes and sets namespace properties.
+func (c *PostgresCatalog) UpdateNamespaceProperties(ctx context.Context, namespace table.Identifier, removals []string, updates iceberg.Properties) (catalog.PropertiesUpdateSummary, error) {
+	var sum catalog.PropertiesUpdateSummary
+	if len(namespace) == 0 {
+		return sum, fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
+	}
+	if _, ok := updates[pgcatNamespaceExistsProp]; ok || slices.Contains(removals, pgcatNamespaceExistsProp) {
+		return sum, fmt.Errorf("%w: cannot change reserved namespace property %q", iceberg.ErrInvalidArgument, pgcatNamespaceExistsProp)
+	}
+	for _, k := range removals {
+		if _, ok := updates[k]; ok {
+			return sum, fmt.Errorf("conflict between removals and updates for keys: %v", []string{k})
+		}
+	}
+	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		key, ok, err := c.resolveNamespace(ctx, tx, namespace)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, key)
+		}
+		rows, err := tx.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
+			WHERE catalog_name = $1 AND namespace = $2 FOR UPDATE`, c.name, key)
+		if err != nil {
+			return err
+		}
+		cur := iceberg.Properties{}
+		var k, v string
+		if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { cur[k] = v; return nil }); err != nil {
+			return err
+		}
+		sum = catalog.PropertiesUpdateSummary{Removed: []string{}, Updated: []string{}, Missing: []string{}}
+		for _, r := range removals {
+			if _, ok := cur[r]; !ok {
+				sum.Missing = append(sum.Missing, r)
+				continue
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2 AND property_key = $3`,
+				c.name, key, r); err != nil {
+				return err
+			}
+			sum.Removed = append(sum.Removed, r)
+		}
+		for _, k := range slices.Sorted(maps.Keys(updates)) {
+			v := updates[k]
+			if old, ok := cur[k]; ok && old == v {
+				continue
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
+				VALUES ($1, $2, $3, $4) ON CONFLICT (catalog_name, namespace, property_key) DO UPDATE SET property_value = EXCLUDED.property_value`,
+				c.name, key, k, v); err != nil {
+				return err
+			}
+			sum.Updated = append(sum.Updated, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return catalog.PropertiesUpdateSummary{}, err
+	}
+	return sum, nil
+}
+
+// Namespace encoding of iceberg-go's SQL catalog: the dot-joined names, or,
+// when a name holds a dot (or the joined text the marker), the marker
+// followed by the JSON array of names.
+
+func namespaceToString(namespace table.Identifier) string {
+	legacy := strings.Join(namespace, ".")
+	if !strings.Contains(legacy, pgcatEncodedNSPrefix) && !slices.ContainsFunc(namespace, func(p string) bool { return strings.Contains(p, ".") }) {
+		return legacy
+	}
+	b, _ := json.Marshal(namespace) // strings only: cannot fail
+	return pgcatEncodedNSPrefix + string(b)
+}
+
+func namespaceFromString(ns string) table.Identifier {
+	if !strings.HasPrefix(ns, pgcatEncodedNSPrefix) {
+		return strings.Split(ns, ".")
+	}
+	var id table.Identifier
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(ns, pgcatEncodedNSPrefix)), &id); err != nil || len(id) == 0 || namespaceToString(id) != ns {
+		return strings.Split(ns, ".")
+	}
+	return id
+}
+
+func namespaceStorageKeys(namespace table.Identifier) []string {
+	primary := namespaceToString(namespace)
+	legacy := strings.Join(namespace, ".")
+	if primary == legacy || slices.ContainsFunc(namespace, func(p string) bool { return strings.Contains(p, ".") }) {
+		return []string{primary}
+	}
+	return []string{primary, legacy}
+}
+
+func namespaceDescendantPrefixes(namespace table.Identifier) []string {
+	var out []string
+	if !slices.ContainsFunc(namespace, func(p string) bool { return strings.Contains(p, ".") }) {
+		out = append(out, strings.Join(namespace, ".")+".")
+	}
+	b, _ := json.Marshal(namespace)
+	return append(out, pgcatEncodedNSPrefix+string(b[:len(b)-1])+",")
+}
+
+func namespaceLikePrefix(prefix string) string {
+	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix) + "%"
+}

@@ -1,0 +1,127 @@
+package writestrategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// allTxStaged returns the staged writes as facade.TxStaged when every one
+// of them can commit into a transaction (the facade's catalog is a
+// facade.TxCatalog in the database of the ledger).
+func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
+	out := make([]facade.TxStaged, len(staged))
+	for i, st := range staged {
+		tx, ok := st.(facade.TxStaged)
+		if !ok {
+			return nil, false
+		}
+		out[i] = tx
+	}
+	return out, true
+}
+
+// commitInTx is the Iceberg arm's commit on a catalog kept in the ledger's
+// database: in tx (the compute transaction, whose reads are done), each
+// output's metadata pointer is swapped and its intent committed (which
+// also stamps the dataset row and runs the expectations), then tx commits.
+// Every output's snapshot and ledger commit land together or not at all:
+// there is no moment at which a snapshot is visible and its intent open,
+// and a split pair is one commit.
+//
+// The writer's holds on the intents need no check here (the other arm asks
+// Intent.Alive before each snapshot commit): each ledger commit is fenced
+// by its intent's attempt, so an intent that a reconciler claimed or
+// aborted meanwhile fails its CommitTx, and the swaps roll back with it.
+//
+// Any error before tx commits rolls everything back; the staged files are
+// deleted and the intents aborted (fail). When committing tx itself fails,
+// the intents say what happened: aborting one succeeds only if tx rolled
+// back (the abort waits for tx), and finds it committed otherwise.
+func (d *Dispatcher) commitInTx(ctx context.Context, req Request, tx pgx.Tx, intents map[string]*ledger.Intent,
+	computed []Computed, staged []facade.TxStaged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
+	discard := func() {
+		for _, st := range staged {
+			_ = abortStaged(ctx, st) // the files of a rolled-back commit: unreferenced
+		}
+	}
+	rollback := func(cause error) ([]WriteResult, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = tx.Rollback(cctx)
+		cancel()
+		discard()
+		return fail(cause)
+	}
+	due := map[string]bool{}
+	for i := range computed {
+		c := &computed[i]
+		in := intents[c.DatasetID]
+		res, err := staged[i].CommitTx(ctx, tx)
+		if err != nil {
+			return rollback(err)
+		}
+		if res.MaintenanceDue {
+			due[c.DatasetID] = true
+		}
+		r := &results[i]
+		r.Rows, r.Skipped, r.Preserved = res.Rows, c.Skipped(res.Rows), c.Preserved
+		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
+		if err := d.cfg.Ledger.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
+			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+			return rollback(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		landed, known, rerr := d.resolveCommit(ctx, intents, err)
+		switch {
+		case !known:
+			// Files kept: the snapshots may reference them. The intents,
+			// if still open, are reconciled by the next writer.
+			return nil, fmt.Errorf("%w: committing the snapshot and ledger transaction failed: %w", ledger.ErrOutcomeUnknown, errors.Join(err, rerr))
+		case !landed:
+			discard()
+			return nil, fmt.Errorf("writestrategy: commit: %w", err)
+		}
+		// It landed after all.
+	}
+	d.logResults(ctx, req, results)
+	d.maintainAfterWrite(ctx, req.WriterID, results, due)
+	return results, nil
+}
+
+// resolveCommit learns whether a transaction whose COMMIT failed committed
+// the intents: aborting an intent succeeds if and only if the transaction
+// rolled back (the abort's update waits for the transaction's row lock, so
+// it cannot pass a commit still in flight). known is false when the ledger
+// could not be asked.
+func (d *Dispatcher) resolveCommit(ctx context.Context, intents map[string]*ledger.Intent, cause error) (landed, known bool, err error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var aborted, committed int
+	for _, in := range intents {
+		aerr := d.cfg.Ledger.Abort(cctx, in, cause)
+		var se *ledger.StateError
+		switch {
+		case aerr == nil:
+			aborted++
+		case errors.As(aerr, &se) && errors.Is(aerr, ledger.ErrNotOpen) && se.Status == string(ledger.StatusCommitted):
+			committed++
+		default:
+			err = errors.Join(err, aerr)
+		}
+	}
+	switch {
+	case err != nil:
+		return false, false, err
+	case committed > 0 && aborted > 0:
+		// Cannot happen: the intents committed in one transaction.
+		return false, false, fmt.Errorf("writestrategy: %d intents committed and %d aborted after one transaction", committed, aborted)
+	}
+	return committed > 0, true, nil
+}
