@@ -44,6 +44,11 @@ var (
 	// intent stays open (claimed) for a later Open, Sweep or Recover. An
 	// *UnresolvedError also matches ErrBusy: the dataset is still busy.
 	ErrUnresolved = errors.New("ledger: dead writer's intent could not be reconciled")
+	// ErrNoConnection: Open could not get a pool connection to hold the
+	// intent within Config.WaitTimeout (each open intent holds one). The
+	// pool is too small for the writes running at once; nothing was
+	// opened.
+	ErrNoConnection = errors.New("ledger: no pool connection to hold the intent")
 )
 
 // BusyError is returned by Open when the dataset stayed busy. It matches

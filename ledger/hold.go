@@ -80,7 +80,7 @@ func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) 
 		pc, err := db.Acquire(actx)
 		if err != nil {
 			if ctx.Err() == nil && actx.Err() != nil {
-				err = fmt.Errorf("no pool connection to hold the intent within %s (each open intent holds one: size the pool for the writes running at once): %w", l.cfg.WaitTimeout, err)
+				err = fmt.Errorf("%w within %s (each open intent holds one: size the pool for the writes running at once): %w", ErrNoConnection, l.cfg.WaitTimeout, err)
 			}
 			return nil, nil, err
 		}

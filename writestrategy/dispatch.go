@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -218,15 +219,26 @@ func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName stri
 			return nil, nil, err
 		}
 	}
-	intents = map[string]*ledger.Intent{}
-	for _, o := range outs {
-		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
-			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup})
-		if err != nil {
-			d.abortAll(ctx, intents, err)
-			return nil, nil, err
+	// Writers of several outputs each holding some of their intents'
+	// connections on a pool too small for all of them would all fail
+	// together: one that could not get a connection for a later intent
+	// gives back what it holds and tries again after a random pause, so
+	// that one of them gets all it needs and the others follow.
+	deadline := time.Now().Add(beginWait)
+	for attempt := 1; ; attempt++ {
+		intents, err = d.openAll(ctx, req, outs, modes, sinkName)
+		if err == nil || !errors.Is(err, ledger.ErrNoConnection) || len(outs) < 2 || time.Now().After(deadline) {
+			break
 		}
-		intents[o] = in
+		pause := time.Duration(rand.Int64N(int64(min(attempt, 8)) * int64(50*time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(pause):
+		}
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	if req.IdempotencyKey != "" {
 		// Bounded, as the compute transaction's connection is: the intents
@@ -243,6 +255,22 @@ func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName stri
 }
 
 var errReplayed = errors.New("replayed: a write with the same idempotency key had committed")
+
+// openAll opens the intents of outs in order; on an error it aborts those
+// it opened.
+func (d *Dispatcher) openAll(ctx context.Context, req Request, outs []string, modes map[string]string, sinkName string) (map[string]*ledger.Intent, error) {
+	intents := map[string]*ledger.Intent{}
+	for _, o := range outs {
+		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
+			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup})
+		if err != nil {
+			d.abortAll(ctx, intents, err)
+			return nil, err
+		}
+		intents[o] = in
+	}
+	return intents, nil
+}
 
 // replay returns the committed results of an earlier write with key, when
 // every output has one.
