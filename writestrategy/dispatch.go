@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -501,6 +502,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 			return fail(err)
 		}
 	}
+	if ac, ok := d.cfg.Lakehouse.(atomicCommitter); ok && len(staged) > 1 && ac.SupportsAtomicCommit() {
+		return d.commitAtomic(ctx, req, ac, intents, pending, computed, staged, results, fail)
+	}
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]
@@ -540,6 +544,69 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 			}
 			// Left open: Recover finds the snapshot and rolls it forward.
 			return fail(fmt.Errorf("%w: snapshot %d of %q landed but the ledger commit failed: %w", ledger.ErrOutcomeUnknown, res.SnapshotID, c.DatasetID, err))
+		}
+	}
+	d.logResults(ctx, req, results)
+	d.maintainAfterWrite(ctx, req.WriterID, results, due)
+	return results, nil
+}
+
+// atomicCommitter is a Lakehouse whose catalog commits several tables in
+// one request (facade.Facade on a REST catalog with multi-table
+// transactions).
+type atomicCommitter interface {
+	SupportsAtomicCommit() bool
+	CommitAll(ctx context.Context, staged ...facade.Staged) ([]facade.CommitResult, error)
+}
+
+// commitAtomic commits the staged outputs of one write (a split pair) in
+// one catalog transaction, then their intents: both snapshots land or
+// neither does. An ambiguous catalog failure leaves every intent open for
+// Recover, which finds all of them landed or none.
+func (d *Dispatcher) commitAtomic(ctx context.Context, req Request, ac atomicCommitter, intents, pending map[string]*ledger.Intent,
+	computed []Computed, staged []facade.Staged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
+	for i := range computed {
+		if err := intents[computed[i].DatasetID].Alive(ctx); err != nil {
+			for _, st := range staged {
+				_ = abortStaged(ctx, st)
+			}
+			return fail(err)
+		}
+	}
+	res, err := ac.CommitAll(ctx, staged...) // finishes every staged write
+	if err != nil {
+		if errors.Is(err, facade.ErrCommitStateUnknown) {
+			for id, in := range pending {
+				delete(pending, id)
+				in.Release()
+			}
+			return fail(fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err))
+		}
+		return fail(err)
+	}
+	// Every snapshot landed: from here on the intents are rolled forward,
+	// never aborted.
+	for id := range pending {
+		delete(pending, id)
+	}
+	due := map[string]bool{}
+	for i := range computed {
+		c := &computed[i]
+		in := intents[c.DatasetID]
+		if res[i].MaintenanceDue {
+			due[c.DatasetID] = true
+		}
+		r := &results[i]
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.Skipped(res[i].Rows), c.Preserved, c.Stream.Rounded()
+		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res[i].SnapshotID, res[i].CommittedAt, res[i].Replayed
+		if err := d.cfg.Ledger.Commit(ctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
+			CommittedAt: res[i].CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+			for _, other := range intents {
+				other.Release()
+			}
+			// Left open: Recover finds the snapshots and rolls them forward.
+			return nil, fmt.Errorf("%w: the snapshots of %s landed but the ledger commit of %q failed: %w",
+				ledger.ErrOutcomeUnknown, strings.Join(req.Strategy.Outputs(), ", "), c.DatasetID, err)
 		}
 	}
 	d.logResults(ctx, req, results)

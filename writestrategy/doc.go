@@ -78,9 +78,13 @@
 // with each staged outcome (ledger.Check) -> the snapshot commits -> ledger
 // commit with each commit result (row count, snapshot id, committed-at as
 // the watermark). A failing stream, staging error or veto in either output
-// of a split pair deletes the staged files of both and commits neither;
-// only a failure of the second snapshot commit itself (a conflict, say)
-// leaves the first output committed. CommitStaged is the same order for
+// of a split pair deletes the staged files of both and commits neither.
+// The snapshots of a split pair then land together: in one Postgres
+// transaction with the ledger on facade.PostgresCatalog, in one catalog
+// request on a catalog with multi-table transactions (a REST catalog:
+// facade's SupportsAtomicCommit and CommitAll); only on other catalogs
+// (iceberg-go's SQL catalog) can a failure of the second snapshot commit
+// (a conflict, say) leave the first output committed. CommitStaged is the same order for
 // writers composing facade and ledger themselves. Any failure aborts the
 // intents whose writes did not land; an unknown commit outcome leaves the
 // intent open, and the next write of the dataset reconciles it. Row counts

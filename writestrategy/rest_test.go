@@ -2,6 +2,7 @@ package writestrategy_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -142,4 +143,108 @@ func TestDispatchRESTFaults(t *testing.T) {
 	tbl, err := ff.LoadTable(ctx, "out")
 	require.NoError(t, err)
 	require.Len(t, tbl.Metadata().Snapshots(), n)
+}
+
+// TestDispatchRESTSplitAtomic: on a REST catalog with multi-table
+// transactions, both outputs of a split land in one catalog request or
+// neither does, whatever fails at the commit.
+func TestDispatchRESTSplitAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := restcatalog.Start(t, restcatalog.Config{
+		Warehouse: "file://" + filepath.ToSlash(t.TempDir()), Prefix: "wh",
+		Clients: map[string]string{"writer": "secret"},
+	})
+	cat, err := facade.OpenRESTCatalog(ctx, "lake", srv.URL(), rest.WithCredential("writer:secret"))
+	require.NoError(t, err)
+	t.Cleanup(func() { cat.Close() })
+	f, err := facade.New(cat, &facade.Config{RetryMinWait: time.Millisecond, RetryMaxWait: 10 * time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, f.SupportsAtomicCommit())
+	w := newWorld(t, f)
+	seedWorld(t, w, 100)
+	ensureOutputs(t, w.pool, "big", "small")
+	w.iceberg("big", "small")
+	split := writestrategy.Split{Source: "orders", Predicate: "amount > $1", Args: []any{50}, Matched: "big", Unmatched: "small"}
+
+	snapshots := func(id string) int {
+		tbl, err := f.LoadTable(ctx, id)
+		if errors.Is(err, facade.ErrDatasetNotFound) {
+			return 0
+		}
+		require.NoError(t, err)
+		return len(tbl.Metadata().Snapshots())
+	}
+	lastTxn := func(id string) ledger.Txn {
+		var txn string
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT id::text FROM lakewrite.pipeline_build_transactions WHERE dataset_id = $1 ORDER BY created_at DESC LIMIT 1`, id).Scan(&txn))
+		got, err := w.ledger.Get(ctx, txn)
+		require.NoError(t, err)
+		return got
+	}
+	// agree checks that both tables hold n snapshots and the ledger's last
+	// intent of each is committed with the table's head.
+	agree := func(n int) {
+		t.Helper()
+		for _, id := range []string{"big", "small"} {
+			require.Equal(t, n, snapshots(id), id)
+			tbl, err := f.LoadTable(ctx, id)
+			require.NoError(t, err)
+			txn := lastTxn(id)
+			require.Equal(t, ledger.StatusCommitted, txn.Status, id)
+			require.Equal(t, tbl.CurrentSnapshot().SnapshotID, txn.SnapshotID, id)
+		}
+		// The checksum is a sum over rows: the two outputs add up to the source.
+		b, sm := w.checksum("big"), w.checksum("small")
+		require.Equal(t, w.checksum("orders"), facade.Checksum{Rows: b.Rows + sm.Rows, Sum: b.Sum + sm.Sum, Sum2: b.Sum2 + sm.Sum2})
+	}
+
+	// The first write creates both tables (each its own request), then
+	// commits both snapshots in one transaction.
+	res := w.mustWrite(split)
+	require.Len(t, res, 2)
+	require.Equal(t, 1, srv.Count(restcatalog.OpCommitTransaction))
+	agree(1)
+	tables := srv.Count(restcatalog.OpCommitTable)
+
+	// Conflicts: retried as one.
+	srv.Inject(restcatalog.Fault{Op: restcatalog.OpCommitTransaction, Status: http.StatusConflict, Times: 2})
+	w.mustWrite(split)
+	agree(2)
+
+	// Applied, then a 503 or a dropped connection: reconciled, both
+	// committed, one snapshot each.
+	for _, fault := range []restcatalog.Fault{{Status: http.StatusServiceUnavailable, After: true}, {Drop: true, After: true}} {
+		fault.Op = restcatalog.OpCommitTransaction
+		srv.Inject(fault)
+		w.mustWrite(split)
+	}
+	agree(4)
+
+	// Refused before applying: neither table moves; both intents stay open
+	// (the outcome is unknown to the writer) and Recover aborts both.
+	srv.Inject(restcatalog.Fault{Op: restcatalog.OpCommitTransaction, Status: http.StatusInternalServerError})
+	_, err = w.write(split)
+	require.ErrorIs(t, err, ledger.ErrOutcomeUnknown)
+	for _, id := range []string{"big", "small"} {
+		require.Equal(t, 4, snapshots(id))
+		require.Equal(t, ledger.StatusOpen, lastTxn(id).Status)
+		rep, err := w.ledger.Recover(ctx, id, time.Nanosecond, w.d.Lookup)
+		require.NoError(t, err)
+		require.Len(t, rep.Aborted, 1)
+	}
+
+	// Conflicts past the retry budget: nothing lands, both intents aborted.
+	srv.Inject(restcatalog.Fault{Op: restcatalog.OpCommitTransaction, Status: http.StatusConflict, Times: 100})
+	_, err = w.write(split)
+	require.ErrorIs(t, err, facade.ErrCommitConflict)
+	srv.ClearFaults(restcatalog.OpCommitTransaction, "")
+	for _, id := range []string{"big", "small"} {
+		require.Equal(t, 4, snapshots(id))
+		require.Equal(t, ledger.StatusAborted, lastTxn(id).Status)
+	}
+
+	w.mustWrite(split)
+	agree(5)
+	require.Equal(t, tables, srv.Count(restcatalog.OpCommitTable), "every later pair went through one transaction")
 }
