@@ -245,8 +245,10 @@ func TestContractPostgresCatalog(t *testing.T) {
 		require.NoError(t, err)
 		fc := &faultCatalog{Catalog: pg, kind: map[string]error{}, n: map[string]int{}, land: map[string]bool{}}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		f, err := facade.New(fc, &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6})
+		pols := &contract.Policies{}
+		f, err := facade.New(fc, &facade.Config{Allocator: mem, RetryMinWait: time.Millisecond, RetryMaxWait: 20 * time.Millisecond, CommitRetries: 6,
+			SchemaPolicyFor: pols.For})
 		require.NoError(t, err)
-		return &contract.Env{LH: f, Mem: mem, FailCommits: func(id string, kind error, n int) { fc.fail(id, kind, n, false) }}
+		return &contract.Env{LH: f, Mem: mem, Policies: pols, FailCommits: func(id string, kind error, n int) { fc.fail(id, kind, n, false) }}
 	})
 }

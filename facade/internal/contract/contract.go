@@ -71,6 +71,9 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
+			if e.Policies == nil {
+				t.Fatal("contract: Env.Policies is nil: wire a *contract.Policies into the lakehouse's per-dataset schema policy (Config.SchemaPolicyFor: pols.For)")
+			}
 			defer func() {
 				if e.Cleanup != nil {
 					e.Cleanup()
