@@ -244,7 +244,7 @@
 // is a *CatalogAuthError (ErrCatalogAuth): the catalog refused the request
 // before acting on it, so nothing was committed and a refused commit
 // deletes its staged files. With a catalog that commits several tables
-// atomically (SupportsAtomicCommit: iceberg-go's REST catalog), CommitAll
+// atomically (SupportsAtomicCommit: iceberg-go's REST catalog, PostgresCatalog), CommitAll
 // commits the staged writes of several datasets, e.g. a split pair, in one
 // transaction. Not exercised here: a real REST service (Lakekeeper,
 // Polaris), vended storage credentials, SigV4, and real S3 or R2.

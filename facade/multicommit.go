@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 
 // SupportsAtomicCommit reports whether the facade's catalog commits several
 // tables in one atomic request (iceberg-go's catalog.TransactionalCatalog:
-// the REST catalog's POST /v1/{prefix}/transactions/commit), so that
+// the REST catalog's POST /v1/{prefix}/transactions/commit, or one
+// Postgres transaction on PostgresCatalog), so that
 // CommitAll is available.
 func (f *Facade) SupportsAtomicCommit() bool {
 	_, ok := f.cat.(catalog.TransactionalCatalog)
@@ -44,6 +46,14 @@ func (f *Facade) CommitAll(ctx context.Context, staged ...Staged) ([]CommitResul
 	tc, ok := f.cat.(catalog.TransactionalCatalog)
 	if !ok {
 		return nil, fmt.Errorf("%w: catalog %T has no multi-table commits", ErrInvalidRequest, f.cat)
+	}
+	// A staged write that can also commit into a transaction (on a
+	// PostgresCatalog) is committed here as a plain one.
+	staged = slices.Clone(staged)
+	for i, st := range staged {
+		if ts, ok := st.(*icebergTxStaged); ok {
+			staged[i] = ts.icebergStaged
+		}
 	}
 	results := make([]CommitResult, len(staged))
 	var writes []*icebergStaged

@@ -367,6 +367,27 @@ func (c *PostgresCatalog) CommitTable(ctx context.Context, ident table.Identifie
 	return meta, loc, nil
 }
 
+// CommitTransaction commits changes to several tables in one Postgres
+// transaction (catalog.TransactionalCatalog): every table's requirements
+// are checked and every pointer swapped, or nothing is. With it a Facade on
+// this catalog reports SupportsAtomicCommit and CommitAll works.
+func (c *PostgresCatalog) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
+	tx, err := c.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("facade: catalog commit transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
+	for _, tc := range commits {
+		if _, _, err := c.CommitTableTx(ctx, tx, tc.Identifier, tc.Requirements, tc.Updates); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("facade: catalog commit transaction: %w", err)
+	}
+	return nil
+}
+
 // CommitTableTx applies updates to the table after checking reqs, inside
 // tx (see TxCatalog). It locks the table's row until tx ends, checks the
 // requirements against the metadata the row points to, writes the new

@@ -252,3 +252,66 @@ func TestContractPostgresCatalog(t *testing.T) {
 		return &contract.Env{LH: f, Mem: mem, Policies: pols, FailCommits: func(id string, kind error, n int) { fc.fail(id, kind, n, false) }}
 	})
 }
+
+// Multi-table transactions: both tables' changes land in one Postgres
+// transaction, or, when one table's requirements fail, neither does; a
+// facade on the catalog then commits staged writes of several datasets
+// together (CommitAll).
+func TestPostgresCatalogCommitTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPGCatalogEnv(t, false)
+	defer e.mem.AssertSize(t, 0)
+	require.True(t, e.viaPG.SupportsAtomicCommit())
+	e.write(t, e.viaPG, "a", facade.Replace, 0, 10)
+	e.write(t, e.viaPG, "b", facade.Replace, 0, 10)
+	load := func(id string) *table.Table {
+		ident, err := e.viaPG.TableIdentifier(id)
+		require.NoError(t, err)
+		tbl, err := e.pg.LoadTable(ctx, ident)
+		require.NoError(t, err)
+		return tbl
+	}
+	commit := func(tbl *table.Table, k string) table.TableCommit {
+		txn := tbl.NewTransaction()
+		require.NoError(t, txn.SetProperties(iceberg.Properties{k: "v"}))
+		tc, err := txn.TableCommit()
+		require.NoError(t, err)
+		return tc
+	}
+
+	a, b := load("a"), load("b")
+	require.NoError(t, e.pg.CommitTransaction(ctx, []table.TableCommit{commit(a, "k1"), commit(b, "k1")}))
+	a2, b2 := load("a"), load("b")
+	require.Equal(t, "v", a2.Properties()["k1"])
+	require.Equal(t, "v", b2.Properties()["k1"])
+
+	// b moves under a stale commit: the transaction fails and a stays.
+	e.write(t, e.viaPG, "b", facade.Append, 10, 5)
+	err := e.pg.CommitTransaction(ctx, []table.TableCommit{commit(a2, "k2"), commit(b2, "k2")})
+	require.Error(t, err)
+	require.Equal(t, a2.MetadataLocation(), load("a").MetadataLocation())
+	require.NotContains(t, load("a").Properties(), "k2")
+
+	// CommitAll: staged writes of two datasets land together.
+	sc := contract.Schema()
+	var staged []facade.Staged
+	for _, id := range []string{"a", "b"} {
+		bs := contract.Batches(e.mem, sc, 100, 7, 100, 7)
+		st, err := e.viaPG.Stage(ctx, facade.Target{DatasetID: id, WriterID: "w"},
+			facade.WriteRequest{Mode: facade.Append, Schema: sc, Rows: contract.Seq(bs)})
+		for _, x := range bs {
+			x.Release()
+		}
+		require.NoError(t, err)
+		staged = append(staged, st)
+	}
+	res, err := e.viaPG.CommitAll(ctx, staged...)
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	require.Equal(t, res[0].SnapshotID, load("a").CurrentSnapshot().SnapshotID)
+	require.Equal(t, res[1].SnapshotID, load("b").CurrentSnapshot().SnapshotID)
+	ident, err := e.viaPG.TableIdentifier("a")
+	require.NoError(t, err)
+	require.EqualValues(t, 17, scanRows(t, e.pg, ident))
+}
