@@ -150,6 +150,9 @@ type phaseResult struct {
 	// Stages is the client CPU by stage (decode, stamp/hash, encode, ...)
 	// from an in-process CPU profile of the phase; empty with -cpuprofile.
 	Stages []stageCPU `json:"cpu_by_stage,omitempty"`
+	// Columns is the compressed bytes per column of what the phase wrote
+	// (e2e and naive: the Iceberg column sizes of the snapshot's files).
+	Columns []columnBytes `json:"bytes_by_column,omitempty"`
 }
 
 // e2eResult identifies what the end-to-end phase committed.
@@ -310,6 +313,21 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		}
 		if pr.Rows != cfg.Rows {
 			return nil, fmt.Errorf("phase %s: %d rows, want %d", name, pr.Rows, cfg.Rows)
+		}
+		var ident table.Identifier
+		switch name {
+		case phaseE2E:
+			ident, err = b.env.Facade.TableIdentifier(datasetID)
+		case phaseNaive:
+			ident = table.Identifier{"lakewrite", naiveTable}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ident != nil {
+			if pr.Columns, err = tableColumnBytes(ctx, b.env.Catalog, ident); err != nil {
+				return nil, fmt.Errorf("phase %s: column sizes: %w", name, err)
+			}
 		}
 		rep.Phases = append(rep.Phases, pr)
 		b.logf("phase %s: %.0f rows/s", name, pr.RowsPerSec)

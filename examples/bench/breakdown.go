@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
 )
 
 // The per-stage CPU breakdown of a phase comes from an in-process CPU
@@ -318,4 +322,50 @@ func uvarint(b []byte) (uint64, int) {
 		s += 7
 	}
 	return 0, 0
+}
+
+// columnBytes is the compressed size of one column in a phase's output
+// (the Iceberg column_sizes of its data files: chunks, pages and headers).
+type columnBytes struct {
+	Column string `json:"column"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// tableColumnBytes sums the column sizes of the current snapshot's data
+// files of ident, in schema order.
+func tableColumnBytes(ctx context.Context, cat catalog.Catalog, ident table.Identifier) ([]columnBytes, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return nil, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[int]int64{}
+	for _, m := range manifests {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return nil, err
+			}
+			for id, n := range e.DataFile().ColumnSizes() {
+				sizes[id] += n
+			}
+		}
+	}
+	var out []columnBytes
+	for _, f := range tbl.Schema().Fields() {
+		if n, ok := sizes[f.ID]; ok {
+			out = append(out, columnBytes{Column: f.Name, Bytes: n})
+		}
+	}
+	return out, nil
 }

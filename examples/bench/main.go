@@ -155,6 +155,7 @@ func printTable(w io.Writer, r *report) {
 			fmt.Sprintf("%.2fs", p.ClientCPU), srv)
 	}
 	printStages(w, r.Phases)
+	printColumns(w, r.Phases)
 	if r.CopyBaseline > 0 {
 		fmt.Fprintf(w, "\nCOPY baseline (all COPY phases): %.0f rows/s\n", r.CopyBaseline)
 	}
@@ -226,6 +227,20 @@ func printStages(w io.Writer, phases []phaseResult) {
 		}
 		if any {
 			fmt.Fprintln(w, row)
+		}
+	}
+}
+
+// printColumns prints the compressed bytes per column of the phases that
+// report them.
+func printColumns(w io.Writer, phases []phaseResult) {
+	for _, p := range phases {
+		if len(p.Columns) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: bytes by column (compressed)\n", p.Phase)
+		for _, c := range p.Columns {
+			fmt.Fprintf(w, "  %-16s %10s\n", c.Column, mib(c.Bytes))
 		}
 	}
 }
