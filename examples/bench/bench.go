@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -72,20 +74,30 @@ type config struct {
 	// (write.parquet.compression-level) and of the plain Parquet writer;
 	// 0 = the codec's default.
 	CompressionLevel int
-	Reseed           bool // seed even when a table of the right size exists
-	CPUProfile       string
-	MemProfile       string
-	Log              io.Writer // progress lines; nil = discard
+	// TableProps are extra table properties of the e2e output table
+	// (facade.Config.TableProperties), e.g. write.parquet.page-size-bytes.
+	TableProps map[string]string
+	Reseed     bool // seed even when a table of the right size exists
+	CPUProfile string
+	MemProfile string
+	Log        io.Writer // progress lines; nil = discard
 }
 
 func (c *config) phases() ([]string, error) {
 	switch c.Only {
 	case "", "all":
 		return []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive, phaseCopy2}, nil
-	case phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive:
-		return []string{c.Only}, nil
 	}
-	return nil, fmt.Errorf("-only %q: want copy, cursor, e2e, parquet, naive or all", c.Only)
+	var out []string
+	for p := range strings.SplitSeq(c.Only, ",") {
+		switch p {
+		case phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive:
+			out = append(out, p)
+		default:
+			return nil, fmt.Errorf("-only %q: want copy, cursor, e2e, parquet, naive (comma-separated) or all", c.Only)
+		}
+	}
+	return out, nil
 }
 
 // tuning describes the tuning flags (defaults spelled out).
@@ -100,9 +112,13 @@ func (c *config) tuning() string {
 	if comp == "" {
 		comp = "zstd"
 	}
-	return fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s write-workers=%s compression=%s level=%s",
+	out := fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s write-workers=%s compression=%s level=%s",
 		def(c.Batch, "default"), def(c.RowGroupRows, "default"), def(c.WriteQueue, "default"), def(c.WriteWorkers, "default"),
 		comp, def(c.CompressionLevel, "default"))
+	for _, k := range slices.Sorted(maps.Keys(c.TableProps)) {
+		out += " " + k + "=" + c.TableProps[k]
+	}
+	return out
 }
 
 // phaseResult is one measured phase.
@@ -131,6 +147,12 @@ type phaseResult struct {
 	// these are steadier than rows/s.
 	ClientCPU float64 `json:"client_cpu_seconds"`
 	ServerCPU float64 `json:"server_cpu_seconds,omitempty"`
+	// Stages is the client CPU by stage (decode, stamp/hash, encode, ...)
+	// from an in-process CPU profile of the phase; empty with -cpuprofile.
+	Stages []stageCPU `json:"cpu_by_stage,omitempty"`
+	// Columns is the compressed bytes per column of what the phase wrote
+	// (e2e and naive: the Iceberg column sizes of the snapshot's files).
+	Columns []columnBytes `json:"bytes_by_column,omitempty"`
 }
 
 // e2eResult identifies what the end-to-end phase committed.
@@ -221,8 +243,10 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		WriteWorkers: cfg.WriteWorkers,
 		Compression:  cfg.Compression,
 	}
+	fc.TableProperties = iceberg.Properties{}
+	maps.Copy(fc.TableProperties, cfg.TableProps)
 	if cfg.CompressionLevel != 0 {
-		fc.TableProperties = iceberg.Properties{table.ParquetCompressionLevelKey: strconv.Itoa(cfg.CompressionLevel)}
+		fc.TableProperties[table.ParquetCompressionLevelKey] = strconv.Itoa(cfg.CompressionLevel)
 	}
 	b.env, err = embedded.Start(ctx, embedded.Options{
 		DatabaseURL: cfg.DatabaseURL,
@@ -290,6 +314,21 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		if pr.Rows != cfg.Rows {
 			return nil, fmt.Errorf("phase %s: %d rows, want %d", name, pr.Rows, cfg.Rows)
 		}
+		var ident table.Identifier
+		switch name {
+		case phaseE2E:
+			ident, err = b.env.Facade.TableIdentifier(datasetID)
+		case phaseNaive:
+			ident = table.Identifier{"lakewrite", naiveTable}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ident != nil {
+			if pr.Columns, err = tableColumnBytes(ctx, b.env.Catalog, ident); err != nil {
+				return nil, fmt.Errorf("phase %s: column sizes: %w", name, err)
+			}
+		}
 		rep.Phases = append(rep.Phases, pr)
 		b.logf("phase %s: %.0f rows/s", name, pr.RowsPerSec)
 	}
@@ -348,19 +387,29 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 	}
 	srv0 := b.serverCPU(ctx)
 	hs := startHeapSampler(10 * time.Millisecond)
+	var sp stageProfile
+	if b.cfg.CPUProfile == "" && name != phaseCopy && name != phaseCopy2 {
+		if err := sp.start(); err != nil {
+			return phaseResult{}, fmt.Errorf("stage profile: %w", err)
+		}
+	}
 	cpu0 := processCPU()
 	start := time.Now()
 	rows, out, err := fn(ctx)
 	secs := time.Since(start).Seconds()
 	cpu := processCPU() - cpu0
 	heap := hs.stop()
+	stages, perr := sp.stop()
 	if err != nil {
 		return phaseResult{}, err
+	}
+	if perr != nil {
+		return phaseResult{}, fmt.Errorf("stage profile: %w", perr)
 	}
 	pr := phaseResult{
 		Phase: name, Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs,
 		PeakRSS: procStatusKB("VmHWM"), PeakRSSScope: scope, PeakHeap: heap, OutBytes: out,
-		ClientCPU: cpu.Seconds(),
+		ClientCPU: cpu.Seconds(), Stages: stages,
 	}
 	if srv0 != nil {
 		if srv1 := b.serverCPU(ctx); srv1 != nil {

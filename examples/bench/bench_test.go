@@ -43,6 +43,19 @@ func TestRun(t *testing.T) {
 		assert.Positive(t, p.PeakRSS, p.Phase)
 	}
 	assert.Equal(t, []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive, phaseCopy2}, names)
+	// bytes by column: the e2e output has the business and identity
+	// columns, the naive one the business columns
+	colNames := func(p *phaseResult) []string {
+		var out []string
+		for _, c := range p.Columns {
+			assert.Positive(t, c.Bytes, c.Column)
+			out = append(out, c.Column)
+		}
+		return out
+	}
+	business := []string{"id", "name", "amount", "ts", "flag", "attrs", "category"}
+	assert.Equal(t, append(business, "__row_index", "__row_id", "__created_at"), colNames(rep.phase(phaseE2E)))
+	assert.Equal(t, business, colNames(rep.phase(phaseNaive)))
 	require.NotNil(t, rep.Seed, "a fresh database is seeded")
 	require.NotNil(t, rep.E2E)
 	assert.Equal(t, int64(rows), rep.E2E.Rows)

@@ -50,12 +50,23 @@ func mainCode() int {
 		"Postgres URL (default $DATABASE_URL); empty starts a throwaway cluster from the system binaries")
 	flag.StringVar(&cfg.Warehouse, "warehouse", "", "Iceberg warehouse directory (default: a temporary directory, removed)")
 	flag.IntVar(&cfg.Batch, "batch", 0, "cursor batch size in rows (0: cursor default)")
-	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet, naive or all")
+	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet, naive (comma-separated, in that order) or all")
 	flag.IntVar(&cfg.RowGroupRows, "row-group-rows", 0, "Parquet row group rows (0: facade default)")
 	flag.IntVar(&cfg.WriteQueue, "write-queue", 0, "batches queued ahead of the Parquet writer (0: facade default)")
 	flag.IntVar(&cfg.WriteWorkers, "write-workers", 0, "data files encoded in parallel by the e2e write (0: facade default)")
 	flag.StringVar(&cfg.Compression, "compression", "zstd", "Parquet codec: zstd, snappy or uncompressed")
 	flag.IntVar(&cfg.CompressionLevel, "compression-level", 0, "codec level (0: codec default; zstd 1 = fastest)")
+	flag.Func("table-prop", "extra table property of the e2e output table, key=value (repeatable)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", v)
+		}
+		if cfg.TableProps == nil {
+			cfg.TableProps = map[string]string{}
+		}
+		cfg.TableProps[k] = val
+		return nil
+	})
 	flag.BoolVar(&cfg.Reseed, "reseed", false, "seed even when a source table of the right size exists")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation profile at the end to this file")
@@ -143,6 +154,8 @@ func printTable(w io.Writer, r *report) {
 			p.Phase, p.Rows, p.Seconds, p.RowsPerSec, ratio, rss, mib(int64(p.PeakHeap)), out,
 			fmt.Sprintf("%.2fs", p.ClientCPU), srv)
 	}
+	printStages(w, r.Phases)
+	printColumns(w, r.Phases)
 	if r.CopyBaseline > 0 {
 		fmt.Fprintf(w, "\nCOPY baseline (all COPY phases): %.0f rows/s\n", r.CopyBaseline)
 	}
@@ -171,4 +184,63 @@ func metStr(ok bool) string {
 		return "met"
 	}
 	return "MISSED"
+}
+
+// printStages prints the client CPU by stage of the phases that have one,
+// one column per phase.
+func printStages(w io.Writer, phases []phaseResult) {
+	var cols []phaseResult
+	for _, p := range phases {
+		if len(p.Stages) > 0 {
+			cols = append(cols, p)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nclient CPU by stage, seconds (in-process CPU profile of each phase)\n%-16s", "stage")
+	for _, p := range cols {
+		fmt.Fprintf(w, " %10s", p.Phase)
+	}
+	fmt.Fprintln(w)
+	names := []string{}
+	for _, s := range stages {
+		names = append(names, s.Name)
+	}
+	names = append(names, "other", "total")
+	for _, n := range names {
+		row := fmt.Sprintf("%-16s", n)
+		any := false
+		for _, p := range cols {
+			var v float64
+			for _, s := range p.Stages {
+				if s.Stage == n || n == "total" {
+					v += s.Seconds
+				}
+			}
+			if v > 0 {
+				any = true
+				row += fmt.Sprintf(" %10.2f", v)
+			} else {
+				row += fmt.Sprintf(" %10s", "-")
+			}
+		}
+		if any {
+			fmt.Fprintln(w, row)
+		}
+	}
+}
+
+// printColumns prints the compressed bytes per column of the phases that
+// report them.
+func printColumns(w io.Writer, phases []phaseResult) {
+	for _, p := range phases {
+		if len(p.Columns) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: bytes by column (compressed)\n", p.Phase)
+		for _, c := range p.Columns {
+			fmt.Fprintf(w, "  %-16s %10s\n", c.Column, mib(c.Bytes))
+		}
+	}
 }

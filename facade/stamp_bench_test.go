@@ -1,0 +1,59 @@
+package facade
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// BenchmarkStamp measures the stamper alone (row hashes, checksum, the
+// three identity columns) on 16,384-row batches of the examples/bench shape:
+// id bigint, name text, amount numeric(12,2), ts timestamptz, flag bool,
+// attrs jsonb (~60 B), category text.
+func BenchmarkStamp(b *testing.B) {
+	const n = 16384
+	mem := memory.DefaultAllocator
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		{Name: "attrs", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "category", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	out := arrow.NewSchema(append(in.Fields(),
+		arrow.Field{Name: ColRowIndex, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: ColRowID, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: ColCreatedAt, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+	), nil)
+	rb := array.NewRecordBuilder(mem, in)
+	defer rb.Release()
+	cats := []string{"red", "green", "blue", "black"}
+	for i := range n {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		rb.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("name-%d", i))
+		rb.Field(2).(*array.Decimal128Builder).Append(decimal128.FromI64(int64(i % 100000)))
+		rb.Field(3).(*array.TimestampBuilder).Append(arrow.Timestamp(1_700_000_000_000_000 + int64(i)*1_000_000))
+		rb.Field(4).(*array.BooleanBuilder).Append(i%3 == 0)
+		rb.Field(5).(*array.StringBuilder).Append(fmt.Sprintf(`{"k": %d, "v": %d, "tag": "abcdefghij", "note": "xyzxyzxyz"}`, i, i%7))
+		rb.Field(6).(*array.StringBuilder).Append(cats[i%4])
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	st := newStamper(mem, "bench", in, out, nil, -1, -1, 0, 1_700_000_000_000_000, 0)
+	b.SetBytes(n) // MB/s reads as million rows per second
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		o, err := st.stamp(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o.Release()
+	}
+}
