@@ -115,7 +115,9 @@ type compactFile struct {
 func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptions) (*table.Table, compactReport, error) {
 	opt = f.compactDefaults(opt)
 	snap := tbl.CurrentSnapshot()
-	if snap == nil {
+	if snap == nil || !tbl.Spec().IsUnpartitioned() {
+		// a partitioned table is not compacted (yet): merging must stay
+		// within one partition
 		return tbl, compactReport{}, nil
 	}
 	dataset := datasetOf(tbl)

@@ -80,6 +80,11 @@ type Config struct {
 	// SchemaPolicyFor, when set, returns the policy of one dataset; ok=false
 	// means SchemaPolicy applies. It is called for each write.
 	SchemaPolicyFor func(datasetID string) (policy SchemaPolicy, ok bool)
+	// PartitionFor, when set, returns the partitioning of one dataset's
+	// table; ok=false means unpartitioned. It is applied when the facade
+	// creates the table (see Partitioning); a partitioned write requires
+	// its rows clustered by partition.
+	PartitionFor func(datasetID string) (p Partitioning, ok bool)
 }
 
 // schemaPolicy returns the schema policy of a dataset.
