@@ -37,8 +37,21 @@
 // ErrCommitStateUnknown, never retried.
 //
 // The first write of a dataset creates its table (format v2, zstd,
-// unpartitioned) from the Arrow schema plus the identity columns; a failed
-// first write may leave that empty table behind (no snapshot, no rows).
+// unpartitioned unless Config.PartitionFor declares a Partitioning) from
+// the Arrow schema plus the identity columns; a failed first write may
+// leave that empty table behind (no snapshot, no rows).
+//
+// A partitioned table (identity, year, month, day, hour, bucket[N] or
+// truncate[W] fields, optionally a declared sort order) is written in
+// bounded memory: the rows must arrive clustered by partition (order the
+// query by the partition's source columns), one data file is open at a
+// time and rolls when the partition changes, and each file records its
+// partition tuple. A row returning to a partition that already ended fails
+// the write with ErrPartitionOrder, nothing committed. The identity columns
+// and the checksum do not depend on the layout. The declaration applies at
+// creation only (an existing table keeps its spec), the sort order is
+// recorded but not enforced, and Maintain does not compact partitioned
+// tables.
 // Arrow types map to Iceberg types (bool, int8/16/32 -> int, int64 -> long,
 // float32/64, decimal128(p,s) -> decimal(p,s), string, binary,
 // fixed_size_binary, date32, timestamp[us] -> timestamp, timestamp[us, any

@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -472,4 +474,93 @@ func bucketValue(a arrow.Array, i int) (any, error) {
 		return a.Value(i), nil
 	}
 	return nil, fmt.Errorf("bucket of %s", a.DataType())
+}
+
+// OrderKey is one key of the order a write's rows should arrive in.
+type OrderKey struct {
+	Column     string
+	Descending bool
+	NullsFirst bool
+}
+
+// WriteOrder returns the order in which a write's rows must arrive to be
+// clustered by partition, then sorted by the table's sort order: the
+// source column of each partition field (ascending: year, month, day, hour,
+// truncate and identity preserve the order of their source), followed by
+// the sort order's keys. The layout is the table's when it exists, else
+// the dataset's declaration (Config.PartitionFor). It is empty for an
+// unpartitioned, unsorted dataset. Identity columns are left out (the
+// facade stamps them; __created_at is one value per write), and so are
+// sort keys with a bucket transform. A bucket partition field cannot be
+// produced by ordering its source: the error wraps ErrInvalidRequest.
+func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, error) {
+	ident, err := f.s.Naming(datasetID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		spec  iceberg.PartitionSpec
+		order table.SortOrder
+		sc    *iceberg.Schema
+	)
+	tbl, err := f.cat.LoadTable(ctx, ident)
+	switch {
+	case err == nil:
+		spec, order, sc = tbl.Spec(), tbl.SortOrder(), tbl.Schema()
+	case errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace):
+		p, ok := f.partitioning(datasetID)
+		if !ok {
+			return nil, nil
+		}
+		var keys []OrderKey
+		for _, pf := range p.Fields {
+			t, err := parseTransform(pf.Transform)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := t.(iceberg.BucketTransform); ok {
+				return nil, bucketOrderError(datasetID, pf.Column)
+			}
+			if !isIdentity(pf.Column) {
+				keys = append(keys, OrderKey{Column: pf.Column})
+			}
+		}
+		for _, sf := range p.SortOrder {
+			t, err := parseTransform(sf.Transform)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := t.(iceberg.BucketTransform); !ok && !isIdentity(sf.Column) {
+				keys = append(keys, OrderKey{Column: sf.Column, Descending: sf.Descending, NullsFirst: sf.NullsFirst})
+			}
+		}
+		return keys, nil
+	default:
+		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
+	}
+	var keys []OrderKey
+	for _, pf := range spec.Fields() {
+		name, ok := sc.FindColumnName(pf.SourceID())
+		if !ok {
+			return nil, fmt.Errorf("facade: dataset %q: partition field %s: source column %d not in the table schema", datasetID, pf.Name, pf.SourceID())
+		}
+		if _, ok := pf.Transform.(iceberg.BucketTransform); ok {
+			return nil, bucketOrderError(datasetID, name)
+		}
+		if !isIdentity(name) {
+			keys = append(keys, OrderKey{Column: name})
+		}
+	}
+	for _, sf := range order.Fields() {
+		name, ok := sc.FindColumnName(sf.SourceID())
+		if _, bucket := sf.Transform.(iceberg.BucketTransform); !ok || bucket || isIdentity(name) {
+			continue
+		}
+		keys = append(keys, OrderKey{Column: name, Descending: sf.Direction == table.SortDESC, NullsFirst: sf.NullOrder == table.NullsFirst})
+	}
+	return keys, nil
+}
+
+func bucketOrderError(datasetID, column string) error {
+	return fmt.Errorf("%w: dataset %q: a bucket partition of %q cannot be produced by ordering rows; the stream must be clustered by bucket", ErrInvalidRequest, datasetID, column)
 }
