@@ -48,10 +48,12 @@
 // time and rolls when the partition changes, and each file records its
 // partition tuple. A row returning to a partition that already ended fails
 // the write with ErrPartitionOrder, nothing committed. The identity columns
-// and the checksum do not depend on the layout. The declaration applies at
-// creation only (an existing table keeps its spec), the sort order is
-// recorded but not enforced, and Maintain does not compact partitioned
-// tables.
+// and the checksum do not depend on the layout. A changed declaration evolves
+// the spec and sort order in the next write's snapshot (files already
+// written keep their spec). The facade does not sort: the declared sort
+// order is recorded, and WriteOrder gives the query order (partition keys,
+// then sort keys) the Dispatcher streams by. Maintain does not compact
+// partitioned tables.
 // Arrow types map to Iceberg types (bool, int8/16/32 -> int, int64 -> long,
 // float32/64, decimal128(p,s) -> decimal(p,s), string, binary,
 // fixed_size_binary, date32, timestamp[us] -> timestamp, timestamp[us, any

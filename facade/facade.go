@@ -149,6 +149,9 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			}
 		}
 	}
+	if err := f.evolveLayout(txn, target.DatasetID); err != nil {
+		return nil, err
+	}
 	stagedTbl, err := txn.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("facade: stage schema: %w", err)
@@ -766,6 +769,12 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 		return nil, err
 	}
 	s.change, s.fromSchema = change, tbl.Schema().ID
+	if err := s.f.evolveLayout(txn, s.target.DatasetID); err != nil {
+		return nil, err
+	}
+	if err := sameSpec(txn, s.files); err != nil {
+		return nil, err
+	}
 	summary := maps.Clone(s.props)
 	delete(summary, SummarySchemaChange)
 	if !change.Empty() {

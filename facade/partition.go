@@ -24,9 +24,11 @@ import (
 var ErrPartitionOrder = errors.New("facade: rows not clustered by partition")
 
 // Partitioning declares the layout of a dataset's table: its partition
-// fields and, optionally, its sort order. It is applied when the facade
-// creates the table (see Config.PartitionFor); an existing table keeps
-// the layout it was created with.
+// fields and, optionally, its sort order (see Config.PartitionFor). It is
+// applied when the facade creates the table; when it changes, the next
+// write evolves the table's spec and sort order in its own snapshot (the
+// files already written keep their spec). A dataset no longer declared
+// keeps its table's layout.
 //
 // A write to a partitioned table keeps one data file open at a time: the
 // rows must arrive clustered by partition (every row of a partition
@@ -484,35 +486,23 @@ type OrderKey struct {
 }
 
 // WriteOrder returns the order in which a write's rows must arrive to be
-// clustered by partition, then sorted by the table's sort order: the
-// source column of each partition field (ascending: year, month, day, hour,
-// truncate and identity preserve the order of their source), followed by
-// the sort order's keys. The layout is the table's when it exists, else
-// the dataset's declaration (Config.PartitionFor). It is empty for an
-// unpartitioned, unsorted dataset. Identity columns are left out (the
-// facade stamps them; __created_at is one value per write), and so are
-// sort keys with a bucket transform. A bucket partition field cannot be
-// produced by ordering its source: the error wraps ErrInvalidRequest.
+// clustered by partition, then sorted by the sort order: the source column
+// of each partition field (ascending: year, month, day, hour, truncate and
+// identity preserve the order of their source), followed by the sort
+// order's keys. The layout is the dataset's declaration
+// (Config.PartitionFor), which the next write applies, else the table's
+// current one. It is empty for an unpartitioned, unsorted dataset.
+// Identity columns are left out (the facade stamps them; __created_at is
+// one value per write), and so are sort keys with a bucket transform. A
+// bucket partition field cannot be produced by ordering its source: the
+// error wraps ErrInvalidRequest.
 func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, error) {
 	ident, err := f.s.Naming(datasetID)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		spec  iceberg.PartitionSpec
-		order table.SortOrder
-		sc    *iceberg.Schema
-	)
-	tbl, err := f.cat.LoadTable(ctx, ident)
-	switch {
-	case err == nil:
-		spec, order, sc = tbl.Spec(), tbl.SortOrder(), tbl.Schema()
-	case errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace):
-		p, ok := f.partitioning(datasetID)
-		if !ok {
-			return nil, nil
-		}
-		var keys []OrderKey
+	var keys []OrderKey
+	if p, ok := f.partitioning(datasetID); ok {
 		for _, pf := range p.Fields {
 			t, err := parseTransform(pf.Transform)
 			if err != nil {
@@ -535,10 +525,15 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 			}
 		}
 		return keys, nil
-	default:
+	}
+	tbl, err := f.cat.LoadTable(ctx, ident)
+	switch {
+	case errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace):
+		return nil, nil
+	case err != nil:
 		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
 	}
-	var keys []OrderKey
+	spec, order, sc := tbl.Spec(), tbl.SortOrder(), tbl.Schema()
 	for _, pf := range spec.Fields() {
 		name, ok := sc.FindColumnName(pf.SourceID())
 		if !ok {
@@ -563,4 +558,76 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 
 func bucketOrderError(datasetID, column string) error {
 	return fmt.Errorf("%w: dataset %q: a bucket partition of %q cannot be produced by ordering rows; the stream must be clustered by bucket", ErrInvalidRequest, datasetID, column)
+}
+
+// evolveLayout stages in txn the dataset's declared partition spec and
+// sort order where they differ from the table's: partition fields the
+// declaration no longer has are removed, new ones added (a new spec id;
+// the files already written keep theirs). An undeclared dataset keeps its
+// table's layout.
+func (f *Facade) evolveLayout(txn *table.Transaction, datasetID string) error {
+	p, ok := f.partitioning(datasetID)
+	if !ok {
+		return nil
+	}
+	staged, err := txn.StagedTable()
+	if err != nil {
+		return fmt.Errorf("facade: stage layout: %w", err)
+	}
+	sc := staged.Schema()
+	want, order, err := layout(sc, p)
+	if err != nil {
+		return fmt.Errorf("facade: dataset %q: %w", datasetID, err)
+	}
+	cur := staged.Spec()
+	key := func(pf iceberg.PartitionField) string { return fmt.Sprintf("%d/%s", pf.SourceID(), pf.Transform) }
+	wanted, have := map[string]bool{}, map[string]bool{}
+	for _, pf := range want.Fields() {
+		wanted[key(pf)] = true
+	}
+	for _, pf := range cur.Fields() {
+		have[key(pf)] = true
+	}
+	same := len(wanted) == len(have)
+	for k := range wanted {
+		same = same && have[k]
+	}
+	if !same {
+		us := txn.UpdateSpec(true)
+		for _, pf := range cur.Fields() {
+			if !wanted[key(pf)] {
+				us.RemoveField(pf.Name)
+			}
+		}
+		for _, pf := range want.Fields() {
+			if !have[key(pf)] {
+				col, _ := sc.FindColumnName(pf.SourceID())
+				us.AddField(col, pf.Transform, pf.Name)
+			}
+		}
+		if err := us.Commit(); err != nil {
+			return fmt.Errorf("%w: dataset %q: evolve the partition spec: %v", ErrInvalidRequest, datasetID, err)
+		}
+	}
+	if err := txn.ReplaceSortOrder(order); err != nil {
+		return fmt.Errorf("facade: dataset %q: replace the sort order: %w", datasetID, err)
+	}
+	return nil
+}
+
+// sameSpec checks that the staged files were written under the spec the
+// snapshot commits with (a concurrent writer may have changed it).
+func sameSpec(txn *table.Transaction, files []iceberg.DataFile) error {
+	if len(files) == 0 {
+		return nil
+	}
+	staged, err := txn.StagedTable()
+	if err != nil {
+		return fmt.Errorf("facade: stage layout: %w", err)
+	}
+	spec := staged.Spec()
+	if id := spec.ID(); int(files[0].SpecID()) != id {
+		return fmt.Errorf("%w: the table's partition spec changed to %d while the write used %d", ErrCommitConflict, id, files[0].SpecID())
+	}
+	return nil
 }

@@ -339,3 +339,81 @@ func TestPartitionedManyPartitionsBoundedMemory(t *testing.T) {
 	t.Logf("peak Arrow allocation: 50 partitions %d B, 5000 partitions %d B", few, many)
 	require.LessOrEqual(t, many, few+few/2+(1<<20))
 }
+
+// TestPartitionSpecEvolution: a changed declaration evolves the table's
+// spec (and sort order) in the write's own snapshot: an unpartitioned
+// table gets day(ts) on its next append (the old file keeps spec 0), then
+// month(ts) replaces day(ts) on a replace; every snapshot reads back whole.
+func TestPartitionSpecEvolution(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var decl *facade.Partitioning
+	e := newIcebergEnv(t, func(c *facade.Config) {
+		c.PartitionFor = func(string) (facade.Partitioning, bool) {
+			if decl == nil {
+				return facade.Partitioning{}, false
+			}
+			return *decl, true
+		}
+	})
+	target := facade.Target{DatasetID: "evo"}
+	write := func(mode facade.Mode, ids []int64, day func(int64) int64) facade.CommitResult {
+		t.Helper()
+		res, err := e.f.Write(ctx, target, facade.WriteRequest{Mode: mode, Schema: partSchema(), Rows: partRows(e.mem, ids, day, 400)})
+		require.NoError(t, err)
+		return res
+	}
+	specs := func() map[int]int { // spec id -> files
+		t.Helper()
+		tbl, err := e.f.LoadTable(ctx, "evo")
+		require.NoError(t, err)
+		tasks, err := tbl.Scan().PlanFiles(ctx)
+		require.NoError(t, err)
+		out := map[int]int{}
+		for _, task := range tasks {
+			out[int(task.File.SpecID())]++
+		}
+		return out
+	}
+	write(facade.Append, seqIDs(1000), func(int64) int64 { return 0 })
+	require.Equal(t, map[int]int{0: 1}, specs())
+
+	decl = &facade.Partitioning{Fields: []facade.PartitionField{{Column: "ts", Transform: "day"}}}
+	ids := make([]int64, 1000)
+	for i := range ids {
+		ids[i] = int64(1000 + i)
+	}
+	write(facade.Append, ids, func(id int64) int64 { return (id - 1000) / 500 })
+	tbl, err := e.f.LoadTable(ctx, "evo")
+	require.NoError(t, err)
+	daySpec := tbl.Spec()
+	require.Equal(t, "ts_day", daySpec.Field(0).Name)
+	require.Equal(t, map[int]int{0: 1, daySpec.ID(): 2}, specs())
+	require.Len(t, scanAll(t, e, "evo"), 2000)
+	sum, err := e.f.Checksum(ctx, "evo", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 2000, sum.Rows)
+
+	decl = &facade.Partitioning{
+		Fields:    []facade.PartitionField{{Column: "ts", Transform: "month"}},
+		SortOrder: []facade.SortField{{Column: "id"}},
+	}
+	write(facade.Replace, seqIDs(900), func(id int64) int64 { return id / 15 }) // 60 days: January and February
+	tbl, err = e.f.LoadTable(ctx, "evo")
+	require.NoError(t, err)
+	spec := tbl.Spec()
+	require.Equal(t, 1, spec.NumFields())
+	require.Equal(t, "ts_month", spec.Field(0).Name)
+	require.Equal(t, 1, tbl.SortOrder().Len())
+	require.Equal(t, map[int]int{spec.ID(): 2}, specs())
+	for _, lf := range tableLayout(t, e, "evo") {
+		for _, id := range lf.ids {
+			want := int64(54*12 + 0) // months since 1970 of January 2024
+			if id/15 >= 31 {
+				want++
+			}
+			require.Equal(t, want, lf.part, "id %d", id)
+		}
+	}
+	require.Len(t, scanAll(t, e, "evo"), 900)
+}
