@@ -52,8 +52,9 @@
 // the spec and sort order in the next write's snapshot (files already
 // written keep their spec). The facade does not sort: the declared sort
 // order is recorded, and WriteOrder gives the query order (partition keys,
-// then sort keys) the Dispatcher streams by. Maintain does not compact
-// partitioned tables.
+// then sort keys) the Dispatcher streams by. Maintain compacts a
+// partitioned table within each partition of its current spec (files of
+// earlier specs are left as they are).
 // Arrow types map to Iceberg types (bool, int8/16/32 -> int, int64 -> long,
 // float32/64, decimal128(p,s) -> decimal(p,s), string, binary,
 // fixed_size_binary, date32, timestamp[us] -> timestamp, timestamp[us, any

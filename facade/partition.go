@@ -631,3 +631,32 @@ func sameSpec(txn *table.Transaction, files []iceberg.DataFile) error {
 	}
 	return nil
 }
+
+// partitionGroups splits the compaction candidates of a partitioned table
+// by partition, each group size-tiered as an unpartitioned table's files
+// are; only files of the current spec (specID) are compacted, and groups
+// of fewer than two files are dropped. Each group keeps __row_index order.
+func partitionGroups(specID int, files []compactFile) [][]compactFile {
+	idx := map[string]int{}
+	var groups [][]compactFile
+	for _, cf := range files {
+		if int(cf.task.File.SpecID()) != specID {
+			continue
+		}
+		k := fmt.Sprint(cf.task.File.Partition())
+		i, ok := idx[k]
+		if !ok {
+			i = len(groups)
+			idx[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], cf)
+	}
+	out := groups[:0]
+	for _, g := range groups {
+		if g = sizeTiered(g); len(g) >= 2 {
+			out = append(out, g)
+		}
+	}
+	return out
+}

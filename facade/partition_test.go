@@ -417,3 +417,46 @@ func TestPartitionSpecEvolution(t *testing.T) {
 	}
 	require.Len(t, scanAll(t, e, "evo"), 900)
 }
+
+// TestPartitionedCompaction: twelve appends over the same three days make
+// 36 small files; MaintainWith compacts them within each day: three files
+// remain, one per day holding only that day's rows, and every row reads
+// back with the same checksum.
+func TestPartitionedCompaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := partitionedEnv(t, facade.Partitioning{Fields: []facade.PartitionField{{Column: "ts", Transform: "day"}}})
+	const appends, per = 12, 90
+	for a := range appends {
+		ids := make([]int64, per)
+		for i := range ids {
+			ids[i] = int64(a*per + i)
+		}
+		_, err := e.f.Write(ctx, facade.Target{DatasetID: "part-c"}, facade.WriteRequest{Mode: facade.Append, Schema: partSchema(),
+			Rows: partRows(e.mem, ids, func(id int64) int64 { return id % per / 30 }, 45)})
+		require.NoError(t, err)
+	}
+	require.Len(t, tableLayout(t, e, "part-c"), appends*3)
+	before, err := e.f.Checksum(ctx, "part-c", 0)
+	require.NoError(t, err)
+	rows := scanAll(t, e, "part-c")
+
+	rep, err := e.f.MaintainWith(ctx, "part-c", facade.Lifecycle{FileGrace: -1})
+	require.NoError(t, err)
+	require.Equal(t, appends*3, rep.CompactedFiles)
+	require.Equal(t, 3, rep.WrittenFiles)
+	epochDay := partEpoch.Unix() / 86400
+	files := tableLayout(t, e, "part-c")
+	require.Len(t, files, 3)
+	for _, lf := range files {
+		require.Len(t, lf.ids, appends*per/3)
+		for _, id := range lf.ids {
+			require.Equal(t, epochDay+id%per/30, lf.part)
+		}
+	}
+	after, err := e.f.Checksum(ctx, "part-c", 0)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.Equal(t, rows, scanAll(t, e, "part-c"))
+	e.mem.AssertSize(t, 0)
+}
