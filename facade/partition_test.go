@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -199,6 +200,15 @@ func TestPartitionedDay(t *testing.T) {
 		require.Len(t, lf.ids, n/days)
 	}
 	require.Len(t, seen, days)
+
+	// a reader's filter on ts plans only that day's file
+	lo := partEpoch.Add(2 * 24 * time.Hour)
+	pruned, err := tbl.Scan(table.WithRowFilter(iceberg.NewAnd(
+		iceberg.GreaterThanEqual(iceberg.Reference("ts"), iceberg.Timestamp(lo.UnixMicro())),
+		iceberg.LessThan(iceberg.Reference("ts"), iceberg.Timestamp(lo.Add(24*time.Hour).UnixMicro()))))).PlanFiles(ctx)
+	require.NoError(t, err)
+	require.Len(t, pruned, 1)
+	require.Equal(t, epochDay+2, partInt(t, pruned[0].File.Partition()[spec.Field(0).FieldID]))
 
 	// the same write, unpartitioned: same rows, identity columns, checksum
 	// the same dataset id in another catalog, undeclared: the row ids
