@@ -30,10 +30,11 @@ var ErrPartitionOrder = errors.New("facade: rows not clustered by partition")
 // files already written keep their spec). A dataset no longer declared
 // keeps its table's layout.
 //
-// A write to a partitioned table keeps one data file open at a time: the
-// rows must arrive clustered by partition (every row of a partition
-// consecutive), and the file rolls when the partition changes, so memory
-// does not grow with the number of partitions. A row for a partition
+// A write to a partitioned table is encoded by one writer (WriteWorkers
+// does not apply) and keeps one data file open at a time: the rows must
+// arrive clustered by partition (every row of a partition consecutive; see
+// Facade.WriteOrder), and the file rolls when the partition changes, so
+// memory does not grow with the number of partitions. A row for a partition
 // whose rows ended earlier fails the write with ErrPartitionOrder, nothing
 // committed. Each data file holds the rows of one partition, its partition
 // tuple recorded in the manifest. The identity columns and the checksum do
