@@ -123,7 +123,12 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	if err != nil {
 		return nil, compactReport{}, fmt.Errorf("facade: compact %q: %w", dataset, err)
 	}
-	files = sizeTiered(files)
+	// A partitioned table is compacted within each partition (partition.go).
+	groups := [][]compactFile{sizeTiered(files)}
+	if spec := tbl.Spec(); !spec.IsUnpartitioned() {
+		groups = partitionGroups(spec.ID(), files)
+	}
+	files = slices.Concat(groups...)
 	if len(files) < opt.MinFiles || len(files) < 2 {
 		return tbl, compactReport{}, nil
 	}
@@ -134,10 +139,18 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	}
 
 	writeID := uuid.New()
-	written, err := f.rewriteFiles(ctx, tbl, snap, files, opt.TargetBytes, writeID)
-	if err != nil {
-		f.deleteFiles(tbl, written)
-		return nil, compactReport{}, fmt.Errorf("facade: compact %q: %w", dataset, err)
+	var written []iceberg.DataFile
+	for gi, g := range groups {
+		id := writeID
+		if gi > 0 {
+			id = uuid.NewSHA1(writeID, []byte(strconv.Itoa(gi))) // iceberg-go numbers files per call
+		}
+		w, err := f.rewriteFiles(ctx, tbl, snap, g, opt.TargetBytes, id)
+		written = append(written, w...)
+		if err != nil {
+			f.deleteFiles(tbl, written)
+			return nil, compactReport{}, fmt.Errorf("facade: compact %q: %w", dataset, err)
+		}
 	}
 	rep.WrittenFiles = len(written)
 

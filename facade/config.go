@@ -80,6 +80,12 @@ type Config struct {
 	// SchemaPolicyFor, when set, returns the policy of one dataset; ok=false
 	// means SchemaPolicy applies. It is called for each write.
 	SchemaPolicyFor func(datasetID string) (policy SchemaPolicy, ok bool)
+	// PartitionFor, when set, returns the partitioning of one dataset's
+	// table; ok=false means undeclared (a new table is unpartitioned, an
+	// existing one keeps its layout). It is applied when the facade creates
+	// the table and evolves it when changed (see Partitioning); a
+	// partitioned write requires its rows clustered by partition.
+	PartitionFor func(datasetID string) (p Partitioning, ok bool)
 }
 
 // schemaPolicy returns the schema policy of a dataset.

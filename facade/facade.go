@@ -149,6 +149,9 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			}
 		}
 	}
+	if err := f.evolveLayout(txn, target.DatasetID); err != nil {
+		return nil, err
+	}
 	stagedTbl, err := txn.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("facade: stage schema: %w", err)
@@ -260,7 +263,16 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	maps.Copy(props, f.s.TableProperties)
 	// the lifecycle policy owns the metadata retention properties
 	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.Now()))
-	tbl, err = f.cat.CreateTable(ctx, ident, newTableSchema(cols), catalog.WithProperties(props))
+	sc := newTableSchema(cols)
+	opts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
+	if p, ok := f.partitioning(datasetID); ok {
+		spec, order, err := layout(sc, p)
+		if err != nil {
+			return nil, fmt.Errorf("facade: dataset %q: %w", datasetID, err)
+		}
+		opts = append(opts, catalog.WithPartitionSpec(spec), catalog.WithSortOrder(order))
+	}
+	tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
 	}
@@ -511,6 +523,15 @@ func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema,
 	rows iter.Seq2[arrow.RecordBatch, error], st *stamper, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)
+	// A partitioned table is written by one clustered writer (partition.go).
+	cc, err := newClusterCheck(datasetOf(tbl), tbl)
+	if err != nil {
+		return nil, err
+	}
+	nWorkers, layoutOpt := f.s.WriteWorkers, table.WithMaxWriteWorkers(1)
+	if cc != nil {
+		nWorkers, layoutOpt = 1, table.WithClusteredWrite()
+	}
 	failed := make(chan struct{})
 	var failOnce sync.Once
 	var workers []*fileWorker
@@ -533,7 +554,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			table.WithRecordBatchBufferSize(f.s.WriteQueue),
 			table.WithTargetFileSize(f.s.TargetFileSize),
 			table.WithParquetRowGroupLimit(f.s.RowGroupRows),
-			table.WithMaxWriteWorkers(1),
+			layoutOpt,
 		)
 		workers = append(workers, w)
 	}
@@ -557,8 +578,14 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			if err != nil {
 				return err
 			}
+			if cc != nil {
+				if err := cc.check(out); err != nil {
+					out.Release()
+					return err
+				}
+			}
 			if taken >= int64(f.s.RowGroupRows) {
-				cur, taken = (cur+1)%f.s.WriteWorkers, 0
+				cur, taken = (cur+1)%nWorkers, 0
 			}
 			if cur == len(workers) {
 				start()
@@ -742,6 +769,12 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 		return nil, err
 	}
 	s.change, s.fromSchema = change, tbl.Schema().ID
+	if err := s.f.evolveLayout(txn, s.target.DatasetID); err != nil {
+		return nil, err
+	}
+	if err := sameSpec(txn, s.files); err != nil {
+		return nil, err
+	}
 	summary := maps.Clone(s.props)
 	delete(summary, SummarySchemaChange)
 	if !change.Empty() {

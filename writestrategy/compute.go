@@ -91,6 +91,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if p.identitySQL != "" {
 			sql, args = p.identitySQL, p.identityArgs
 		}
+		sql = orderedSQL(sql, env.OrderBy[p.output])
 		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
 			return nil, err
 		}

@@ -452,6 +452,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	if err := tuneTx(ctx, tx); err != nil {
 		return fail(err)
 	}
+	if err := d.writeOrder(ctx, env, intents); err != nil {
+		return fail(err)
+	}
 	computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.cursorOptions(req))
 	if err != nil {
 		return fail(err)

@@ -90,6 +90,12 @@
 // intent open, and the next write of the dataset reconciles it. Row counts
 // always come from the write itself, never from a count(*) of the target.
 //
+// When the Lakehouse says in which order an output's rows must arrive (a
+// *facade.Facade's WriteOrder: the partition keys, then the sort order, of
+// a partitioned table), ComputeRows streams the output ORDER BY those
+// columns (Env.OrderBy); a bucket-partitioned output cannot be ordered by
+// the query and is refused before any file is written.
+//
 // # Crashes and retries
 //
 // The intent of a writer that died (process killed, connection or server

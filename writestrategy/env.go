@@ -3,6 +3,8 @@ package writestrategy
 import (
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/facade"
+
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
@@ -28,6 +30,10 @@ type Env struct {
 	// MaxCrossJoinRows is the cross-join preflight's limit. Zero means
 	// DefaultMaxCrossJoinRows; negative disables the preflight.
 	MaxCrossJoinRows int64
+	// OrderBy maps an output dataset to the order ComputeRows streams its
+	// rows in (ORDER BY over the output's columns), e.g. the partition order
+	// a partitioned table requires (facade.Facade.WriteOrder).
+	OrderBy map[string][]facade.OrderKey
 }
 
 func (e *Env) ctlSchema() string {
