@@ -17,7 +17,7 @@ import (
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 
 var ordersSchema = writestrategy.Schema{Columns: []writestrategy.Column{
 	{Name: "id", Type: "bigint"},
