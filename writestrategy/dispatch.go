@@ -62,6 +62,12 @@ type DispatchConfig struct {
 	RecoverAfter time.Duration
 	// Logger receives one Info record per output written. Default discard.
 	Logger *slog.Logger
+	// Observer sees the phases of every Write (resolve, open, compute,
+	// stream, check, commits, maintenance) with their durations and
+	// errors, and, when it is a ProgressObserver, the rows an Iceberg
+	// write has streamed so far: for progress bars, metrics and tracing
+	// spans. Nil: none, at no cost.
+	Observer Observer
 }
 
 // Dispatcher is the write dispatch: one call per output (or split pair)
@@ -135,7 +141,7 @@ type Request struct {
 // Any failure aborts the intents whose writes did not land and leaves their
 // targets as they were. A facade error whose outcome is unknown leaves the
 // intent open for Recover (the error matches ledger.ErrOutcomeUnknown).
-func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, error) {
+func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteResult, err error) {
 	s := req.Strategy
 	if s == nil || req.WriterID == "" {
 		return nil, fmt.Errorf("%w: Request needs a WriterID and a Strategy", ErrInvalid)
@@ -146,34 +152,21 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, err
 			return nil, err
 		}
 	}
+	if len(outs) != 1 && len(outs) != 2 {
+		return nil, fmt.Errorf("%w: strategy has %d outputs", ErrInvalid, len(outs))
+	}
+	w := &writeInfo{writerID: req.WriterID, outs: outs}
+	ctx, wph := d.observe(ctx, w, PhaseWrite, outs)
+	defer func() { wph.end(resultRows(results), err) }()
 	if req.IdempotencyKey != "" {
 		if res, ok, err := d.replay(ctx, outs, req.IdempotencyKey); err != nil || ok {
 			return res, err
 		}
 	}
 	// 1. Resolve the sink, before anything else.
-	var run func(sink.RowSink[[]WriteResult]) ([]WriteResult, error)
-	var decision sink.Decision
-	switch len(outs) {
-	case 1:
-		dec, err := d.cfg.Resolver.Resolve(ctx, req.WriterID, outs[0])
-		if err != nil {
-			return nil, err
-		}
-		decision = dec
-		run = func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.Run(ctx, dec) }
-	case 2:
-		pair, err := d.cfg.Resolver.ResolvePair(ctx, req.WriterID, outs[0], outs[1])
-		if err != nil {
-			if errors.Is(err, sink.ErrMixedPair) {
-				return nil, fmt.Errorf("%w: %w", ErrMixedSplit, err)
-			}
-			return nil, err
-		}
-		decision = pair.First
-		run = func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.RunPair(ctx, pair) }
-	default:
-		return nil, fmt.Errorf("%w: strategy has %d outputs", ErrInvalid, len(outs))
+	run, decision, err := d.resolve(ctx, w, req)
+	if err != nil {
+		return nil, err
 	}
 	// 2. Clamp the read mode: an Iceberg sink forces a full rebuild.
 	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows}
@@ -186,15 +179,53 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, err
 	}
 	return run(sink.RowSink[[]WriteResult]{
 		Postgres: func(ctx context.Context) ([]WriteResult, error) {
-			return d.postgres(ctx, req, env)
+			w.sink = StoragePostgres
+			return d.postgres(ctx, w, req, env)
 		},
 		Iceberg: func(ctx context.Context) ([]WriteResult, error) {
 			if d.cfg.Lakehouse == nil {
 				return nil, fmt.Errorf("%w: output resolved to Iceberg but DispatchConfig.Lakehouse is nil", ErrInvalid)
 			}
-			return d.iceberg(ctx, req, env)
+			w.sink = StorageIceberg
+			return d.iceberg(ctx, w, req, env)
 		},
 	})
+}
+
+// resolve resolves the sink of the write's output (or split pair) and
+// returns the runner of its arm.
+func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (run func(sink.RowSink[[]WriteResult]) ([]WriteResult, error), decision sink.Decision, err error) {
+	outs := w.outs
+	rctx, ph := d.observe(ctx, w, PhaseResolve, outs)
+	defer func() {
+		if err == nil {
+			w.sink = string(decision.Sink)
+		}
+		ph.end(0, err)
+	}()
+	if len(outs) == 1 {
+		dec, err := d.cfg.Resolver.Resolve(rctx, req.WriterID, outs[0])
+		if err != nil {
+			return nil, sink.Decision{}, err
+		}
+		return func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.Run(ctx, dec) }, dec, nil
+	}
+	pair, err := d.cfg.Resolver.ResolvePair(rctx, req.WriterID, outs[0], outs[1])
+	if err != nil {
+		if errors.Is(err, sink.ErrMixedPair) {
+			return nil, sink.Decision{}, fmt.Errorf("%w: %w", ErrMixedSplit, err)
+		}
+		return nil, sink.Decision{}, err
+	}
+	return func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.RunPair(ctx, pair) }, pair.First, nil
+}
+
+func resultRows(rs []WriteResult) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Rows
+	}
+	return n
 }
 
 // openIntents recovers stale intents of the outputs and opens one intent
@@ -205,7 +236,9 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) ([]WriteResult, err
 // With an idempotency key, a write that committed with the key while this
 // one waited for the dataset is found again under the intents: the intents
 // are then aborted and replay holds the earlier results.
-func (d *Dispatcher) openIntents(ctx context.Context, req Request, sinkName string) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
+func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName string) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
+	ctx, ph := d.observe(ctx, w, PhaseOpen, w.outs)
+	defer func() { ph.end(0, err) }()
 	outs := append([]string(nil), req.Strategy.Outputs()...)
 	sort.Strings(outs)
 	// Everything that reads the ledger through the pool happens before the
@@ -379,8 +412,8 @@ func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 
 // postgres is the Postgres arm: Apply and the ledger commits in one
 // transaction.
-func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]WriteResult, error) {
-	intents, replay, err := d.openIntents(ctx, req, StoragePostgres)
+func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, env *Env) ([]WriteResult, error) {
+	intents, replay, err := d.openIntents(ctx, w, req, StoragePostgres)
 	if err != nil || replay != nil {
 		return replay, err
 	}
@@ -390,31 +423,39 @@ func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]Wri
 		env.TxnIDs[o] = in.ID
 	}
 	var results []WriteResult
-	err = pgx.BeginFunc(ctx, boundedBegin{d.db}, func(tx pgx.Tx) error {
-		if err := tuneTx(ctx, tx); err != nil {
+	// The ledger commit phase ends with the transaction's commit.
+	actx, aph := d.observe(ctx, w, PhaseApply, w.outs)
+	var lph phase
+	err = pgx.BeginFunc(actx, boundedBegin{d.db}, func(tx pgx.Tx) error {
+		if err := tuneTx(actx, tx); err != nil {
 			return err
 		}
 		var err error
-		if results, err = Apply(ctx, tx, env, req.Strategy); err != nil {
+		if results, err = Apply(actx, tx, env, req.Strategy); err != nil {
 			return err
 		}
 		if err := checkModes(results, intents); err != nil {
 			return err
 		}
+		aph.end(resultRows(results), nil)
+		var lctx context.Context
+		lctx, lph = d.observe(ctx, w, PhaseLedgerCommit, w.outs)
 		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		if err := tx.QueryRow(lctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 			return queryError("commit time", err)
 		}
 		for i := range results {
 			r := &results[i]
 			in := intents[r.DatasetID]
 			r.TxnID, r.CommittedAt = in.ID, now
-			if err := d.cfg.Ledger.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.Columns.JSON()}); err != nil {
+			if err := d.cfg.Ledger.CommitTx(lctx, tx, in, ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.Columns.JSON()}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	aph.end(0, err) // when Apply failed (a no-op otherwise)
+	lph.end(resultRows(results), err)
 	if err != nil {
 		// The transaction rolled back: nothing landed, the intents abort.
 		d.abortAll(ctx, intents, err)
@@ -426,8 +467,8 @@ func (d *Dispatcher) postgres(ctx context.Context, req Request, env *Env) ([]Wri
 
 // iceberg is the Iceberg arm: compute, one facade write per output with the
 // transaction id, then the ledger commit from the commit result.
-func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]WriteResult, error) {
-	intents, replay, err := d.openIntents(ctx, req, StorageIceberg)
+func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env *Env) ([]WriteResult, error) {
+	intents, replay, err := d.openIntents(ctx, w, req, StorageIceberg)
 	if err != nil || replay != nil {
 		return replay, err
 	}
@@ -440,30 +481,32 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		d.abortAll(ctx, pending, err)
 		return nil, err
 	}
-	tx, err := boundedBegin{d.db}.Begin(ctx)
+	cctx, cph := d.observe(ctx, w, PhaseCompute, w.outs)
+	tx, err := boundedBegin{d.db}.Begin(cctx)
 	if err != nil {
-		return fail(queryError("begin compute", err))
+		err = queryError("begin compute", err)
+		cph.end(0, err)
+		return fail(err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = tx.Rollback(cctx) // the compute transaction writes nothing
 	}()
-	if err := tuneTx(ctx, tx); err != nil {
-		return fail(err)
-	}
-	if err := d.writeOrder(ctx, env, intents); err != nil {
-		return fail(err)
-	}
-	computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.cursorOptions(req))
-	if err != nil {
-		return fail(err)
+	err = d.writeOrder(cctx, env, intents)
+	var computed []Computed
+	if err == nil {
+		computed, err = computeRows(cctx, tx, env, req, d.cursorOptions(req))
 	}
 	results := make([]WriteResult, len(computed))
 	for i, c := range computed {
 		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: StorageIceberg, Mode: c.Mode, Columns: c.Columns}
 	}
-	if err := checkModes(results, intents); err != nil {
+	if err == nil {
+		err = checkModes(results, intents)
+	}
+	cph.end(0, err)
+	if err != nil {
 		return fail(err)
 	}
 	// Stage every output (a split pair has two) and ask the ledger's
@@ -479,46 +522,56 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 	}
 	for i := range computed {
 		c := &computed[i]
-		st, err := d.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
+		sctx, sph := d.observe(ctx, w, PhaseStream, []string{c.DatasetID})
+		st, err := d.cfg.Lakehouse.Stage(sctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 			facade.WriteRequest{
 				Mode:       facade.Mode(c.Mode),
 				Schema:     c.Stream.Schema(),
-				Rows:       c.Batches(),
+				Rows:       d.progress(sctx, w, c.DatasetID, c.Batches()),
 				SourceRefs: req.Strategy.Sources(),
 				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,
 				Rounded:    c.Stream.Rounded,
 			})
 		if err != nil {
+			sph.end(0, err)
 			abortFrom(0)
 			return fail(err)
 		}
+		sph.end(st.Info().Rows, nil)
 		staged = append(staged, st)
 	}
 	if txs, ok := allTxStaged(staged); ok {
-		return d.commitInTx(ctx, req, tx, intents, computed, txs, results, fail)
+		return d.commitInTx(ctx, w, req, tx, intents, computed, txs, results, fail)
 	}
+	kctx, kph := d.observe(ctx, w, PhaseCheck, w.outs)
 	for i := range computed {
 		c := &computed[i]
-		if err := checkStaged(ctx, d.cfg.Ledger, intents[c.DatasetID], staged[i], c.Columns.JSON()); err != nil {
+		if err := checkStaged(kctx, d.cfg.Ledger, intents[c.DatasetID], staged[i], c.Columns.JSON()); err != nil {
+			kph.end(0, err)
 			abortFrom(0)
 			return fail(err)
 		}
 	}
+	kph.end(0, nil)
 	if ac, ok := d.cfg.Lakehouse.(atomicCommitter); ok && len(staged) > 1 && ac.SupportsAtomicCommit() {
-		return d.commitAtomic(ctx, req, ac, intents, pending, computed, staged, results, fail)
+		return d.commitAtomic(ctx, w, req, ac, intents, pending, computed, staged, results, fail)
 	}
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]
+		ids := []string{c.DatasetID}
+		kctx, kph := d.observe(ctx, w, PhaseCatalogCommit, ids)
 		// Still the holder of the dataset? A writer whose hold was lost
 		// (its connection broke, so another process may have reconciled
 		// the intent) must not make its snapshot visible.
-		if err := in.Alive(ctx); err != nil {
+		if err := in.Alive(kctx); err != nil {
+			kph.end(0, err)
 			abortFrom(i)
 			return fail(err)
 		}
-		res, err := staged[i].Commit(ctx)
+		res, err := staged[i].Commit(kctx)
+		kph.end(res.Rows, err)
 		if err != nil {
 			abortFrom(i + 1)
 			if errors.Is(err, facade.ErrCommitStateUnknown) {
@@ -539,8 +592,11 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		// The snapshot landed: from here on the intent is rolled forward,
 		// never aborted.
 		delete(pending, c.DatasetID)
-		if err := d.cfg.Ledger.Commit(ctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
-			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+		lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, ids)
+		err = d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
+			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()})
+		lph.end(res.Rows, err)
+		if err != nil {
 			abortFrom(i + 1)
 			if errors.Is(err, ledger.ErrVetoed) {
 				return fail(err)
@@ -550,8 +606,17 @@ func (d *Dispatcher) iceberg(ctx context.Context, req Request, env *Env) ([]Writ
 		}
 	}
 	d.logResults(ctx, req, results)
-	d.maintainAfterWrite(ctx, req.WriterID, results, due)
+	d.maintainAfterWrite(ctx, w, results, due)
 	return results, nil
+}
+
+// computeRows is the compute phase: the compute transaction's settings and
+// ComputeRows.
+func computeRows(ctx context.Context, tx pgx.Tx, env *Env, req Request, opts *cursor.Options) ([]Computed, error) {
+	if err := tuneTx(ctx, tx); err != nil {
+		return nil, err
+	}
+	return ComputeRows(ctx, tx, env, req.Strategy, opts)
 }
 
 // atomicCommitter is a Lakehouse whose catalog commits several tables in
@@ -566,17 +631,24 @@ type atomicCommitter interface {
 // one catalog transaction, then their intents: both snapshots land or
 // neither does. An ambiguous catalog failure leaves every intent open for
 // Recover, which finds all of them landed or none.
-func (d *Dispatcher) commitAtomic(ctx context.Context, req Request, ac atomicCommitter, intents, pending map[string]*ledger.Intent,
+func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request, ac atomicCommitter, intents, pending map[string]*ledger.Intent,
 	computed []Computed, staged []facade.Staged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
+	kctx, kph := d.observe(ctx, w, PhaseCatalogCommit, w.outs)
 	for i := range computed {
-		if err := intents[computed[i].DatasetID].Alive(ctx); err != nil {
+		if err := intents[computed[i].DatasetID].Alive(kctx); err != nil {
+			kph.end(0, err)
 			for _, st := range staged {
 				_ = abortStaged(ctx, st)
 			}
 			return fail(err)
 		}
 	}
-	res, err := ac.CommitAll(ctx, staged...) // finishes every staged write
+	res, err := ac.CommitAll(kctx, staged...) // finishes every staged write
+	var rows int64
+	for _, r := range res {
+		rows += r.Rows
+	}
+	kph.end(rows, err)
 	if err != nil {
 		if errors.Is(err, facade.ErrCommitStateUnknown) {
 			for id, in := range pending {
@@ -593,6 +665,7 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, req Request, ac atomicCom
 		delete(pending, id)
 	}
 	due := map[string]bool{}
+	lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, w.outs)
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]
@@ -602,8 +675,9 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, req Request, ac atomicCom
 		r := &results[i]
 		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.Skipped(res[i].Rows), c.Preserved, c.Stream.Rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res[i].SnapshotID, res[i].CommittedAt, res[i].Replayed
-		if err := d.cfg.Ledger.Commit(ctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
+		if err := d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
 			CommittedAt: res[i].CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+			lph.end(0, err)
 			for _, other := range intents {
 				other.Release()
 			}
@@ -612,8 +686,9 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, req Request, ac atomicCom
 				ledger.ErrOutcomeUnknown, strings.Join(req.Strategy.Outputs(), ", "), c.DatasetID, err)
 		}
 	}
+	lph.end(rows, nil)
 	d.logResults(ctx, req, results)
-	d.maintainAfterWrite(ctx, req.WriterID, results, due)
+	d.maintainAfterWrite(ctx, w, results, due)
 	return results, nil
 }
 

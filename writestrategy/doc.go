@@ -117,6 +117,18 @@
 // committed). WriteResult.Maintenance reports what it did. Dispatcher.Maintain
 // runs it on demand. facade.Config.Lifecycle tunes or disables it.
 //
+// # Observing and verifying
+//
+// DispatchConfig.Observer sees every phase of a Write (Phase: resolve,
+// open, apply or compute, stream, check, catalog and ledger commits,
+// maintenance) with its outputs, duration, rows and error; PhaseStart
+// returns the context the phase runs under, so a tracing span nests the
+// phase's database and catalog calls, and a ProgressObserver sees the rows
+// each output has streamed so far. Dispatcher.Verify compares each output,
+// on either sink, with a fresh compute of its strategy (rows and
+// checksum); Dispatcher.Checksum is one dataset's checksum, wherever it
+// lives.
+//
 // # Numerics
 //
 // An unconstrained Postgres numeric maps to decimal(38, 18) on Iceberg. A

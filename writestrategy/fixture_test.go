@@ -3,6 +3,7 @@ package writestrategy_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -17,7 +18,15 @@ import (
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain gives the Examples a database in DATABASE_URL. A child process
+// of a crash or kill test uses its parent's database and starts no server.
+func TestMain(m *testing.M) {
+	if os.Getenv(envCrashURL) != "" || os.Getenv(envTxKillURL) != "" {
+		pgtest.Main(m)
+		return
+	}
+	pgtest.MainWithDatabase(m, "DATABASE_URL")
+}
 
 var ordersSchema = writestrategy.Schema{Columns: []writestrategy.Column{
 	{Name: "id", Type: "bigint"},

@@ -160,27 +160,11 @@ func (w *world) datasetText(s writestrategy.Schema, id string) [][]string {
 }
 
 // textChecksum is the checksum of a dataset's business rows, wherever it
-// lives, with columns of types the cursor has no Arrow mapping for as text.
+// lives, with columns of types the cursor has no Arrow mapping for as text
+// (the world's cursor options).
 func (w *world) textChecksum(id string) facade.Checksum {
 	w.t.Helper()
-	ctx := context.Background()
-	ds, err := w.ledger.Dataset(ctx, id)
-	require.NoError(w.t, err)
-	if ds.Sink == writestrategy.StorageIceberg {
-		c, err := w.lake.Checksum(ctx, id, 0)
-		require.NoError(w.t, err)
-		return c
-	}
-	var c facade.Checksum
-	require.NoError(w.t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		out, err := writestrategy.ComputeRows(ctx, tx, &writestrategy.Env{}, writestrategy.Transform{Output: id, Source: id}, &cursor.Options{UnknownAsText: true})
-		if err != nil {
-			return err
-		}
-		c, err = facade.ChecksumBatches(out[0].Batches())
-		return err
-	}))
-	return c
+	return w.checksum(id)
 }
 
 // Every value of every column keeps its Postgres text form on both sinks:

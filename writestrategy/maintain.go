@@ -80,7 +80,7 @@ func (d *Dispatcher) maintain(ctx context.Context, writerID, datasetID string, n
 // maintainAfterWrite runs the lifecycle of the outputs whose commit said
 // it is due. The write has committed: a maintenance failure is logged and
 // left for a later write, never returned.
-func (d *Dispatcher) maintainAfterWrite(ctx context.Context, writerID string, results []WriteResult, due map[string]bool) {
+func (d *Dispatcher) maintainAfterWrite(ctx context.Context, w *writeInfo, results []WriteResult, due map[string]bool) {
 	if len(due) == 0 {
 		return
 	}
@@ -92,7 +92,9 @@ func (d *Dispatcher) maintainAfterWrite(ctx context.Context, writerID string, re
 		if !due[r.DatasetID] {
 			continue
 		}
-		rep, err := d.maintain(ctx, writerID, r.DatasetID, true)
+		mctx, ph := d.observe(ctx, w, PhaseMaintain, []string{r.DatasetID})
+		rep, err := d.maintain(mctx, w.writerID, r.DatasetID, true)
+		ph.end(0, err)
 		if err != nil {
 			d.log.WarnContext(ctx, "lakewrite maintenance skipped", "dataset_id", r.DatasetID, "err", err)
 			continue

@@ -44,7 +44,7 @@ func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 // deleted and the intents aborted (fail). When committing tx itself fails,
 // the intents say what happened: aborting one succeeds only if tx rolled
 // back (the abort waits for tx), and finds it committed otherwise.
-func (d *Dispatcher) commitInTx(ctx context.Context, req Request, tx pgx.Tx, intents map[string]*ledger.Intent,
+func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, tx pgx.Tx, intents map[string]*ledger.Intent,
 	computed []Computed, staged []facade.TxStaged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
 	discard := func() {
 		for _, st := range staged {
@@ -59,39 +59,55 @@ func (d *Dispatcher) commitInTx(ctx context.Context, req Request, tx pgx.Tx, int
 		return fail(cause)
 	}
 	due := map[string]bool{}
+	// The pointer swaps first, then the ledger commits (which run the
+	// expectations) and the transaction's commit: all or nothing lands.
+	kctx, kph := d.observe(ctx, w, PhaseCatalogCommit, w.outs)
+	var rows int64
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]
-		res, err := staged[i].CommitTx(ctx, tx)
+		res, err := staged[i].CommitTx(kctx, tx)
 		if err != nil {
+			kph.end(0, err)
 			return rollback(err)
 		}
 		if res.MaintenanceDue {
 			due[c.DatasetID] = true
 		}
+		rows += res.Rows
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved = res.Rows, c.Skipped(res.Rows), c.Preserved
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.Skipped(res.Rows), c.Preserved, c.Stream.Rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
-		if err := d.cfg.Ledger.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
-			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()}); err != nil {
+	}
+	kph.end(rows, nil)
+	lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, w.outs)
+	for i := range computed {
+		r := &results[i]
+		if err := d.cfg.Ledger.CommitTx(lctx, tx, intents[r.DatasetID], ledger.Outcome{RowCount: r.Rows, SnapshotID: r.SnapshotID,
+			CommittedAt: r.CommittedAt, Schema: computed[i].Columns.JSON()}); err != nil {
+			lph.end(0, err)
 			return rollback(err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(lctx); err != nil {
 		landed, known, rerr := d.resolveCommit(ctx, intents, err)
 		switch {
 		case !known:
 			// Files kept: the snapshots may reference them. The intents,
 			// if still open, are reconciled by the next writer.
+			lph.end(0, err)
 			return nil, fmt.Errorf("%w: committing the snapshot and ledger transaction failed: %w", ledger.ErrOutcomeUnknown, errors.Join(err, rerr))
 		case !landed:
 			discard()
-			return nil, fmt.Errorf("writestrategy: commit: %w", err)
+			err = fmt.Errorf("writestrategy: commit: %w", err)
+			lph.end(0, err)
+			return nil, err
 		}
 		// It landed after all.
 	}
+	lph.end(rows, nil)
 	d.logResults(ctx, req, results)
-	d.maintainAfterWrite(ctx, req.WriterID, results, due)
+	d.maintainAfterWrite(ctx, w, results, due)
 	return results, nil
 }
 

@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"iter"
 	"log/slog"
 	"os"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -355,12 +353,23 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 	if err := printPreflight(ctx, c, s); err != nil {
 		return err
 	}
-	pg, err := computeChecksum(ctx, e, s)
+	// The fresh compute of the output (the same SELECT both sinks write),
+	// and its current contents when they live in the Iceberg table.
+	ps, err := e.dispatcher.Verify(ctx, writestrategy.Request{Strategy: s})
 	if err != nil {
 		return err
 	}
+	if len(ps) != 1 {
+		return fmt.Errorf("output computes %d datasets; verify handles one", len(ps))
+	}
+	pg := ps[0].Computed
 	c.printf("postgres compute: rows=%d checksum=%s\n", pg.Rows, pg)
-	ice, err := e.lake.Checksum(ctx, name, 0)
+	ice, err := ps[0].Stored, error(nil)
+	if ps[0].Sink != writestrategy.StorageIceberg {
+		// The live contents are in the row store: compare with the table
+		// the output was (or will be) written to.
+		ice, err = e.lake.Checksum(ctx, name, 0)
+	}
 	if errors.Is(err, facade.ErrDatasetNotFound) {
 		c.printf("iceberg table: none (deploy the output with the override set first)\n")
 		return &ParityError{Output: name, Postgres: pg}
@@ -377,44 +386,6 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 	}
 	c.printf("parity OK\n")
 	return nil
-}
-
-// computeChecksum runs the output's compute on the Postgres path
-// (writestrategy.ComputeRows, the same SELECT both sinks write) and
-// checksums its rows. The transaction is rolled back: nothing is written.
-// It is not READ ONLY because a native source is hydrated into a temporary
-// table of the compute transaction.
-func computeChecksum(ctx context.Context, e *env, s writestrategy.WriteStrategy) (facade.Checksum, error) {
-	tx, err := e.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		return facade.Checksum{}, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	out, err := writestrategy.ComputeRows(ctx, tx, &writestrategy.Env{Lakehouse: e.lake}, s, nil)
-	if err != nil {
-		return facade.Checksum{}, err
-	}
-	if len(out) != 1 {
-		return facade.Checksum{}, fmt.Errorf("output computes %d datasets; verify handles one", len(out))
-	}
-	return facade.ChecksumBatches(released(out[0].Stream.All()))
-}
-
-// released releases each batch of an owned stream once the consumer is done
-// with it: cursor streams hand batches to the consumer, ChecksumBatches only
-// borrows them.
-func released(seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		for b, err := range seq {
-			ok := yield(b, err)
-			if b != nil {
-				b.Release()
-			}
-			if !ok {
-				return
-			}
-		}
-	}
 }
 
 // cmdRevert clears the dataset's override.

@@ -9,25 +9,28 @@
 //
 // Without DATABASE_URL it starts a throwaway PostgreSQL cluster from the
 // system binaries (as the postgres user when run as root) and removes it at
-// exit, Ctrl-C included.
+// exit, Ctrl-C included. Without -warehouse the Iceberg tables live in a
+// temporary directory: the run then owns its tables, dropping any that an
+// earlier run left in the catalog at start and purging its own at exit, so
+// it can be rerun against the same database.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/embedded"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
@@ -110,6 +113,22 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 	}
 	defer env.Close()
 	fmt.Fprintf(out, "Postgres ready, Iceberg warehouse at %s\n", env.Warehouse)
+	outputs := pipeline()
+	if warehouse == "" && !env.Started {
+		// A temporary warehouse in a database that outlives the run: the
+		// tables an earlier run left in the catalog point at a warehouse
+		// that is gone. Drop them now, and purge this run's at exit.
+		if err := dropTables(ctx, env, outputs, false); err != nil {
+			return fmt.Errorf("reset the tables of an earlier run: %w", err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := dropTables(cctx, env, outputs, true); err != nil {
+				fmt.Fprintf(out, "warning: dropping the quickstart tables: %v\n", err)
+			}
+		}()
+	}
 
 	if err := seed(ctx, env, rows, out); err != nil {
 		return fmt.Errorf("seed: %w", err)
@@ -121,7 +140,6 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: writerID, Default: sink.ModePG, Max: sink.ModeIcebergNative}); err != nil {
 		return err
 	}
-	outputs := pipeline()
 	for _, o := range outputs {
 		for _, id := range o.strategy.Outputs() {
 			if _, err := env.Ledger.EnsureDataset(ctx, id, id, nil); err != nil {
@@ -136,10 +154,11 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 	}
 	env.Resolver.Invalidate()
 
-	// A dispatcher whose lakehouse reports progress while it writes.
-	progress := &progressLakehouse{Lakehouse: env.Facade, out: out}
+	// A dispatcher whose observer reports the rows streamed so far and the
+	// time of each phase.
 	d, err := writestrategy.NewDispatcher(env.Pool, &writestrategy.DispatchConfig{
-		Ledger: env.Ledger, Resolver: env.Resolver, Lakehouse: progress, Workspace: "quickstart"})
+		Ledger: env.Ledger, Resolver: env.Resolver, Lakehouse: env.Facade, Workspace: "quickstart",
+		Observer: progress{out: out}})
 	if err != nil {
 		return err
 	}
@@ -190,7 +209,7 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 		if !o.iceberg {
 			continue
 		}
-		if err := verify(ctx, env, o.strategy, out); err != nil {
+		if err := verify(ctx, d, o.strategy, out); err != nil {
 			return err
 		}
 	}
@@ -253,72 +272,87 @@ func seed(ctx context.Context, env *embedded.Env, rows int, out io.Writer) error
 
 // verify compares the Postgres compute of an output with its Iceberg table:
 // row count and an order-independent checksum of the business columns.
-func verify(ctx context.Context, env *embedded.Env, s writestrategy.WriteStrategy, out io.Writer) error {
-	var sums []facade.Checksum
-	err := pgx.BeginTxFunc(ctx, env.Pool, pgx.TxOptions{AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
-		cs, err := writestrategy.ComputeRows(ctx, tx, &writestrategy.Env{Lakehouse: env.Facade}, s, nil)
-		if err != nil {
-			return err
-		}
-		for _, c := range cs {
-			sum, err := facade.ChecksumBatches(c.Batches())
-			if err != nil {
-				return err
-			}
-			sums = append(sums, sum)
-		}
-		return nil
-	})
+func verify(ctx context.Context, d *writestrategy.Dispatcher, s writestrategy.WriteStrategy, out io.Writer) error {
+	ps, err := d.Verify(ctx, writestrategy.Request{Strategy: s})
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
-	for i, id := range s.Outputs() {
-		table, err := env.Facade.Checksum(ctx, id, 0)
-		if err != nil {
-			return fmt.Errorf("verify %s: %w", id, err)
+	for _, p := range ps {
+		if !p.OK() || p.Sink != writestrategy.StorageIceberg {
+			return fmt.Errorf("parity FAILED for %s: Postgres compute %d rows (checksum %s), %s contents %d rows (checksum %s)",
+				p.DatasetID, p.Computed.Rows, p.Computed, p.Sink, p.Stored.Rows, p.Stored)
 		}
-		if table != sums[i] {
-			return fmt.Errorf("parity FAILED for %s: Postgres compute %d rows (checksum %s), Iceberg table %d rows (checksum %s)",
-				id, sums[i].Rows, sums[i], table.Rows, table)
-		}
-		fmt.Fprintf(out, "parity OK  %-16s %9d rows  checksum %s\n", id, table.Rows, table)
+		fmt.Fprintf(out, "parity OK  %-16s %9d rows  checksum %s\n", p.DatasetID, p.Stored.Rows, p.Stored)
 	}
 	return nil
 }
 
-// progressLakehouse reports rows written so far and the rate while a write
-// streams. It wraps the input sequence; it starts no goroutine.
-type progressLakehouse struct {
-	facade.Lakehouse
-	out io.Writer
-}
-
-func (p *progressLakehouse) Write(ctx context.Context, t facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
-	req.Rows = p.count(t.DatasetID, req.Rows)
-	return p.Lakehouse.Write(ctx, t, req)
-}
-
-func (p *progressLakehouse) Stage(ctx context.Context, t facade.Target, req facade.WriteRequest) (facade.Staged, error) {
-	req.Rows = p.count(t.DatasetID, req.Rows)
-	return p.Lakehouse.Stage(ctx, t, req)
-}
-
-func (p *progressLakehouse) count(id string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		start, last := time.Now(), time.Now()
-		var n int64
-		for rec, err := range rows {
-			if err == nil {
-				n += rec.NumRows()
-				if time.Since(last) >= time.Second {
-					last = time.Now()
-					fmt.Fprintf(p.out, "  %s: %d rows so far, %.0f rows/s\n", id, n, float64(n)/time.Since(start).Seconds())
-				}
+// dropTables drops the Iceberg tables of the pipeline's outputs from the
+// catalog, purging their files when purge is set; a table that does not
+// exist is skipped.
+func dropTables(ctx context.Context, env *embedded.Env, outputs []output, purge bool) error {
+	for _, o := range outputs {
+		if !o.iceberg {
+			continue
+		}
+		for _, id := range o.strategy.Outputs() {
+			ident, err := env.Facade.TableIdentifier(id)
+			if err != nil {
+				return err
 			}
-			if !yield(rec, err) {
-				return
+			if purge {
+				err = env.Catalog.PurgeTable(ctx, ident)
+			} else {
+				err = env.Catalog.DropTable(ctx, ident)
+			}
+			if err != nil && !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) {
+				return fmt.Errorf("drop %s: %w", id, err)
 			}
 		}
-		fmt.Fprintf(p.out, "  %s: %d rows streamed in %s\n", id, n, time.Since(start).Round(time.Millisecond))
 	}
+	return nil
+}
+
+// progress is the dispatcher's observer: it prints the rows an output has
+// streamed so far (at most once a second) and, after each write, the time
+// of its phases. Its state lives in the contexts it returns, so one value
+// serves concurrent writes.
+type progress struct{ out io.Writer }
+
+type (
+	phasesKey struct{}
+	streamKey struct{}
+)
+
+type streamState struct{ last time.Time }
+
+func (p progress) PhaseStart(ctx context.Context, ev writestrategy.PhaseEvent) context.Context {
+	switch ev.Phase {
+	case writestrategy.PhaseWrite:
+		return context.WithValue(ctx, phasesKey{}, new([]string))
+	case writestrategy.PhaseStream:
+		return context.WithValue(ctx, streamKey{}, &streamState{last: time.Now()})
+	}
+	return ctx
+}
+
+func (p progress) Progress(ctx context.Context, ev writestrategy.ProgressEvent) {
+	st, _ := ctx.Value(streamKey{}).(*streamState)
+	if st == nil || time.Since(st.last) < time.Second {
+		return
+	}
+	st.last = time.Now()
+	fmt.Fprintf(p.out, "  %s: %d rows so far, %.0f rows/s\n", ev.DatasetID, ev.Rows, float64(ev.Rows)/ev.Elapsed.Seconds())
+}
+
+func (p progress) PhaseEnd(ctx context.Context, ev writestrategy.PhaseEvent) {
+	phases, _ := ctx.Value(phasesKey{}).(*[]string)
+	if phases == nil {
+		return
+	}
+	if ev.Phase != writestrategy.PhaseWrite {
+		*phases = append(*phases, fmt.Sprintf("%s %s", ev.Phase, ev.Duration.Round(time.Millisecond)))
+		return
+	}
+	fmt.Fprintf(p.out, "  phases: %s\n", strings.Join(*phases, ", "))
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
@@ -20,6 +22,41 @@ func TestQuickstart(t *testing.T) {
 	for _, want := range []string{"parity OK  orders_enriched", "parity OK  daily_revenue", "parity OK  orders_large",
 		"parity OK  orders_small", "category_totals", "All outputs written and verified"} {
 		require.Contains(t, out.String(), want)
+	}
+}
+
+// Without -warehouse the quickstart reruns against one persistent
+// database: it resets the tables an earlier run left in the catalog (here
+// one whose warehouse was removed afterwards) and drops its own at exit.
+func TestQuickstartRerunsOnPersistentDatabase(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	tables := func() int {
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM iceberg_tables`).Scan(&n))
+		return n
+	}
+	quick := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(ctx, append([]string{"-rows", "2000", "-database-url", url}, args...), &out, &errb)
+		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+		require.Contains(t, out.String(), "All outputs written and verified")
+		require.Contains(t, out.String(), "phases: resolve ")
+		return out.String()
+	}
+	// A run with a warehouse of its own keeps its tables; the warehouse
+	// then disappears, leaving catalog rows that point at nothing.
+	gone := t.TempDir()
+	quick("-warehouse", gone)
+	require.Equal(t, 4, tables())
+	require.NoError(t, os.RemoveAll(gone))
+	for range 2 {
+		quick()
+		require.Equal(t, 0, tables(), "the run dropped its tables")
 	}
 }
 

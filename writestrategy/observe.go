@@ -1,0 +1,181 @@
+package writestrategy
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Phase names a step of Dispatcher.Write, in the order a write runs them.
+type Phase string
+
+const (
+	// PhaseWrite encloses the whole write, from the first phase to the
+	// last: its end carries the write's duration and error.
+	PhaseWrite Phase = "write"
+	// PhaseResolve resolves the sink of the output (or split pair).
+	PhaseResolve Phase = "resolve"
+	// PhaseOpen reconciles stale intents and opens one ledger intent per
+	// output (waiting for a writer of the same dataset).
+	PhaseOpen Phase = "open"
+	// PhaseApply is the Postgres arm's compute and row store write: one
+	// statement in the write's transaction.
+	PhaseApply Phase = "apply"
+	// PhaseCompute is the Iceberg arm's compute start: the compute
+	// transaction begins and the sources are resolved and hydrated; the
+	// rows stream in PhaseStream.
+	PhaseCompute Phase = "compute"
+	// PhaseStream streams one output's rows from Postgres into staged
+	// Iceberg data files (one event per output; ProgressObserver sees
+	// its rows so far).
+	PhaseStream Phase = "stream"
+	// PhaseCheck asks the ledger's expectations about the staged outputs.
+	// On a catalog that commits into the ledger's transaction
+	// (facade.TxStaged) they run inside PhaseLedgerCommit instead.
+	PhaseCheck Phase = "check"
+	// PhaseCatalogCommit makes the staged snapshots current in the Iceberg
+	// catalog (in the ledger's transaction on a facade.TxStaged catalog,
+	// visible only with PhaseLedgerCommit).
+	PhaseCatalogCommit Phase = "catalog_commit"
+	// PhaseLedgerCommit commits the intents: with the row store write on
+	// the Postgres arm, with the catalog pointer swaps on a
+	// facade.TxStaged catalog, after the snapshot otherwise.
+	PhaseLedgerCommit Phase = "ledger_commit"
+	// PhaseMaintain runs the table lifecycle of an output whose commit
+	// said maintenance is due; its error is logged, never returned.
+	PhaseMaintain Phase = "maintain"
+)
+
+// PhaseEvent describes a phase of a write. PhaseStart receives it with
+// Duration, Rows and Err zero; PhaseEnd with them set.
+type PhaseEvent struct {
+	Phase    Phase
+	WriterID string
+	// DatasetIDs are the outputs the phase concerns: every output of the
+	// write for the whole-write phases, one for per-output phases
+	// (PhaseStream, PhaseMaintain, and the commits of a catalog that
+	// commits table by table). Owned by the event; do not modify.
+	DatasetIDs []string
+	// Sink is the resolved storage (StoragePostgres or StorageIceberg);
+	// empty before PhaseResolve ends.
+	Sink string
+	// Duration of the phase (PhaseEnd only).
+	Duration time.Duration
+	// Rows written by the phase, where it knows them (PhaseApply,
+	// PhaseStream, the commits; PhaseEnd only).
+	Rows int64
+	// Err is the phase's error (PhaseEnd only); nil on success.
+	Err error
+}
+
+// Observer sees the phases of each Dispatcher.Write, in the style of pgx's
+// tracers: PhaseStart is called when a phase begins and returns the context
+// the phase runs under (return ctx unchanged, or one carrying a span: the
+// phase's database and catalog calls then run under it), and PhaseEnd,
+// with that context, when the phase ends. Every started phase ends, on
+// success and on error alike; phases nest only inside PhaseWrite. Calls
+// come from the goroutine calling Write, synchronously: an Observer must
+// be fast and safe for the concurrent Writes it serves, and must not call
+// back into the Dispatcher.
+//
+// An Observer that also implements ProgressObserver sees the rows of each
+// PhaseStream as they stream.
+type Observer interface {
+	PhaseStart(ctx context.Context, ev PhaseEvent) context.Context
+	PhaseEnd(ctx context.Context, ev PhaseEvent)
+}
+
+// ProgressEvent reports a streaming output's progress: the rows and
+// batches handed to the lakehouse so far and the time since its
+// PhaseStream began.
+type ProgressEvent struct {
+	WriterID  string
+	DatasetID string
+	Rows      int64
+	Batches   int64
+	Elapsed   time.Duration
+}
+
+// ProgressObserver is an Observer that also sees each batch an Iceberg
+// write streams (after the batch is written to the staged files'
+// encoder). Progress is called once per batch, under the PhaseStream
+// context; rate limiting (a progress bar's redraw) is the observer's.
+type ProgressObserver interface {
+	Observer
+	Progress(ctx context.Context, ev ProgressEvent)
+}
+
+// phase is a started phase; its zero value (no observer) does nothing.
+type phase struct {
+	obs Observer
+	w   *writeInfo
+	ctx context.Context
+	ev  PhaseEvent
+	t0  time.Time
+}
+
+// observe starts phase p of w under ctx and returns the context the phase
+// runs under. Without an observer it returns ctx and a no-op phase.
+func (d *Dispatcher) observe(ctx context.Context, w *writeInfo, p Phase, ids []string) (context.Context, phase) {
+	if d.cfg.Observer == nil {
+		return ctx, phase{}
+	}
+	ev := PhaseEvent{Phase: p, WriterID: w.writerID, DatasetIDs: ids, Sink: w.sink}
+	pctx := d.cfg.Observer.PhaseStart(ctx, ev)
+	if pctx == nil {
+		pctx = ctx
+	}
+	return pctx, phase{obs: d.cfg.Observer, w: w, ctx: pctx, ev: ev, t0: time.Now()}
+}
+
+// end ends the phase with its rows and error.
+func (ph *phase) end(rows int64, err error) {
+	if ph.obs == nil {
+		return
+	}
+	ev := ph.ev
+	if err != nil {
+		rows = 0
+	}
+	ev.Sink = ph.w.sink
+	ev.Duration, ev.Rows, ev.Err = time.Since(ph.t0), rows, err
+	ph.obs.PhaseEnd(ph.ctx, ev)
+	ph.obs = nil // ends once
+}
+
+// writeInfo is what every event of one write carries.
+type writeInfo struct {
+	writerID string
+	outs     []string
+	sink     string
+}
+
+// progress wraps an output's borrowed batches so that a ProgressObserver
+// sees the rows so far; without one it returns rows unchanged.
+func (d *Dispatcher) progress(ctx context.Context, w *writeInfo, datasetID string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+	po, ok := d.cfg.Observer.(ProgressObserver)
+	if !ok {
+		return rows
+	}
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		t0 := time.Now()
+		ev := ProgressEvent{WriterID: w.writerID, DatasetID: datasetID}
+		for rec, err := range rows {
+			var n int64
+			if err == nil && rec != nil {
+				n = rec.NumRows()
+			}
+			if !yield(rec, err) {
+				return
+			}
+			if err == nil && rec != nil {
+				ev.Rows += n
+				ev.Batches++
+				ev.Elapsed = time.Since(t0)
+				po.Progress(ctx, ev)
+			}
+		}
+	}
+}

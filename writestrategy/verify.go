@@ -1,0 +1,179 @@
+package writestrategy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
+)
+
+// Parity compares one output's current contents with a fresh compute of
+// its strategy (see Dispatcher.Verify).
+type Parity struct {
+	DatasetID string
+	// Sink holds the output's current contents: StoragePostgres (the row
+	// store) or StorageIceberg (its table's current snapshot); empty when
+	// the output has never been written (Stored is then zero).
+	Sink string
+	// Mode of the output: ledger.ModeReplace or ledger.ModeAppend. An
+	// append output accumulates its writes, so a fresh compute (the rows
+	// one more write would add) is not expected to equal its contents.
+	Mode string
+	// Stored is the checksum of the current contents.
+	Stored facade.Checksum
+	// Computed is the checksum of the output as the strategy computes it
+	// now.
+	Computed facade.Checksum
+}
+
+// OK reports whether the contents equal the fresh compute: same row count
+// and checksum.
+func (p Parity) OK() bool { return p.Stored == p.Computed }
+
+// String renders the comparison for logs and command lines.
+func (p Parity) String() string {
+	verdict := "OK"
+	if !p.OK() {
+		verdict = "MISMATCH"
+	}
+	return fmt.Sprintf("%s %s: %s rows=%d checksum=%s, computed rows=%d checksum=%s",
+		verdict, p.DatasetID, p.Sink, p.Stored.Rows, p.Stored, p.Computed.Rows, p.Computed)
+}
+
+// Verify checks the outputs of req.Strategy against a fresh compute: for
+// each output (in Outputs order) the checksum of its current contents,
+// wherever they live (Checksum), and of the rows the strategy computes
+// now (a snapshot read of its sources through ComputeRows, in a
+// transaction that is rolled back: nothing is written). Only
+// req.Strategy and req.Numeric are used. The checksums are order
+// independent and cover the business columns (facade.ChecksumBatches);
+// both sides read through the cursor with the dispatcher's options and
+// round unconstrained numerics as an Iceberg write does, so an output
+// written to either sink compares equal at the written scale.
+//
+// A mismatch is reported in the result (Parity.OK), not as an error. The
+// compute and a row store read share one repeatable-read snapshot; an
+// Iceberg table is read at its current snapshot, so verify while no writer
+// of the sources or outputs runs.
+func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) {
+	if req.Strategy == nil {
+		return nil, fmt.Errorf("%w: Verify needs a Strategy", ErrInvalid)
+	}
+	outs := req.Strategy.Outputs()
+	for _, o := range outs {
+		if err := checkDatasetID("output", o); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Parity, len(outs))
+	err := d.readTx(ctx, func(tx pgx.Tx) error {
+		computed, err := ComputeRows(ctx, tx, d.env(), req.Strategy, d.checksumOptions(req))
+		if err != nil {
+			return err
+		}
+		// The streams share the transaction: each is consumed in turn.
+		for i := range computed {
+			c := &computed[i]
+			sum, err := facade.ChecksumBatches(c.Batches())
+			if err != nil {
+				return fmt.Errorf("verify %s: compute: %w", c.DatasetID, err)
+			}
+			out[i] = Parity{DatasetID: c.DatasetID, Mode: c.Mode, Computed: sum}
+		}
+		for i := range out {
+			p := &out[i]
+			if p.Sink, p.Stored, err = d.checksum(ctx, tx, p.DatasetID, req); err != nil {
+				return fmt.Errorf("verify %s: %w", p.DatasetID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Checksum returns the checksum of a dataset's current contents: its Iceberg table's current snapshot (facade.Lakehouse's
+// Checksum) when the ledger records it on StorageIceberg, otherwise its
+// rows in the Postgres row store, read through the cursor with the
+// dispatcher's options, unconstrained numerics rounded as an Iceberg write
+// rounds them. Equal business rows on either sink give equal checksums.
+// A dataset never written has the zero checksum.
+func (d *Dispatcher) Checksum(ctx context.Context, datasetID string) (facade.Checksum, error) {
+	if err := checkDatasetID("dataset", datasetID); err != nil {
+		return facade.Checksum{}, err
+	}
+	var sum facade.Checksum
+	err := d.readTx(ctx, func(tx pgx.Tx) (err error) {
+		_, sum, err = d.checksum(ctx, tx, datasetID, Request{})
+		return err
+	})
+	return sum, err
+}
+
+func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, req Request) (string, facade.Checksum, error) {
+	ds, err := d.cfg.Ledger.Dataset(ctx, datasetID)
+	if err != nil {
+		return "", facade.Checksum{}, err
+	}
+	if ds.Sink == "" {
+		return "", facade.Checksum{}, nil // never written: no rows
+	}
+	if ds.Sink == StorageIceberg {
+		if d.cfg.Lakehouse == nil {
+			return "", facade.Checksum{}, fmt.Errorf("%w: dataset %q lives in Iceberg but DispatchConfig.Lakehouse is nil", ErrInvalid, datasetID)
+		}
+		sum, err := d.cfg.Lakehouse.Checksum(ctx, datasetID, 0)
+		return StorageIceberg, sum, err
+	}
+	// The dataset read as a source: the same relation every strategy reads.
+	computed, err := ComputeRows(ctx, tx, d.env(), Transform{Output: datasetID, Source: datasetID}, d.checksumOptions(req))
+	if err != nil {
+		return "", facade.Checksum{}, err
+	}
+	sum, err := facade.ChecksumBatches(computed[0].Batches())
+	return StoragePostgres, sum, err
+}
+
+func (d *Dispatcher) env() *Env {
+	return &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows}
+}
+
+// checksumOptions are the cursor options of a checksum read: the
+// dispatcher's (and the request's), numerics rounded whatever the policy,
+// so that a row store holding more digits than an Iceberg table compares
+// at the written scale.
+func (d *Dispatcher) checksumOptions(req Request) *cursor.Options {
+	var o cursor.Options
+	if c := d.cursorOptions(req); c != nil {
+		o = *c
+	}
+	o.Numeric = cursor.NumericRound
+	return &o
+}
+
+// readTx runs f in a repeatable-read transaction that is rolled back (a
+// native source is hydrated into a temporary table: it is not read only).
+func (d *Dispatcher) readTx(ctx context.Context, f func(tx pgx.Tx) error) error {
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		return queryError("begin verify", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = tx.Rollback(cctx)
+	}()
+	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
+		return queryError("begin verify", err)
+	}
+	if err := tuneTx(ctx, tx); err != nil {
+		return err
+	}
+	return f(tx)
+}
