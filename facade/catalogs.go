@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 
@@ -42,26 +43,33 @@ type SQLCatalog struct {
 	db *sql.DB
 }
 
+// catalogProps returns a catalog's name (default "lakewrite") and its
+// properties: extra plus the warehouse, a local directory made an absolute
+// file:// URL.
+func catalogProps(name, warehouse string, extra iceberg.Properties) (string, iceberg.Properties, error) {
+	if name == "" {
+		name = "lakewrite"
+	}
+	if !hasScheme(warehouse) {
+		abs, err := filepath.Abs(warehouse)
+		if err != nil {
+			return "", nil, err
+		}
+		warehouse = "file://" + filepath.ToSlash(abs)
+	}
+	props := iceberg.Properties{"warehouse": warehouse}
+	maps.Copy(props, extra)
+	return name, props, nil
+}
+
 // OpenSQLCatalog opens (and initializes, idempotently) the SQL catalog.
 func OpenSQLCatalog(ctx context.Context, cfg SQLCatalogConfig) (*SQLCatalog, error) {
 	if cfg.DatabaseURL == "" || cfg.Warehouse == "" {
 		return nil, errors.New("facade: OpenSQLCatalog needs DatabaseURL and Warehouse")
 	}
-	name := cfg.Name
-	if name == "" {
-		name = "lakewrite"
-	}
-	wh := cfg.Warehouse
-	if !hasScheme(wh) {
-		abs, err := filepath.Abs(wh)
-		if err != nil {
-			return nil, err
-		}
-		wh = "file://" + filepath.ToSlash(abs)
-	}
-	props := iceberg.Properties{"warehouse": wh}
-	for k, v := range cfg.Props {
-		props[k] = v
+	name, props, err := catalogProps(cfg.Name, cfg.Warehouse, cfg.Props)
+	if err != nil {
+		return nil, err
 	}
 	pc, err := pgx.ParseConfig(cfg.DatabaseURL)
 	if err != nil {

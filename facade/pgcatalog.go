@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/url"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -119,22 +118,12 @@ func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg PostgresCatalogCo
 	if db == nil || cfg.Warehouse == "" {
 		return nil, errors.New("facade: NewPostgresCatalog needs a database handle and a Warehouse")
 	}
-	name := cfg.Name
-	if name == "" {
-		name = "lakewrite"
+	name, props, err := catalogProps(cfg.Name, cfg.Warehouse, cfg.Props)
+	if err != nil {
+		return nil, err
 	}
-	wh := cfg.Warehouse
-	if !hasScheme(wh) {
-		abs, err := filepath.Abs(wh)
-		if err != nil {
-			return nil, err
-		}
-		wh = "file://" + filepath.ToSlash(abs)
-	}
-	props := iceberg.Properties{"warehouse": wh}
-	maps.Copy(props, cfg.Props)
 	c := &PostgresCatalog{db: db, name: name, props: props}
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		// Concurrent CREATE TABLE IF NOT EXISTS can still collide.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakewrite.iceberg-catalog-ddl', 0))`); err != nil {
 			return err
