@@ -53,7 +53,7 @@ const (
 	phaseCopy2   = "copy-again"
 )
 
-// Targets of issue 7, at 5M rows.
+// Targets of the end-to-end write against COPY, at 5M rows.
 const (
 	targetRatio   = 0.95
 	targetRSSByte = 192 << 20

@@ -1,5 +1,5 @@
 // Command bench measures lakewrite's Iceberg arm end to end against what
-// the machine allows (issue 7).
+// the machine allows.
 //
 //	go run ./examples/bench -rows 5000000
 //
