@@ -678,10 +678,8 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 		if err := d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
 			CommittedAt: res[i].CommittedAt, Schema: c.Columns.JSON()}); err != nil {
 			lph.end(0, err)
-			for _, other := range intents {
-				other.Release()
-			}
-			// Left open: Recover finds the snapshots and rolls them forward.
+			// Left open (the caller releases the holds): Recover finds the
+			// snapshots and rolls them forward.
 			return nil, fmt.Errorf("%w: the snapshots of %s landed but the ledger commit of %q failed: %w",
 				ledger.ErrOutcomeUnknown, strings.Join(req.Strategy.Outputs(), ", "), c.DatasetID, err)
 		}
