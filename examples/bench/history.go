@@ -70,7 +70,7 @@ func runHistory(ctx context.Context, cfg historyConfig) ([]historyResult, error)
 		return nil, err
 	}
 	defer env.Close()
-	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: historyWriter, Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative}); err != nil {
+	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: historyWriter, Default: sink.Iceberg, Max: sink.Iceberg}); err != nil {
 		return nil, err
 	}
 	env.Resolver.Invalidate()

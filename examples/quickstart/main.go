@@ -134,10 +134,10 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 		return fmt.Errorf("seed: %w", err)
 	}
 
-	// Flags: the writer stays on Postgres by default; raising its max mode
+	// Flags: the writer stays on Postgres by default; raising its max sink
 	// makes the flip opt-in per dataset, and the canary overrides flip the
 	// Iceberg outputs.
-	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: writerID, Default: sink.ModePG, Max: sink.ModeIcebergNative}); err != nil {
+	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: writerID, Default: sink.Postgres, Max: sink.Iceberg}); err != nil {
 		return err
 	}
 	for _, o := range outputs {
@@ -146,7 +146,7 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 				return err
 			}
 			if o.iceberg {
-				if err := env.Flags.SetOverride(ctx, writerID, sink.ModeIcebergNative, id); err != nil {
+				if err := env.Flags.SetOverride(ctx, writerID, sink.Iceberg, id); err != nil {
 					return err
 				}
 			}
