@@ -295,7 +295,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 // order, before the identity columns, except incompatibly retyped ones,
 // which land after them. An append promotes in place and adds the columns
 // the table lacks as optional columns, before the identity columns.
-func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) (SchemaChange, error) {
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode WriteMode, cols []column) (SchemaChange, error) {
 	ch, err := planChange(dataset, mode, f.schemaPolicy(dataset), icebergCols(cur), cols)
 	if err != nil {
 		return ch, err

@@ -367,7 +367,7 @@ func TestPartitionSpecEvolution(t *testing.T) {
 		}
 	})
 	target := facade.Target{DatasetID: "evo"}
-	write := func(mode facade.Mode, ids []int64, day func(int64) int64) facade.CommitResult {
+	write := func(mode facade.WriteMode, ids []int64, day func(int64) int64) facade.CommitResult {
 		t.Helper()
 		res, err := e.f.Write(ctx, target, facade.WriteRequest{Mode: mode, Schema: partSchema(), Rows: partRows(e.mem, ids, day, 400)})
 		require.NoError(t, err)

@@ -333,7 +333,7 @@ func promotable(from, to iceberg.Type) bool {
 // whose type Iceberg can widen to the write's, and writes a narrower type
 // that widens to the table's as the table's type; any other type, or a
 // required table column the write leaves out, is a *SchemaMismatchError.
-func planChange(dataset string, mode Mode, p SchemaPolicy, cur []tableCol, cols []column) (SchemaChange, error) {
+func planChange(dataset string, mode WriteMode, p SchemaPolicy, cur []tableCol, cols []column) (SchemaChange, error) {
 	var ch SchemaChange
 	have := map[string]tableCol{}
 	for _, f := range cur {

@@ -53,7 +53,9 @@ func (e *CrossJoinError) Error() string {
 // Is reports ErrCrossJoinTooLarge.
 func (e *CrossJoinError) Is(target error) bool { return target == ErrCrossJoinTooLarge }
 
-// ErrDatasetNotFound is the ledger's: a source or output is not registered.
+// ErrDatasetNotFound: a source or output is not registered. It is the one
+// shared sentinel, the same value as ledger.ErrDatasetNotFound and
+// sink.ErrDatasetNotFound.
 var ErrDatasetNotFound = ledger.ErrDatasetNotFound
 
 // QueryError is a failure of a statement lakewrite ran for a strategy

@@ -331,7 +331,7 @@ func cmdDeploy(ctx context.Context, c *cli, name string) error {
 			c.printf(" snapshot=%d", r.SnapshotID)
 		}
 		c.printf(" committed_at=%s\n", r.CommittedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
-		if r.Sink == writestrategy.StorageIceberg {
+		if r.Sink == sink.Iceberg {
 			c.printf("next: canary verify %s\n", r.DatasetID)
 		}
 	}
@@ -365,7 +365,7 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 	pg := ps[0].Computed
 	c.printf("postgres compute: rows=%d checksum=%s\n", pg.Rows, pg)
 	ice, err := ps[0].Stored, error(nil)
-	if ps[0].Sink != writestrategy.StorageIceberg {
+	if ps[0].Sink != sink.Iceberg {
 		// The live contents are in the row store: compare with the table
 		// the output was (or will be) written to.
 		ice, err = e.lake.Checksum(ctx, name, 0)
@@ -378,7 +378,7 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 		return err
 	}
 	c.printf("iceberg table:    rows=%d checksum=%s\n", ice.Rows, ice)
-	if ds.Sink != writestrategy.StorageIceberg {
+	if ds.Sink != sink.Iceberg {
 		c.printf("note: the live contents of %s are in %q, not in the Iceberg table\n", name, ds.Sink)
 	}
 	if pg != ice {

@@ -35,6 +35,8 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 func main() {
@@ -246,7 +248,7 @@ func seed(ctx context.Context, env *embedded.Env, rows int, out io.Writer) error
 		if _, err := env.Ledger.EnsureDataset(ctx, s.id, s.id, nil); err != nil {
 			return err
 		}
-		_, err := env.Ledger.WithTx(ctx, ledger.OpenParams{DatasetID: s.id, WriterID: "quickstart.seed", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+		_, err := env.Ledger.WithTx(ctx, ledger.OpenParams{DatasetID: s.id, WriterID: "quickstart.seed", Sink: sink.Postgres, WriteMode: facade.Replace},
 			func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 				var o ledger.Outcome
 				if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, s.id); err != nil {
@@ -278,7 +280,7 @@ func verify(ctx context.Context, d *writestrategy.Dispatcher, s writestrategy.Wr
 		return fmt.Errorf("verify: %w", err)
 	}
 	for _, p := range ps {
-		if !p.OK() || p.Sink != writestrategy.StorageIceberg {
+		if !p.OK() || p.Sink != sink.Iceberg {
 			return fmt.Errorf("parity FAILED for %s: Postgres compute %d rows (checksum %s), %s contents %d rows (checksum %s)",
 				p.DatasetID, p.Computed.Rows, p.Computed, p.Sink, p.Stored.Rows, p.Stored)
 		}

@@ -428,7 +428,7 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, ch
 
 func result(datasetID string, s *Snapshot) facade.CommitResult {
 	return facade.CommitResult{
-		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.Mode(s.Summary[facade.SummaryMode]),
+		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.WriteMode(s.Summary[facade.SummaryMode]),
 		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.CommittedAt, Schema: s.Schema,
 		DataFiles: slices.Clone(s.added), Checksum: s.checksum, Summary: maps.Clone(s.Summary),
 	}

@@ -183,7 +183,7 @@ func release(bs []arrow.RecordBatch) {
 	}
 }
 
-func write(t *testing.T, e *Env, mode facade.Mode, bs []arrow.RecordBatch, txn string) facade.CommitResult {
+func write(t *testing.T, e *Env, mode facade.WriteMode, bs []arrow.RecordBatch, txn string) facade.CommitResult {
 	t.Helper()
 	res, err := e.LH.Write(context.Background(), target, facade.WriteRequest{
 		Mode: mode, Schema: Schema(), Rows: Seq(bs), TxnID: txn,
@@ -324,7 +324,7 @@ func testFailAtBatch(t *testing.T, e *Env) {
 	r1 := write(t, e, facade.Replace, b1, "t1")
 	before := rows(t, e, 0, true)
 	boom := errors.New("producer failed")
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		_, err := e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: mode, Schema: Schema(), Rows: failingAt(b2, 5, boom), TxnID: "t2"})
 		require.ErrorIs(t, err, boom)
 		assert.Equal(t, before, rows(t, e, 0, true), "table unchanged")
@@ -366,7 +366,7 @@ func testCommitConflict(t *testing.T, e *Env) {
 	defer release(b1)
 	write(t, e, facade.Replace, b1, "t1")
 	before := rows(t, e, 0, true)
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		e.FailCommits(target.DatasetID, facade.ErrCommitConflict, 100)
 		_, err := e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: mode, Schema: Schema(), Rows: Seq(b1), TxnID: "t2"})
 		require.ErrorIs(t, err, facade.ErrCommitConflict)
@@ -537,7 +537,7 @@ func testTypedErrors(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	withNull := mk([]int64{3, 0}, []bool{true, false})
 	defer withNull.Release()
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		_, err = e.LH.Write(ctx, nt, facade.WriteRequest{Mode: mode, Schema: req, Rows: Seq([]arrow.RecordBatch{ok, withNull})})
 		var nr *facade.NullInRequiredError
 		require.ErrorAs(t, err, &nr, string(mode))
