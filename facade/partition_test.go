@@ -20,10 +20,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/cursor"
 )
 
 func partSchema() *arrow.Schema {
-	md := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{facade.MetaPgType}, []string{t}) }
+	md := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{cursor.MetaPGType}, []string{t}) }
 	return arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true, Metadata: md("int8")},
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true, Metadata: md("timestamptz")},

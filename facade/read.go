@@ -158,9 +158,9 @@ func withPgMetadata(sc *arrow.Schema, isc *iceberg.Schema) *arrow.Schema {
 		if nf, ok := isc.FindFieldByName(fld.Name); ok && strings.HasPrefix(nf.Doc, docPrefix) {
 			pg := strings.TrimPrefix(nf.Doc, docPrefix)
 			if pg == "json" || pg == "jsonb" {
-				fld.Metadata = arrow.NewMetadata([]string{MetaPgType, MetaJSON}, []string{pg, "true"})
+				fld.Metadata = arrow.NewMetadata([]string{metaPGType, metaJSON}, []string{pg, "true"})
 			} else {
-				fld.Metadata = arrow.NewMetadata([]string{MetaPgType}, []string{pg})
+				fld.Metadata = arrow.NewMetadata([]string{metaPGType}, []string{pg})
 			}
 		}
 		fields[i] = fld

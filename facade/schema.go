@@ -10,12 +10,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
-// Arrow field metadata keys set by the cursor package.
+// The Arrow field metadata keys the facade reads are the cursor's
+// (cursor.MetaPGType, cursor.MetaJSON), defined once in package vocab.
 const (
-	MetaPgType = "lakewrite.pg_type"
-	MetaJSON   = "lakewrite.json"
+	metaPGType = vocab.MetaPGType
+	metaJSON   = vocab.MetaJSON
 )
 
 // docPrefix marks the Postgres type in an Iceberg field's doc, so the type
@@ -23,7 +26,7 @@ const (
 const docPrefix = "lakewrite.pg_type="
 
 func pgTypeOf(f arrow.Field) string {
-	if v, ok := f.Metadata.GetValue(MetaPgType); ok {
+	if v, ok := f.Metadata.GetValue(metaPGType); ok {
 		return v
 	}
 	return ""

@@ -23,6 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Env is one backend under test.
@@ -88,7 +90,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 var target = facade.Target{DatasetID: "orders", WriterID: "pipeline.output", Workspace: "ws1"}
 
 func meta(kv ...string) arrow.Metadata {
-	return arrow.NewMetadata([]string{facade.MetaPgType}, kv)
+	return arrow.NewMetadata([]string{vocab.MetaPGType}, kv)
 }
 
 // Schema is the suite's business schema (the cursor's conventions).
@@ -100,7 +102,7 @@ func Schema() *arrow.Schema {
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true, Metadata: meta("timestamptz")},
 		{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true, Metadata: meta("bool")},
 		{Name: "attrs", Type: arrow.BinaryTypes.String, Nullable: true,
-			Metadata: arrow.NewMetadata([]string{facade.MetaPgType, facade.MetaJSON}, []string{"jsonb", "true"})},
+			Metadata: arrow.NewMetadata([]string{vocab.MetaPGType, vocab.MetaJSON}, []string{"jsonb", "true"})},
 		{Name: "small", Type: arrow.PrimitiveTypes.Int16, Nullable: true, Metadata: meta("int2")},
 		{Name: "uid", Type: &arrow.FixedSizeBinaryType{ByteWidth: 16}, Nullable: true, Metadata: meta("uuid")},
 		{Name: "tags", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true, Metadata: meta("_int4")},
