@@ -31,7 +31,7 @@ func (f *Facade) FindTxn(ctx context.Context, datasetID, txnID string) (CommitRe
 		return CommitResult{}, false, fmt.Errorf("%w: empty txn id", ErrInvalidRequest)
 	}
 	tbl, err := f.LoadTable(ctx, datasetID)
-	if errors.Is(err, ErrDatasetNotFound) {
+	if errors.Is(err, ErrTableNotFound) {
 		return CommitResult{}, false, nil
 	}
 	if err != nil {

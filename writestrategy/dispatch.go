@@ -212,9 +212,8 @@ func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (ru
 	}
 	pair, err := d.cfg.Resolver.ResolvePair(rctx, req.WriterID, outs[0], outs[1])
 	if err != nil {
-		if errors.Is(err, sink.ErrMixedPair) {
-			return nil, sink.Decision{}, fmt.Errorf("%w: %w", ErrMixedSplit, err)
-		}
+		// A split whose outputs resolve to different sinks is a
+		// *sink.MixedPairError (errors.Is(err, sink.ErrMixedPair)).
 		return nil, sink.Decision{}, err
 	}
 	return func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.RunPair(ctx, pair) }, pair.First, nil

@@ -18,8 +18,6 @@ var (
 	ErrUnsafeIdentifier = errors.New("writestrategy: unsafe identifier")
 	// ErrCrossJoinTooLarge: the cross-join preflight refused the join.
 	ErrCrossJoinTooLarge = errors.New("writestrategy: cross join too large")
-	// ErrMixedSplit: the two outputs of a split resolved to different sinks.
-	ErrMixedSplit = errors.New("writestrategy: split outputs resolved to different sinks")
 )
 
 // IdentifierError names an identifier that was refused. It matches

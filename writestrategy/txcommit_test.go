@@ -70,7 +70,7 @@ func (w *pgWorld) dispatcher(lake facade.Lakehouse) *writestrategy.Dispatcher {
 func (w *pgWorld) head(dataset string) int64 {
 	w.t.Helper()
 	tbl, err := w.f.LoadTable(context.Background(), dataset)
-	if errors.Is(err, facade.ErrDatasetNotFound) {
+	if errors.Is(err, facade.ErrTableNotFound) {
 		return 0
 	}
 	require.NoError(w.t, err)

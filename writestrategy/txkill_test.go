@@ -70,7 +70,7 @@ func requireHistoryAgrees(t *testing.T, w *pgWorld, dataset, msg string) {
 			}
 		}
 	} else {
-		require.ErrorIs(t, err, facade.ErrDatasetNotFound)
+		require.ErrorIs(t, err, facade.ErrTableNotFound)
 	}
 	rows, err := w.pool.Query(ctx, `SELECT id::text, status, coalesce(snapshot_id, 0) FROM lakewrite.pipeline_build_transactions
 		WHERE dataset_id = $1 AND sink = $2`, dataset, sink.Iceberg)

@@ -370,7 +370,7 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 		// the output was (or will be) written to.
 		ice, err = e.lake.Checksum(ctx, name, 0)
 	}
-	if errors.Is(err, facade.ErrDatasetNotFound) {
+	if errors.Is(err, facade.ErrTableNotFound) {
 		c.printf("iceberg table: none (deploy the output with the override set first)\n")
 		return &ParityError{Output: name, Postgres: pg}
 	}

@@ -224,7 +224,7 @@ func (e *env) currentSnapshot(id string) int64 {
 		return snaps[len(snaps)-1].ID
 	}
 	tbl, err := e.facade.LoadTable(context.Background(), id)
-	if errors.Is(err, facade.ErrDatasetNotFound) {
+	if errors.Is(err, facade.ErrTableNotFound) {
 		return 0
 	}
 	require.NoError(e.t, err)

@@ -511,7 +511,7 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 		case !facade.ValidDatasetID(datasetID):
 			err = fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
 		case d == nil:
-			err = fmt.Errorf("%w: %q", facade.ErrDatasetNotFound, datasetID)
+			err = fmt.Errorf("%w: %q", facade.ErrTableNotFound, datasetID)
 		case opts.SnapshotID != 0:
 			for _, s := range d.snapshots {
 				if s.ID == opts.SnapshotID {

@@ -555,7 +555,7 @@ func testTypedErrors(t *testing.T, e *Env) {
 	require.ErrorIs(t, err, facade.ErrInvalidRequest)
 	// scans of unknown things
 	for _, err := range e.LH.Scan(ctx, "missing", facade.ScanOptions{}) {
-		require.ErrorIs(t, err, facade.ErrDatasetNotFound)
+		require.ErrorIs(t, err, facade.ErrTableNotFound)
 	}
 	for _, err := range e.LH.Scan(ctx, nt.DatasetID, facade.ScanOptions{SnapshotID: 12345}) {
 		require.ErrorIs(t, err, facade.ErrSnapshotNotFound)
