@@ -136,7 +136,7 @@ func TestPair(t *testing.T) {
 	require.ErrorIs(t, err, sink.ErrUnresolved)
 }
 
-func TestModes(t *testing.T) {
+func TestSinks(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, []sink.Sink{sink.Postgres, sink.Iceberg}, sink.Sinks())
 	assert.Equal(t, -1, sink.Postgres.Compare(sink.Iceberg))
