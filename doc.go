@@ -41,6 +41,28 @@
 // disagree, and its Dispatcher is the write dispatch: one call per output
 // that runs the four steps above in order, on the sink the flags chose.
 //
+// # One vocabulary
+//
+// Each shared concept has one type, spelled in one place, and every package
+// uses that same type:
+//
+//   - where a write goes, and the writer flag values: sink.Sink, with
+//     sink.Postgres ("pg") < sink.Iceberg ("iceberg_native"); ledger intents
+//     and writestrategy results carry it too.
+//   - how a write changes its dataset: facade.WriteMode, facade.Replace
+//     ("replace") or facade.Append ("append"); the ledger records the same
+//     type and adds ledger.Maintenance ("maintenance") for lifecycle work.
+//   - how the cursor runs a query: cursor.StreamMode (cursor.Direct,
+//     cursor.Staged); how a build reads its sources: incremental.ReadMode.
+//   - the Postgres type of an Arrow field: the cursor.MetaPGType metadata
+//     key (and cursor.MetaJSON), which the facade reads.
+//   - an unregistered dataset id: ledger.ErrDatasetNotFound, the same error
+//     value as sink.ErrDatasetNotFound and writestrategy.ErrDatasetNotFound.
+//     A dataset without an Iceberg table yet is facade.ErrTableNotFound.
+//
+// The stored text of sinks and write modes (in the control-plane tables and
+// the snapshot summaries) never changes.
+//
 // # Where to start
 //
 //   - go run ./examples/quickstart: the main job on the embedded default.

@@ -71,7 +71,7 @@ func (s *Stream) Rounded() int64 {
 // describe prepares sql as the unnamed statement and loads the pg_type rows
 // of its result columns. In a caller's transaction it runs in a savepoint,
 // so a bad query does not abort that transaction.
-func describe(ctx context.Context, db DB, mode Mode, sql string, args []any) (_ []pgconn.FieldDescription, _ map[uint32]*pgType, err error) {
+func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []any) (_ []pgconn.FieldDescription, _ map[uint32]*pgType, err error) {
 	s, err := acquire(ctx, db, mode)
 	if err != nil {
 		return nil, nil, err

@@ -89,7 +89,7 @@ func BenchmarkStream(b *testing.B) {
 		b.ReportMetric(copyRate, "copy-rows/s")
 		b.ReportMetric(rate/copyRate, "x-copy")
 	}
-	batches := func(mode cursor.Mode, size int) func() int {
+	batches := func(mode cursor.StreamMode, size int) func() int {
 		return func() int {
 			s, err := cursor.Batches(ctx, pool, query, nil, &cursor.Options{Mode: mode, BatchSize: size})
 			if err != nil {

@@ -166,7 +166,7 @@ var paths = []path{
 
 func TestCleanupBatches(t *testing.T) {
 	e := newEnv(t)
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		for _, src := range sources {
 			if mode == cursor.Staged && src.name == "tx" {
 				continue // ErrStagedNeedsSession, tested below
@@ -183,7 +183,7 @@ func TestCleanupBatches(t *testing.T) {
 	}
 }
 
-func (e *env) runBatches(t *testing.T, mode cursor.Mode, src source, p path) {
+func (e *env) runBatches(t *testing.T, mode cursor.StreamMode, src source, p path) {
 	if e.conn.IsClosed() {
 		e.conn = pgtest.Conn(t, e.url)
 	}
@@ -237,7 +237,7 @@ func TestCleanupRows(t *testing.T) {
 		Pad  string
 		Boom *int32
 	}
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		for _, src := range sources {
 			if mode == cursor.Staged && src.name == "tx" {
 				continue
@@ -283,7 +283,7 @@ func TestCleanupRows(t *testing.T) {
 
 func TestRecordReaderEarlyRelease(t *testing.T) {
 	e := newEnv(t)
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		s, err := cursor.Batches(context.Background(), e.pool, bigQuery, []any{-1}, &cursor.Options{Mode: mode, BatchSize: 1000, Allocator: mem})
 		require.NoError(t, err)

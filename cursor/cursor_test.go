@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 func TestSmoke(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		s, err := cursor.Batches(ctx, pool, `SELECT g::int8 AS id, g::text AS s, (g/3.0)::numeric(10,2) AS n FROM generate_series(1,$1::int) g`, []any{25}, &cursor.Options{Mode: mode, BatchSize: 10, Allocator: mem})
 		require.NoError(t, err)

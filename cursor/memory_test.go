@@ -22,7 +22,7 @@ FROM generate_series(1, $1::int) g`
 // peakHeap streams n rows at the default batch size and returns the
 // highest heap size (live and not yet collected objects) seen between
 // batches.
-func peakHeap(t *testing.T, db cursor.DB, mode cursor.Mode, n int) uint64 {
+func peakHeap(t *testing.T, db cursor.DB, mode cursor.StreamMode, n int) uint64 {
 	t.Helper()
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	runtime.GC()
@@ -50,7 +50,7 @@ func peakHeap(t *testing.T, db cursor.DB, mode cursor.Mode, n int) uint64 {
 func TestMemoryBounded(t *testing.T) {
 	pool := pgtest.Pool(t)
 	const slack = 8 << 20
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		small := peakHeap(t, pool, mode, 100_000)
 		large := peakHeap(t, pool, mode, 1_000_000)
 		t.Logf("%s: peak heap 100k rows %.1f MiB, 1M rows %.1f MiB", mode, float64(small)/(1<<20), float64(large)/(1<<20))

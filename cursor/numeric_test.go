@@ -63,7 +63,7 @@ func TestNumericRounding(t *testing.T) {
 			wantRounded++
 		}
 	}
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		s, err := cursor.Batches(ctx, pool, `SELECT v::numeric AS n, ARRAY[v::numeric, v::numeric] AS a
 			FROM unnest($1::text[]) WITH ORDINALITY AS u(v, i) ORDER BY i`, []any{in},
@@ -176,7 +176,7 @@ func TestPreflight(t *testing.T) {
 		ARRAY[g::numeric / 7000] AS arr,                          -- likewise unless g % 7 = 0
 		(g * 1.25)::numeric(12,2) AS exact
 		FROM generate_series(1, 20) g`
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		s, err := cursor.Batches(ctx, pool, q, nil, &cursor.Options{Mode: mode, Allocator: mem, BatchSize: 6})
 		require.NoError(t, err)

@@ -7,27 +7,30 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// Mode selects how the query is run. See the package documentation.
-type Mode int
+// StreamMode selects how the query is run and its result streamed: [Direct]
+// or [Staged]. See the package documentation. (It is unrelated to the write
+// mode, facade.WriteMode, and to the read mode, incremental.ReadMode.)
+type StreamMode int
 
 const (
 	// Direct runs the query in the compute transaction and streams its result
 	// as it arrives. The transaction stays open for the whole stream.
-	Direct Mode = iota
+	Direct StreamMode = iota
 	// Staged materializes the result into a temporary table, commits the
 	// compute transaction, then streams the table in a short read-only
 	// transaction on the same session and drops it.
 	Staged
 )
 
-func (m Mode) String() string {
+// String returns "direct" or "staged".
+func (m StreamMode) String() string {
 	switch m {
 	case Direct:
 		return "direct"
 	case Staged:
 		return "staged"
 	}
-	return fmt.Sprintf("Mode(%d)", int(m))
+	return fmt.Sprintf("StreamMode(%d)", int(m))
 }
 
 // NumericPolicy says what a stream does with a numeric value that has more
@@ -75,7 +78,7 @@ const (
 // documented defaults.
 type Options struct {
 	// Mode is Direct (default) or Staged.
-	Mode Mode
+	Mode StreamMode
 	// BatchSize is the maximum number of rows per record batch
 	// (default DefaultBatchSize). Unused by Rows.
 	BatchSize int

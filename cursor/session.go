@@ -46,7 +46,7 @@ type session struct {
 }
 
 // acquire binds the session to a connection according to the kind of db.
-func acquire(ctx context.Context, db DB, mode Mode) (*session, error) {
+func acquire(ctx context.Context, db DB, mode StreamMode) (*session, error) {
 	switch v := db.(type) {
 	case pgx.Tx:
 		if mode == Staged {

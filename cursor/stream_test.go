@@ -27,7 +27,7 @@ func TestBatchSizes(t *testing.T) {
 		{size + 1, []int64{size, 1}},
 		{3*size - 1, []int64{size, size, size - 1}},
 	}
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		for _, c := range cases {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			s, err := cursor.Batches(ctx, pool, `SELECT g AS n, 'r' || g AS s FROM generate_series(1, $1::int) g`, []any{c.rows},
@@ -136,7 +136,7 @@ func TestLazyStart(t *testing.T) {
 func TestStagedCommitsBeforeStreaming(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
-	want := map[cursor.Mode]string{cursor.Staged: "committed", cursor.Direct: "in progress"}
+	want := map[cursor.StreamMode]string{cursor.Staged: "committed", cursor.Direct: "in progress"}
 	for mode, status := range want {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		s, err := cursor.Batches(ctx, pool, `SELECT txid_current() AS xid, g FROM generate_series(1, 50000) g`, nil,

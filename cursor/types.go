@@ -7,18 +7,22 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
-// Arrow field metadata keys set on every field of a Stream's schema.
+// Arrow field metadata keys set on every field of a Stream's schema, and read
+// by the facade when it maps a schema to an Iceberg table. Their values are
+// "lakewrite.pg_type" and "lakewrite.json".
 const (
 	// MetaPGType holds the PostgreSQL type name of the column as in
 	// pg_type.typname ("int8", "numeric", "_int4" for an int4 array, the enum's
 	// own name for an enum). For a domain it is the name of the domain's base
 	// type.
-	MetaPGType = "lakewrite.pg_type"
+	MetaPGType = vocab.MetaPGType
 	// MetaJSON is "true" on json and jsonb fields (and on the element field of
 	// json/jsonb arrays), whose Arrow type is string.
-	MetaJSON = "lakewrite.json"
+	MetaJSON = vocab.MetaJSON
 )
 
 type kind uint8

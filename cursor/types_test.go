@@ -45,7 +45,7 @@ func TestAllTypesRoundTrip(t *testing.T) {
 	_, err := pool.Exec(ctx, allTypesDDL)
 	require.NoError(t, err)
 
-	for _, mode := range []cursor.Mode{cursor.Direct, cursor.Staged} {
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
 		t.Run(mode.String(), func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)

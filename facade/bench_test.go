@@ -24,6 +24,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/internal/contract"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+
+	"github.com/lakewrite/lakewrite/cursor"
 )
 
 // benchSchema is the shape: id bigint, name text, amount
@@ -32,7 +34,7 @@ func benchSchema() *arrow.Schema {
 	// The contract's first six columns are the shape's; category follows.
 	fields := append([]arrow.Field(nil), contract.Schema().Fields()[:6]...)
 	fields = append(fields, arrow.Field{Name: "category", Type: arrow.BinaryTypes.String, Nullable: true,
-		Metadata: arrow.NewMetadata([]string{facade.MetaPgType}, []string{"text"})})
+		Metadata: arrow.NewMetadata([]string{cursor.MetaPGType}, []string{"text"})})
 	return arrow.NewSchema(fields, nil)
 }
 

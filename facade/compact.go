@@ -185,7 +185,7 @@ const summaryCompactBase = "lakewrite.compact-base"
 
 // compactBase is the summaryCompactBase a new snapshot on parent carries:
 // a replace resets it to its own file count, an append keeps the parent's.
-func compactBase(parent *table.Snapshot, mode Mode, files int) string {
+func compactBase(parent *table.Snapshot, mode WriteMode, files int) string {
 	if mode == Replace || parent == nil || parent.Summary == nil {
 		return strconv.Itoa(files)
 	}

@@ -580,7 +580,7 @@ func TestManifestListBounded(t *testing.T) {
 	e := newCompactEnv(t)
 	defer e.mem.AssertSize(t, 0)
 	ctx := context.Background()
-	write := func(ds string, mode Mode, i int) {
+	write := func(ds string, mode WriteMode, i int) {
 		rec := compactBatch(e.mem, i*10, 10, false, 4)
 		defer rec.Release()
 		_, err := e.f.Write(ctx, Target{DatasetID: ds}, WriteRequest{Mode: mode, Schema: compactSchema, Rows: oneBatch(rec)})

@@ -59,12 +59,13 @@
 // float32/64, decimal128(p,s) -> decimal(p,s), string, binary,
 // fixed_size_binary, date32, timestamp[us] -> timestamp, timestamp[us, any
 // zone] -> timestamptz, time64[us], list<...>); UUIDs (arrow uuid extension,
-// or fixed[16]/string tagged lakewrite.pg_type=uuid) -> uuid. Others are an
+// or fixed[16]/string tagged cursor.MetaPGType=uuid) -> uuid. Others are an
 // *UnsupportedTypeError. Nullable Arrow fields become optional columns;
 // non-nullable ones required, and a NULL in a required column is a
 // *NullInRequiredError raised before the batch is written (iceberg-go
 // v0.7.0 would store 0). The Postgres type is kept in the Iceberg field doc
-// and returned as lakewrite.pg_type metadata on read.
+// and returned as cursor.MetaPGType ("lakewrite.pg_type") metadata on read
+// (cursor.MetaJSON marks json and jsonb).
 //
 // A write evolves the schema in the same snapshot. A type Iceberg can
 // promote (int -> long, float -> double, decimal(P,S) -> decimal(P2,S) with

@@ -16,8 +16,11 @@ var (
 	// ErrInvalidRequest: the write request itself is malformed (no schema,
 	// no rows, unknown mode, reserved column names).
 	ErrInvalidRequest = errors.New("facade: invalid write request")
-	// ErrDatasetNotFound: the dataset has no table (yet).
-	ErrDatasetNotFound = errors.New("facade: dataset not found")
+	// ErrTableNotFound: the dataset has no Iceberg table (yet): it was never
+	// written through the facade, or its table was dropped. Whether the
+	// dataset is registered is the ledger's business
+	// (ledger.ErrDatasetNotFound), a different condition.
+	ErrTableNotFound = errors.New("facade: table not found")
 	// ErrSnapshotNotFound: a scan or checksum named a snapshot the table
 	// does not have.
 	ErrSnapshotNotFound = errors.New("facade: snapshot not found")

@@ -485,7 +485,7 @@ func TestRowIDVersionRecordedAndRefused(t *testing.T) {
 		setTableProps(t, e, "rowidv", iceberg.Properties{facade.PropertyRowIDVersion: v})
 		before := loadTbl(t, e, "rowidv")
 		files := dataFiles(t, e.warehouse)
-		for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+		for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 			rec := contract.StepBatch(&contract.Env{Mem: e.mem}, contract.EvolutionStep{Cols: []contract.Col{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}})
 			_, err := e.f.Write(context.Background(), facade.Target{DatasetID: "rowidv"},
 				facade.WriteRequest{Mode: mode, Schema: rec.Schema(), Rows: contract.Seq([]arrow.RecordBatch{rec})})

@@ -52,7 +52,7 @@ func (f *Facade) TableIdentifier(datasetID string) (table.Identifier, error) {
 	return f.s.Naming(datasetID)
 }
 
-// LoadTable loads the table of a dataset (ErrDatasetNotFound when absent).
+// LoadTable loads the table of a dataset (ErrTableNotFound when absent).
 func (f *Facade) LoadTable(ctx context.Context, datasetID string) (*table.Table, error) {
 	ident, err := f.s.Naming(datasetID)
 	if err != nil {
@@ -64,7 +64,7 @@ func (f *Facade) LoadTable(ctx context.Context, datasetID string) (*table.Table,
 func (f *Facade) load(ctx context.Context, datasetID string, ident table.Identifier) (*table.Table, error) {
 	tbl, err := f.cat.LoadTable(ctx, ident)
 	if errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace) {
-		return nil, fmt.Errorf("%w: %q (table %s)", ErrDatasetNotFound, datasetID, strings.Join(ident, "."))
+		return nil, fmt.Errorf("%w: %q (table %s)", ErrTableNotFound, datasetID, strings.Join(ident, "."))
 	}
 	if err != nil {
 		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
@@ -295,7 +295,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 // order, before the identity columns, except incompatibly retyped ones,
 // which land after them. An append promotes in place and adds the columns
 // the table lacks as optional columns, before the identity columns.
-func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode Mode, cols []column) (SchemaChange, error) {
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode WriteMode, cols []column) (SchemaChange, error) {
 	ch, err := planChange(dataset, mode, f.schemaPolicy(dataset), icebergCols(cur), cols)
 	if err != nil {
 		return ch, err

@@ -67,7 +67,7 @@ func checkRowIDVersion(dataset string, props iceberg.Properties) error {
 // ErrInvalidRequest). Arrow schemas carry no field ids: a column retyped
 // incompatibly keeps its place in the write's order here.
 // Exported so other implementations of Lakehouse (facadetest) behave alike.
-func PlanSchema(datasetID string, mode Mode, policy SchemaPolicy, current, reqSchema *arrow.Schema) (*arrow.Schema, SchemaChange, error) {
+func PlanSchema(datasetID string, mode WriteMode, policy SchemaPolicy, current, reqSchema *arrow.Schema) (*arrow.Schema, SchemaChange, error) {
 	cols, _, _, err := requestColumns(reqSchema)
 	if err != nil {
 		return nil, SchemaChange{}, err

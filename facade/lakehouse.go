@@ -6,20 +6,24 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
-// Mode is the write mode of one write.
-type Mode string
+// WriteMode is the write mode of one write. It is the one write-mode type of
+// lakewrite: the ledger records it (ledger.OpenParams.WriteMode, which also
+// accepts ledger.Maintenance) and snapshots carry it under [SummaryMode].
+type WriteMode = vocab.WriteMode
 
 const (
 	// Replace writes the whole dataset as one snapshot that replaces the
 	// table contents. Idempotent: the same input gives the same contents and
-	// the same __row_index/__row_id.
-	Replace Mode = "replace"
+	// the same __row_index/__row_id. Stored as "replace".
+	Replace = vocab.Replace
 	// Append adds one snapshot with the rows after the current ones. With a
 	// TxnID it is idempotent: an append whose txn id already landed returns
-	// the earlier commit result and writes nothing.
-	Append Mode = "append"
+	// the earlier commit result and writes nothing. Stored as "append".
+	Append = vocab.Append
 )
 
 // Identity column names stamped on every row.
@@ -71,7 +75,7 @@ type Target struct {
 // as the row's identity (e.g. rows kept unchanged by a snapshot_replace
 // deploy); a null is stamped as usual. __row_index is always stamped.
 type WriteRequest struct {
-	Mode   Mode
+	Mode   WriteMode
 	Schema *arrow.Schema
 	Rows   iter.Seq2[arrow.RecordBatch, error]
 	// SourceRefs are the upstream dataset ids, recorded in the summary.
@@ -98,7 +102,7 @@ type DataFile struct {
 type CommitResult struct {
 	DatasetID   string
 	TxnID       string
-	Mode        Mode
+	Mode        WriteMode
 	Rows        int64 // rows written by this write (never a recount)
 	SnapshotID  int64
 	CommittedAt time.Time // the snapshot's timestamp (ms precision)
@@ -127,7 +131,7 @@ type StageInfo struct {
 	DatasetID      string
 	TxnID          string
 	WriteID        string // unique id of this attempt, in the snapshot summary
-	Mode           Mode
+	Mode           WriteMode
 	Rows           int64
 	BaseSnapshotID int64 // -1 when the table had no snapshot
 	DataFiles      []DataFile
@@ -193,11 +197,11 @@ type Lakehouse interface {
 type Handle struct {
 	lh     Lakehouse
 	target Target
-	mode   Mode
+	mode   WriteMode
 }
 
 // Open returns a handle writing target through lh with the given mode.
-func Open(lh Lakehouse, target Target, mode Mode) *Handle {
+func Open(lh Lakehouse, target Target, mode WriteMode) *Handle {
 	return &Handle{lh: lh, target: target, mode: mode}
 }
 

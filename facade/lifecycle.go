@@ -232,7 +232,7 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 		return rep, err
 	}
 	tbl, err := f.load(ctx, datasetID, ident)
-	if errors.Is(err, ErrDatasetNotFound) {
+	if errors.Is(err, ErrTableNotFound) {
 		rep.Skipped = "no table"
 		return rep, nil
 	}

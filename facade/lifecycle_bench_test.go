@@ -60,7 +60,7 @@ func longHistory(b *testing.B, pol facade.Lifecycle) {
 	sc := contract.Schema()
 	runs := 0
 	var maintTime time.Duration
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		lat := make([]time.Duration, writes)
 		for i := range writes {
 			bs := contract.Batches(mem, sc, i*rows, rows, rows, 1<<30)

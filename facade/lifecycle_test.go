@@ -89,7 +89,7 @@ func liveManifests(t *testing.T, tbl *table.Table) (int, int64) {
 }
 
 // writeRows writes rows [from, from+n) of the contract schema.
-func writeRows(t *testing.T, e *icebergEnv, f *facade.Facade, dataset string, mode facade.Mode, from, n int, txn string) facade.CommitResult {
+func writeRows(t *testing.T, e *icebergEnv, f *facade.Facade, dataset string, mode facade.WriteMode, from, n int, txn string) facade.CommitResult {
 	t.Helper()
 	bs := contract.Batches(e.mem, contract.Schema(), from, n, max(min(n, 100), 1), 1<<30)
 	defer func() {

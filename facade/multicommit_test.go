@@ -13,7 +13,7 @@ import (
 )
 
 // stagePair stages a write of 100 rows (from from) to "left" and "right".
-func (e *restEnv) stagePair(t *testing.T, mode facade.Mode, from int, txn string) []facade.Staged {
+func (e *restEnv) stagePair(t *testing.T, mode facade.WriteMode, from int, txn string) []facade.Staged {
 	t.Helper()
 	var out []facade.Staged
 	for _, ds := range []string{"left", "right"} {

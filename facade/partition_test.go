@@ -20,10 +20,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/cursor"
 )
 
 func partSchema() *arrow.Schema {
-	md := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{facade.MetaPgType}, []string{t}) }
+	md := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{cursor.MetaPGType}, []string{t}) }
 	return arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true, Metadata: md("int8")},
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true, Metadata: md("timestamptz")},
@@ -367,7 +369,7 @@ func TestPartitionSpecEvolution(t *testing.T) {
 		}
 	})
 	target := facade.Target{DatasetID: "evo"}
-	write := func(mode facade.Mode, ids []int64, day func(int64) int64) facade.CommitResult {
+	write := func(mode facade.WriteMode, ids []int64, day func(int64) int64) facade.CommitResult {
 		t.Helper()
 		res, err := e.f.Write(ctx, target, facade.WriteRequest{Mode: mode, Schema: partSchema(), Rows: partRows(e.mem, ids, day, 400)})
 		require.NoError(t, err)

@@ -60,7 +60,7 @@ func newPGCatalogEnv(t *testing.T, sqlFirst bool) *pgCatalogEnv {
 	return &pgCatalogEnv{pool: pool, pg: pg, sql: sqlcat, viaPG: viaPG, viaSQL: viaSQL, mem: mem}
 }
 
-func (e *pgCatalogEnv) write(t *testing.T, f *facade.Facade, dataset string, mode facade.Mode, from, n int) facade.CommitResult {
+func (e *pgCatalogEnv) write(t *testing.T, f *facade.Facade, dataset string, mode facade.WriteMode, from, n int) facade.CommitResult {
 	t.Helper()
 	sc := contract.Schema()
 	bs := contract.Batches(e.mem, sc, from, n, 100, n)

@@ -31,7 +31,7 @@ func (f *Facade) FindTxn(ctx context.Context, datasetID, txnID string) (CommitRe
 		return CommitResult{}, false, fmt.Errorf("%w: empty txn id", ErrInvalidRequest)
 	}
 	tbl, err := f.LoadTable(ctx, datasetID)
-	if errors.Is(err, ErrDatasetNotFound) {
+	if errors.Is(err, ErrTableNotFound) {
 		return CommitResult{}, false, nil
 	}
 	if err != nil {
@@ -76,7 +76,7 @@ func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datas
 		props = snap.Summary.Properties
 	}
 	res := CommitResult{
-		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: Mode(props[SummaryMode]),
+		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: WriteMode(props[SummaryMode]),
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), Summary: maps.Clone(map[string]string(props)),
 	}
@@ -158,9 +158,9 @@ func withPgMetadata(sc *arrow.Schema, isc *iceberg.Schema) *arrow.Schema {
 		if nf, ok := isc.FindFieldByName(fld.Name); ok && strings.HasPrefix(nf.Doc, docPrefix) {
 			pg := strings.TrimPrefix(nf.Doc, docPrefix)
 			if pg == "json" || pg == "jsonb" {
-				fld.Metadata = arrow.NewMetadata([]string{MetaPgType, MetaJSON}, []string{pg, "true"})
+				fld.Metadata = arrow.NewMetadata([]string{metaPGType, metaJSON}, []string{pg, "true"})
 			} else {
-				fld.Metadata = arrow.NewMetadata([]string{MetaPgType}, []string{pg})
+				fld.Metadata = arrow.NewMetadata([]string{metaPGType}, []string{pg})
 			}
 		}
 		fields[i] = fld

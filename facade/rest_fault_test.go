@@ -45,7 +45,7 @@ func (e *restEnv) batches(t *testing.T, from, n int) []arrow.RecordBatch {
 	return bs
 }
 
-func (e *restEnv) write(ds string, mode facade.Mode, bs []arrow.RecordBatch, txn string) (facade.CommitResult, error) {
+func (e *restEnv) write(ds string, mode facade.WriteMode, bs []arrow.RecordBatch, txn string) (facade.CommitResult, error) {
 	return e.f.Write(context.Background(), facade.Target{DatasetID: ds, WriterID: "pipeline.output"},
 		facade.WriteRequest{Mode: mode, Schema: contract.Schema(), Rows: contract.Seq(bs), TxnID: txn})
 }
@@ -59,7 +59,7 @@ func TestRESTConflictRetried(t *testing.T) {
 	bs := e.batches(t, 0, 100)
 	_, err := e.write("c", facade.Replace, bs, "t0")
 	require.NoError(t, err)
-	for i, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for i, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		before := e.state(t, "c")
 		calls := e.srv.Count(restcatalog.OpCommitTable)
 		e.srv.Inject(restcatalog.Fault{Op: restcatalog.OpCommitTable, Table: e.tableName(t, "c"), Status: http.StatusConflict, Times: 2})
@@ -87,7 +87,7 @@ func TestRESTErrorAfterCommitReconciled(t *testing.T) {
 		{Status: http.StatusGatewayTimeout, After: true},
 		{Drop: true, After: true},
 	}
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		for _, f := range faults {
 			t.Run(fmt.Sprintf("%s/%d/drop=%v", mode, f.Status, f.Drop), func(t *testing.T) {
 				t.Parallel()
@@ -149,7 +149,7 @@ func TestRESTErrorBeforeCommitUnchanged(t *testing.T) {
 		{Status: http.StatusGatewayTimeout},
 		{Drop: true},
 	}
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		for _, f := range faults {
 			t.Run(fmt.Sprintf("%s/%d/drop=%v", mode, f.Status, f.Drop), func(t *testing.T) {
 				t.Parallel()

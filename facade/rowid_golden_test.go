@@ -14,13 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/cursor"
 )
 
 // goldenBatch has one column per supported type family, with edge values
 // (nulls, -0, NaN, infinities, empty strings, extreme integers, repeated
 // rows).
 func goldenBatch(mem memory.Allocator) arrow.RecordBatch {
-	pg := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{facade.MetaPgType}, []string{t}) }
+	pg := func(t string) arrow.Metadata { return arrow.NewMetadata([]string{cursor.MetaPGType}, []string{t}) }
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "i64", Type: arrow.PrimitiveTypes.Int64, Nullable: true, Metadata: pg("int8")},
 		{Name: "i32", Type: arrow.PrimitiveTypes.Int32, Nullable: true, Metadata: pg("int4")},

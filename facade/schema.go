@@ -10,12 +10,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
-// Arrow field metadata keys set by the cursor package.
+// The Arrow field metadata keys the facade reads are the cursor's
+// (cursor.MetaPGType, cursor.MetaJSON), defined once in package vocab.
 const (
-	MetaPgType = "lakewrite.pg_type"
-	MetaJSON   = "lakewrite.json"
+	metaPGType = vocab.MetaPGType
+	metaJSON   = vocab.MetaJSON
 )
 
 // docPrefix marks the Postgres type in an Iceberg field's doc, so the type
@@ -23,7 +26,7 @@ const (
 const docPrefix = "lakewrite.pg_type="
 
 func pgTypeOf(f arrow.Field) string {
-	if v, ok := f.Metadata.GetValue(MetaPgType); ok {
+	if v, ok := f.Metadata.GetValue(metaPGType); ok {
 		return v
 	}
 	return ""
@@ -333,7 +336,7 @@ func promotable(from, to iceberg.Type) bool {
 // whose type Iceberg can widen to the write's, and writes a narrower type
 // that widens to the table's as the table's type; any other type, or a
 // required table column the write leaves out, is a *SchemaMismatchError.
-func planChange(dataset string, mode Mode, p SchemaPolicy, cur []tableCol, cols []column) (SchemaChange, error) {
+func planChange(dataset string, mode WriteMode, p SchemaPolicy, cur []tableCol, cols []column) (SchemaChange, error) {
 	var ch SchemaChange
 	have := map[string]tableCol{}
 	for _, f := range cur {

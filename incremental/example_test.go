@@ -10,7 +10,7 @@ import (
 
 func ExampleClampReadMode() {
 	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
-		Default: sink.ModePG, Max: sink.ModeIcebergNative, Override: sink.ModeIcebergNative})
+		Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg})
 	mode, clamped := incremental.ClampReadMode(ice, incremental.ReadDelta)
 	fmt.Println(incremental.SinkForcesFullRebuild(ice), mode, clamped)
 	// Output: true snapshot true

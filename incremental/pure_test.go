@@ -13,14 +13,14 @@ import (
 	"github.com/lakewrite/lakewrite/sink"
 )
 
-func decision(m sink.Mode) sink.Decision {
-	return sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "ds", WriterKnown: true, Default: m, Max: sink.ModeIcebergNative})
+func decision(m sink.Sink) sink.Decision {
+	return sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "ds", WriterKnown: true, Default: m, Max: sink.Iceberg})
 }
 
 func TestClampRule(t *testing.T) {
 	t.Parallel()
-	pg, ice := decision(sink.ModePG), decision(sink.ModeIcebergNative)
-	clampedIce := sink.Decide(sink.Setting{WriterID: "w", DatasetID: "ds", WriterKnown: true, Default: sink.ModePG, Max: sink.ModePG, Override: sink.ModeIcebergNative})
+	pg, ice := decision(sink.Postgres), decision(sink.Iceberg)
+	clampedIce := sink.Decide(sink.Setting{WriterID: "w", DatasetID: "ds", WriterKnown: true, Default: sink.Postgres, Max: sink.Postgres, Override: sink.Iceberg})
 	require.Equal(t, sink.Postgres, clampedIce.Sink)
 
 	assert.False(t, incremental.SinkForcesFullRebuild(pg))
@@ -52,7 +52,7 @@ func TestChooseReadMode(t *testing.T) {
 	t0 := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
 	ok := incremental.Window{Low: t0, High: t0.Add(time.Minute)}
 	first := incremental.Window{High: t0}
-	pg, ice := decision(sink.ModePG), decision(sink.ModeIcebergNative)
+	pg, ice := decision(sink.Postgres), decision(sink.Iceberg)
 
 	m, _ := incremental.ChooseReadMode(pg, incremental.ReadDelta, ok)
 	assert.Equal(t, incremental.ReadDelta, m)

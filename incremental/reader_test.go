@@ -15,6 +15,8 @@ import (
 	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -36,7 +38,7 @@ func newLedger(t *testing.T, datasets ...string) *ledger.Ledger {
 
 func open(t *testing.T, l *ledger.Ledger, ds string) *ledger.Intent {
 	t.Helper()
-	in, err := l.Open(context.Background(), ledger.OpenParams{DatasetID: ds, WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: ledger.ModeAppend})
+	in, err := l.Open(context.Background(), ledger.OpenParams{DatasetID: ds, WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: facade.Append})
 	require.NoError(t, err)
 	return in
 }
@@ -247,7 +249,7 @@ func TestNoSkipUnderConcurrentWriters(t *testing.T) {
 // to milliseconds), a gap, then the ledger commit, or an abort.
 func writeOnce(ctx context.Context, l *ledger.Ledger, ds string, rng *rand.Rand, skew time.Duration, abortOneInN int,
 	mu *sync.Mutex, committed map[string]bool) error {
-	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: ds, WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: ledger.ModeAppend})
+	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: ds, WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: facade.Append})
 	if err != nil {
 		return err
 	}

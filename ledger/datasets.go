@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Dataset is a row of the datasets table.
@@ -18,9 +20,9 @@ type Dataset struct {
 	Schema   json.RawMessage // declared schema; nil when none
 	RowCount int64
 	Status   string // "pending" until the first commit, then "active"
-	// Sink is where the contents live: the sink of the last committed intent
-	// ("pg", "iceberg_native"); "" until the first commit.
-	Sink string
+	// Sink is where the contents live: the sink (a sink.Sink) of the last
+	// committed intent; "" until the first commit.
+	Sink vocab.Sink
 	// Owner is the only writer whose intents open on the dataset; "" means
 	// any writer (see ClaimDataset).
 	Owner           string

@@ -5,9 +5,15 @@
 // aborted:
 //
 //	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: "orders", WriterID: "pipeline.output",
-//		Sink: "iceberg_native", WriteMode: ledger.ModeReplace})
+//		Sink: sink.Iceberg, WriteMode: facade.Replace})
 //	// ... compute and write, carrying in.ID into the Iceberg snapshot summary ...
 //	err = l.Commit(ctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt})
+//
+// The ledger records values of lakewrite's shared types, spelled where
+// users meet them: the sink of a write is a sink.Sink (sink.Postgres,
+// sink.Iceberg), its write mode a facade.WriteMode (facade.Replace,
+// facade.Append) or the ledger's own [Maintenance]. The stored text ("pg",
+// "iceberg_native", "replace", "append", "maintenance") never changes.
 //
 // or, in one call, With (the ledger's pgx.BeginFunc), or WithTx when the
 // write and the ledger commit share one Postgres transaction (the row-store
@@ -159,7 +165,7 @@
 // # Maintenance
 //
 // Lifecycle work on a dataset (snapshot expiry, compaction, orphan
-// removal) opens an intent with WriteMode ModeMaintenance, so it never
+// removal) opens an intent with WriteMode Maintenance, so it never
 // races a writer or a reconciliation of the dataset (a maintenance run
 // skips a busy dataset with NoWait). Its commit stamps only the dataset's
 // maintained_at (Dataset.MaintainedAt) and, from Outcome.Report, its last
@@ -178,7 +184,8 @@
 // raw SQL for teams that run their own migration tool.
 //
 // Errors are typed and match sentinels with errors.Is: ErrBusy,
-// ErrDatasetNotFound, ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed,
+// ErrDatasetNotFound (the same sentinel as sink's and writestrategy's),
+// ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed,
 // ErrNotOwner, ErrInvalid, ErrIDInUse, ErrLostHold, ErrUnresolved,
 // ErrOutcomeUnknown.
 package ledger

@@ -3,6 +3,8 @@ package ledger
 import (
 	"errors"
 	"fmt"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -10,8 +12,10 @@ var (
 	// ErrBusy: another intent for the same dataset stayed open for longer
 	// than the wait budget (or the caller's context ran out while waiting).
 	ErrBusy = errors.New("ledger: dataset busy: another write intent is open")
-	// ErrDatasetNotFound: the dataset id is not in the datasets table.
-	ErrDatasetNotFound = errors.New("ledger: dataset not found")
+	// ErrDatasetNotFound: the dataset id is not in the datasets table. The
+	// same sentinel as sink.ErrDatasetNotFound and
+	// writestrategy.ErrDatasetNotFound.
+	ErrDatasetNotFound = vocab.ErrDatasetNotFound
 	// ErrIntentNotFound: no intent with that id.
 	ErrIntentNotFound = errors.New("ledger: intent not found")
 	// ErrNotOpen: the intent is already committed or aborted.

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 // The raw SQL of the control-plane schema, for teams that run their own
@@ -44,7 +46,7 @@ func ExampleLedger_With() {
 		panic(err)
 	}
 	out, err := l.With(ctx, ledger.OpenParams{
-		DatasetID: "orders_daily", WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: ledger.ModeReplace,
+		DatasetID: "orders_daily", WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: facade.Replace,
 	}, func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 		// Write the output here, carrying in.ID into the snapshot summary,
 		// and report what the commit result says.
@@ -78,7 +80,7 @@ func ExampleLedger_WithTx() {
 		panic(err)
 	}
 	out, err := l.WithTx(ctx, ledger.OpenParams{
-		DatasetID: "orders_by_region", WriterID: "pipeline.output", Sink: "pg", WriteMode: ledger.ModeReplace,
+		DatasetID: "orders_by_region", WriterID: "pipeline.output", Sink: "pg", WriteMode: facade.Replace,
 		IdempotencyKey: "deploy-42", // a retry finds this write with FindByKey
 	}, func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 		tag, err := tx.Exec(ctx, `INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data, txn_id)
@@ -128,7 +130,7 @@ func ExampleLedger_ClaimDataset() {
 		panic(err) // an *OwnerError when another writer owns it
 	}
 	_, err = l.Open(ctx, ledger.OpenParams{DatasetID: "budget_2027", WriterID: "pipeline.output",
-		Sink: "iceberg_native", WriteMode: ledger.ModeReplace})
+		Sink: "iceberg_native", WriteMode: facade.Replace})
 	fmt.Println(errors.Is(err, ledger.ErrNotOwner))
 	// Output: true
 }

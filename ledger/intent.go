@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 const (
@@ -83,7 +85,7 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 			return nil, err
 		}
 		gone := h != nil && h.key != nil && !h.live
-		if gone && (h.txn.WriteMode == ModeMaintenance || p.Lookup != nil) {
+		if gone && (h.txn.WriteMode == Maintenance || p.Lookup != nil) {
 			r, err := l.reconcile(ctx, st.conn, h.txn, h.key, p.Lookup)
 			if err != nil {
 				return nil, err
@@ -363,7 +365,7 @@ func (l *Ledger) Check(ctx context.Context, in *Intent, o Outcome) error {
 	if err := o.validate(in.WriteMode); err != nil {
 		return err
 	}
-	if len(l.cfg.Expectations) == 0 || in.WriteMode == ModeMaintenance {
+	if len(l.cfg.Expectations) == 0 || in.WriteMode == Maintenance {
 		return nil
 	}
 	check := func(db DB) error {
@@ -445,7 +447,8 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	if !o.CommittedAt.IsZero() {
 		at = o.CommittedAt
 	}
-	var mode, sink string
+	var mode vocab.WriteMode
+	var sink vocab.Sink
 	var committedAt time.Time
 	err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
 		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = coalesce($5::timestamptz, now()),
@@ -458,10 +461,10 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	if err != nil {
 		return err
 	}
-	if (mode == ModeMaintenance) != (in.WriteMode == ModeMaintenance) {
+	if (mode == Maintenance) != (in.WriteMode == Maintenance) {
 		return invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
 	}
-	if mode == ModeMaintenance {
+	if mode == Maintenance {
 		tag, err := tx.Exec(ctx, `UPDATE `+l.table("datasets")+`
 			SET maintained_at = $2, maintenance = coalesce($3::jsonb, maintenance) WHERE id = $1`,
 			in.DatasetID, committedAt, nullJSON(o.Report))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // DB is what the ledger needs from Postgres. A *pgxpool.Pool, a *pgx.Conn
@@ -154,16 +156,15 @@ const (
 	StatusAborted   Status = "aborted"
 )
 
-// Write modes the ledger understands. An append adds its row count to the
-// dataset's; a replace sets it. A maintenance intent (snapshot expiry,
-// compaction, ...) carries no data: it serializes with the dataset's
+// Maintenance is the write mode of a maintenance intent (snapshot expiry,
+// compaction, ...). It carries no data: it serializes with the dataset's
 // writers like any intent, and its commit stamps only the dataset's
 // maintained_at and maintenance report.
-const (
-	ModeReplace     = "replace"
-	ModeAppend      = "append"
-	ModeMaintenance = "maintenance"
-)
+//
+// The other write modes are the facade's: facade.Replace (the commit sets
+// the dataset's row count) and facade.Append (the commit adds to it).
+// OpenParams.WriteMode is that same type, facade.WriteMode.
+const Maintenance = vocab.Maintenance
 
 // OpenParams describe a new intent.
 type OpenParams struct {
@@ -174,8 +175,12 @@ type OpenParams struct {
 	ID        string
 	DatasetID string
 	WriterID  string // e.g. "pipeline.output"
-	Sink      string // e.g. "pg" or "iceberg_native"
-	WriteMode string // ModeReplace, ModeAppend or ModeMaintenance
+	// Sink is where the write goes: a sink.Sink, sink.Postgres or
+	// sink.Iceberg (stored as "pg", "iceberg_native").
+	Sink vocab.Sink
+	// WriteMode is a facade.WriteMode: facade.Replace, facade.Append, or
+	// [Maintenance] (stored as "replace", "append", "maintenance").
+	WriteMode vocab.WriteMode
 	// IdempotencyKey, when not empty, is stored on the intent; FindByKey
 	// finds the newest committed intent of the dataset with that key, so a
 	// retried request can return the earlier result instead of writing
@@ -210,10 +215,10 @@ type Intent struct {
 	ID             string
 	DatasetID      string
 	WriterID       string
-	Sink           string
-	WriteMode      string
-	IdempotencyKey string // "" when none
-	Actor          string // "" when none
+	Sink           vocab.Sink      // a sink.Sink
+	WriteMode      vocab.WriteMode // a facade.WriteMode, or Maintenance
+	IdempotencyKey string          // "" when none
+	Actor          string          // "" when none
 	// Attempt is the fence: a commit must carry the attempt the intent had
 	// when it was opened or claimed.
 	Attempt   int64
@@ -253,8 +258,8 @@ type Txn struct {
 	ID          string
 	DatasetID   string
 	WriterID    string
-	Sink        string
-	WriteMode   string
+	Sink        vocab.Sink      // a sink.Sink
+	WriteMode   vocab.WriteMode // a facade.WriteMode, or Maintenance
 	Status      Status
 	RowCount    int64
 	SnapshotID  int64 // 0 when none
@@ -287,10 +292,10 @@ func (p *OpenParams) validate() error {
 		return invalid("dataset id is empty")
 	case strings.TrimSpace(p.WriterID) == "":
 		return invalid("writer id is empty")
-	case strings.TrimSpace(p.Sink) == "":
+	case strings.TrimSpace(string(p.Sink)) == "":
 		return invalid("sink is empty")
-	case p.WriteMode != ModeReplace && p.WriteMode != ModeAppend && p.WriteMode != ModeMaintenance:
-		return invalid("write mode %q: want %q, %q or %q", p.WriteMode, ModeReplace, ModeAppend, ModeMaintenance)
+	case p.WriteMode != vocab.Replace && p.WriteMode != vocab.Append && p.WriteMode != Maintenance:
+		return invalid("write mode %q: want %q, %q or %q", p.WriteMode, vocab.Replace, vocab.Append, Maintenance)
 	case p.ID != "" && !validID(p.ID):
 		return invalid("transaction id %q is not a UUID", p.ID)
 	}
@@ -299,8 +304,8 @@ func (p *OpenParams) validate() error {
 
 // validate checks an outcome for an intent of the given write mode. A
 // maintenance outcome may leave CommittedAt zero (the ledger stamps now()).
-func (o *Outcome) validate(mode string) error {
-	maint := mode == ModeMaintenance
+func (o *Outcome) validate(mode vocab.WriteMode) error {
+	maint := mode == Maintenance
 	switch {
 	case o.RowCount < 0:
 		return invalid("row count %d is negative", o.RowCount)

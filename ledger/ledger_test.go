@@ -15,6 +15,8 @@ import (
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
@@ -36,7 +38,7 @@ func ensure(t *testing.T, l *ledger.Ledger, ids ...string) {
 }
 
 func params(ds string) ledger.OpenParams {
-	return ledger.OpenParams{DatasetID: ds, WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: ledger.ModeReplace}
+	return ledger.OpenParams{DatasetID: ds, WriterID: "pipeline.output", Sink: "iceberg_native", WriteMode: facade.Replace}
 }
 
 func TestOpenCommit(t *testing.T) {
@@ -68,7 +70,7 @@ func TestOpenCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(42), ds.RowCount)
 	require.Equal(t, "active", ds.Status)
-	require.Equal(t, "iceberg_native", ds.Sink)
+	require.Equal(t, "iceberg_native", string(ds.Sink)) // the stored text
 	require.True(t, ds.SourceWatermark.Equal(at), "watermark = commit time")
 	require.JSONEq(t, `{"columns":["a"]}`, string(ds.Schema))
 
@@ -82,7 +84,7 @@ func TestOpenCommit(t *testing.T) {
 
 	// An append adds to the dataset's row count.
 	p := params("orders")
-	p.WriteMode = ledger.ModeAppend
+	p.WriteMode = facade.Append
 	in2, err := l.Open(ctx, p)
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx, in2, ledger.Outcome{RowCount: 8, CommittedAt: at.Add(time.Minute)}))
@@ -423,11 +425,11 @@ func TestBadInput(t *testing.T) {
 	l, _ := newLedger(t, nil)
 	ensure(t, l, "d")
 	for name, p := range map[string]ledger.OpenParams{
-		"empty dataset": {WriterID: "w", Sink: "pg", WriteMode: ledger.ModeReplace},
-		"empty writer":  {DatasetID: "d", Sink: "pg", WriteMode: ledger.ModeReplace},
-		"empty sink":    {DatasetID: "d", WriterID: "w", WriteMode: ledger.ModeReplace},
+		"empty dataset": {WriterID: "w", Sink: "pg", WriteMode: facade.Replace},
+		"empty writer":  {DatasetID: "d", Sink: "pg", WriteMode: facade.Replace},
+		"empty sink":    {DatasetID: "d", WriterID: "w", WriteMode: facade.Replace},
 		"bad mode":      {DatasetID: "d", WriterID: "w", Sink: "pg", WriteMode: "upsert"},
-		"bad id":        {ID: "not-a-uuid", DatasetID: "d", WriterID: "w", Sink: "pg", WriteMode: ledger.ModeReplace},
+		"bad id":        {ID: "not-a-uuid", DatasetID: "d", WriterID: "w", Sink: "pg", WriteMode: facade.Replace},
 	} {
 		_, err := l.Open(ctx, p)
 		require.ErrorIs(t, err, ledger.ErrInvalid, name)
@@ -460,7 +462,7 @@ func TestDatasetOwner(t *testing.T) {
 	ctx := context.Background()
 	l, pool := newLedger(t, nil)
 	ensure(t, l, "manual", "free")
-	manual := ledger.OpenParams{DatasetID: "manual", WriterID: "manualtable", Sink: "iceberg_native", WriteMode: ledger.ModeReplace}
+	manual := ledger.OpenParams{DatasetID: "manual", WriterID: "manualtable", Sink: "iceberg_native", WriteMode: facade.Replace}
 
 	// Unowned: any writer opens.
 	in, err := l.Open(ctx, params("manual"))

@@ -571,7 +571,7 @@ func TestMaintenanceIntent(t *testing.T) {
 	require.True(t, before.MaintainedAt.IsZero())
 	require.Nil(t, before.Maintenance)
 
-	maint := ledger.OpenParams{DatasetID: "d", WriterID: "lakewrite.maintenance", Sink: "iceberg_native", WriteMode: ledger.ModeMaintenance}
+	maint := ledger.OpenParams{DatasetID: "d", WriterID: "lakewrite.maintenance", Sink: "iceberg_native", WriteMode: ledger.Maintenance}
 	m, err := l.Open(ctx, maint)
 	require.NoError(t, err)
 	held(t, m)

@@ -214,7 +214,7 @@ func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int6
 		return recResult{}, err
 	}
 	res := recResult{in: *claimed}
-	if claimed.WriteMode == ModeMaintenance {
+	if claimed.WriteMode == Maintenance {
 		if err := l.Abort(ctx, claimed, errors.New("reconciled: the maintenance run's writer is gone")); err != nil {
 			res.kind, res.err = recUnresolved, err
 			return res, nil

@@ -12,7 +12,7 @@ type Source string
 const (
 	// SourceOverride: a per-dataset override (a canary).
 	SourceOverride Source = "override"
-	// SourceDefault: the writer's default mode (no override for the dataset).
+	// SourceDefault: the writer's default (no override for the dataset).
 	SourceDefault Source = "default"
 	// SourceUnknownWriter: the writer has no flags row; the decision is the
 	// safe default, Postgres.
@@ -27,25 +27,23 @@ type Setting struct {
 	// WriterKnown is false when the writer has no flags row; Default, Max
 	// and Override are then ignored.
 	WriterKnown bool
-	Default     Mode
-	Max         Mode
+	Default     Sink
+	Max         Sink
 	// Override is the per-dataset override, or "" when there is none.
-	Override Mode
+	Override Sink
 }
 
 // Decision is where one write of one (writer, dataset) goes.
 type Decision struct {
 	WriterID  string
 	DatasetID string
-	// Sink is where the write goes: Mode.Sink().
+	// Sink is where the write goes: Requested capped by Max.
 	Sink Sink
-	// Mode is the effective mode: the requested mode capped by Max.
-	Mode Mode
 	// Requested is the override, or else the writer default, before capping.
-	Requested Mode
-	// Max is the writer's max mode (pg for an unknown writer).
-	Max Mode
-	// Clamped is true when Requested was above Max and Mode was capped.
+	Requested Sink
+	// Max is the writer's max sink (Postgres for an unknown writer).
+	Max Sink
+	// Clamped is true when Requested was above Max and Sink was capped.
 	Clamped bool
 	Source  Source
 	// Reason explains the decision in words, for logs and operators.
@@ -53,16 +51,16 @@ type Decision struct {
 }
 
 // Decide resolves a setting: the override wins over the writer default, both
-// are capped by the max mode (capping is reported as Clamped), and a writer
+// are capped by the max sink (capping is reported as Clamped), and a writer
 // without a flags row resolves to Postgres ([SourceUnknownWriter]). Decide is
 // pure; [Resolver] adds the flag lookup, the cache and the log line.
 //
-// A setting holding an invalid mode (which the schema's CHECK constraints
+// A setting holding an invalid sink (which the schema's CHECK constraints
 // prevent) resolves to Postgres with a reason saying so.
 func Decide(s Setting) Decision {
 	d := Decision{WriterID: s.WriterID, DatasetID: s.DatasetID}
 	if !s.WriterKnown {
-		d.Sink, d.Mode, d.Requested, d.Max = Postgres, ModePG, ModePG, ModePG
+		d.Sink, d.Requested, d.Max = Postgres, Postgres, Postgres
 		d.Source = SourceUnknownWriter
 		d.Reason = fmt.Sprintf("writer %q has no flags row: safe default pg", s.WriterID)
 		return d
@@ -76,41 +74,39 @@ func Decide(s Setting) Decision {
 		d.Reason = fmt.Sprintf("writer default: %s (no override for dataset %q)", s.Default, s.DatasetID)
 	}
 	if !d.Requested.Valid() || !d.Max.Valid() {
-		d.Sink, d.Mode, d.Max = Postgres, ModePG, ModePG
-		d.Clamped = d.Requested != ModePG
-		d.Reason += fmt.Sprintf("; invalid flag (mode %q, max %q): safe default pg", d.Requested, s.Max)
+		d.Sink, d.Max = Postgres, Postgres
+		d.Clamped = d.Requested != Postgres
+		d.Reason += fmt.Sprintf("; invalid flag (sink %q, max %q): safe default pg", d.Requested, s.Max)
 		return d
 	}
-	d.Mode = d.Requested
-	if d.Mode.Compare(d.Max) > 0 {
-		d.Mode, d.Clamped = d.Max, true
-		d.Reason += fmt.Sprintf("; clamped to the writer's max mode %s", d.Max)
+	d.Sink = d.Requested
+	if d.Sink.Compare(d.Max) > 0 {
+		d.Sink, d.Clamped = d.Max, true
+		d.Reason += fmt.Sprintf("; clamped to the writer's max %s", d.Max)
 	}
-	d.Sink = d.Mode.Sink()
 	return d
 }
 
 // check reports whether d is a consistent resolved decision within its
 // ceiling.
 func (d Decision) check() error {
-	if !d.Sink.Valid() || !d.Mode.Valid() || !d.Max.Valid() || d.Mode.Sink() != d.Sink {
-		return fmt.Errorf("sink: %w: writer %q dataset %q: sink %q, mode %q, max %q; obtain decisions from Resolver.Resolve or Decide",
-			ErrUnresolved, d.WriterID, d.DatasetID, d.Sink, d.Mode, d.Max)
+	if !d.Sink.Valid() || !d.Max.Valid() {
+		return fmt.Errorf("sink: %w: writer %q dataset %q: sink %q, max %q; obtain decisions from Resolver.Resolve or Decide",
+			ErrUnresolved, d.WriterID, d.DatasetID, d.Sink, d.Max)
 	}
-	if d.Mode.Compare(d.Max) > 0 {
-		return &CeilingError{WriterID: d.WriterID, DatasetID: d.DatasetID, Mode: d.Mode, Max: d.Max}
+	if d.Sink.Compare(d.Max) > 0 {
+		return &CeilingError{WriterID: d.WriterID, DatasetID: d.DatasetID, Sink: d.Sink, Max: d.Max}
 	}
 	return nil
 }
 
 // LogAttrs returns the decision as log attributes: writer, dataset, sink,
-// mode, requested, max, clamped, source, reason.
+// requested, max, clamped, source, reason.
 func (d Decision) LogAttrs() []slog.Attr {
 	return []slog.Attr{
 		slog.String("writer", d.WriterID),
 		slog.String("dataset", d.DatasetID),
 		slog.String("sink", string(d.Sink)),
-		slog.String("mode", string(d.Mode)),
 		slog.String("requested", string(d.Requested)),
 		slog.String("max", string(d.Max)),
 		slog.Bool("clamped", d.Clamped),

@@ -6,25 +6,25 @@
 //
 // Flags exist per writer id (pipeline.output, sync.*, ingest.api, ...): cutover
 // lists are segmented per writer, never one shared list. A writer has a
-// default mode and a max mode from the ordered set pg < iceberg_native
-// ([Mode]); a (writer, dataset) override sets one dataset's mode, for
-// canaries. Raising a writer's max mode to iceberg_native while its default
-// stays pg makes the flip opt-in per dataset. [Flags] is the operator API
+// default sink and a max sink from the ordered set [Postgres] ("pg") <
+// [Iceberg] ("iceberg_native") ([Sink]); a (writer, dataset) override sets
+// one dataset's sink, for canaries. Raising a writer's max to Iceberg while
+// its default stays Postgres makes the flip opt-in per dataset. [Flags] is the operator API
 // (migration 002_writer_flags.sql of package ledger holds the tables):
 //
 //	check    Flags.Check / Flags.Writer / Flags.Overrides / Flags.Writers
 //	set      Flags.SetWriter (default, max), Flags.SetOverride (canary)
 //	revert   Flags.ClearOverride, effective within the resolver TTL
 //
-// Setting a default or an override above the writer's max mode is refused
+// Setting a default or an override above the writer's max sink is refused
 // with a [*CeilingError] (errors.Is(err, ErrAboveCeiling)). Lowering the max
-// mode below existing overrides is allowed: it is the kill switch, and
+// sink below existing overrides is allowed: it is the kill switch, and
 // resolution caps those overrides.
 //
 // # Resolution
 //
 // [Decide] is the pure rule: the override wins over the default; both are
-// capped by the max mode, and capping is reported as Clamped. A writer with no
+// capped by the max sink, and capping is reported as Clamped. A writer with no
 // flags row resolves to Postgres with Source [SourceUnknownWriter] — the safe
 // default, since Postgres is where every write went before any cutover, and an
 // error there would fail every deploy of a writer nobody has registered. A
@@ -35,7 +35,7 @@
 // effect within 10 s), the cache is bounded, expiry is lazy (no goroutine),
 // and it is safe for concurrent use. Every decision it returns, cached or not,
 // is logged once at [DecisionLogLevel] (Info) with message "sink decision"
-// and attributes writer, dataset, sink, mode, requested, max, clamped, source,
+// and attributes writer, dataset, sink, requested, max, clamped, source,
 // reason and cached, through the injected *slog.Logger.
 //
 // # Dispatch

@@ -3,12 +3,14 @@ package sink
 import (
 	"errors"
 	"fmt"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Sentinel errors; test with [errors.Is]. The typed errors below match them.
 var (
-	// ErrInvalidMode: a mode outside the known set.
-	ErrInvalidMode = errors.New("invalid writer mode")
+	// ErrInvalidSink: a sink (writer flag value) outside the known set.
+	ErrInvalidSink = errors.New("invalid sink")
 	// ErrInvalidArgument: an empty writer or dataset id, or a similar caller
 	// mistake.
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -16,10 +18,8 @@ var (
 	// [Flags.SetWriter] first). Resolution does not return it: an unknown
 	// writer resolves to Postgres.
 	ErrUnknownWriter = errors.New("unknown writer")
-	// ErrUnknownDataset: an override names a dataset that does not exist.
-	ErrUnknownDataset = errors.New("unknown dataset")
-	// ErrAboveCeiling: a mode above the writer's max mode. See [CeilingError].
-	ErrAboveCeiling = errors.New("mode above the writer's max mode")
+	// ErrAboveCeiling: a sink above the writer's max sink. See [CeilingError].
+	ErrAboveCeiling = errors.New("sink above the writer's max sink")
 	// ErrMissingArm: the resolved sink has no arm in a [RowSink]. See
 	// [MissingArmError].
 	ErrMissingArm = errors.New("no arm for the resolved sink")
@@ -34,22 +34,26 @@ var (
 	ErrNotMigrated = errors.New("control-plane schema not migrated")
 )
 
-// CeilingError reports a mode above a writer's max mode: refused when setting
+// ErrDatasetNotFound: an override names a dataset that is not registered. It
+// is the one sentinel ledger and writestrategy return for the same condition.
+var ErrDatasetNotFound = vocab.ErrDatasetNotFound
+
+// CeilingError reports a sink above a writer's max sink: refused when setting
 // a flag, and when a [Decision] handed to [RowSink.Run] exceeds its ceiling.
 type CeilingError struct {
 	WriterID  string
 	DatasetID string // empty for a writer default
-	Mode      Mode
-	Max       Mode
+	Sink      Sink
+	Max       Sink
 }
 
 func (e *CeilingError) Error() string {
-	what := "default mode"
+	what := "default"
 	if e.DatasetID != "" {
 		what = fmt.Sprintf("override for dataset %q", e.DatasetID)
 	}
-	return fmt.Sprintf("sink: writer %q: %s %s is above the writer's max mode %s; raise the max mode first (SetWriter) or pick a mode <= %s",
-		e.WriterID, what, e.Mode, e.Max, e.Max)
+	return fmt.Sprintf("sink: writer %q: %s %s is above the writer's max %s; raise the max first (SetWriter) or pick a sink <= %s",
+		e.WriterID, what, e.Sink, e.Max, e.Max)
 }
 
 // Is makes errors.Is(err, ErrAboveCeiling) true.
@@ -64,7 +68,7 @@ type MissingArmError struct {
 }
 
 func (e *MissingArmError) Error() string {
-	return fmt.Sprintf("sink: writer %q dataset %q resolved to sink %s but the RowSink has no %s arm; nothing was written (clear the override or lower the writer's max mode until the arm exists)",
+	return fmt.Sprintf("sink: writer %q dataset %q resolved to sink %s but the RowSink has no %s arm; nothing was written (clear the override or lower the writer's max until the arm exists)",
 		e.WriterID, e.DatasetID, e.Sink, e.Sink)
 }
 

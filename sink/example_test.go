@@ -13,14 +13,14 @@ func ExampleDecide() {
 	// dataset flipped as a canary.
 	d := sink.Decide(sink.Setting{
 		WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
-		Default: sink.ModePG, Max: sink.ModeIcebergNative, Override: sink.ModeIcebergNative,
+		Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg,
 	})
 	fmt.Println(d.Sink, d.Clamped, d.Reason)
 
 	// The kill switch: ceiling lowered back to pg; the override is capped.
 	d = sink.Decide(sink.Setting{
 		WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
-		Default: sink.ModePG, Max: sink.ModePG, Override: sink.ModeIcebergNative,
+		Default: sink.Postgres, Max: sink.Postgres, Override: sink.Iceberg,
 	})
 	fmt.Println(d.Sink, d.Clamped)
 
@@ -39,11 +39,11 @@ func ExampleRowSink_Run() {
 		// No Iceberg arm yet.
 	}
 	ctx := context.Background()
-	pg := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "a", WriterKnown: true, Default: sink.ModePG, Max: sink.ModeIcebergNative})
+	pg := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "a", WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg})
 	n, err := rs.Run(ctx, pg)
 	fmt.Println(n, err)
 
-	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "b", WriterKnown: true, Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative})
+	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "b", WriterKnown: true, Default: sink.Iceberg, Max: sink.Iceberg})
 	_, err = rs.Run(ctx, ice)
 	fmt.Println(errors.Is(err, sink.ErrMissingArm))
 	// Output:
@@ -52,12 +52,12 @@ func ExampleRowSink_Run() {
 }
 
 func ExamplePair() {
-	set := func(ds string, m sink.Mode) sink.Decision {
-		return sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: ds, WriterKnown: true, Default: sink.ModePG, Max: sink.ModeIcebergNative, Override: m})
+	set := func(ds string, m sink.Sink) sink.Decision {
+		return sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: ds, WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg, Override: m})
 	}
-	p, err := sink.Pair(set("matched", sink.ModeIcebergNative), set("unmatched", sink.ModeIcebergNative))
+	p, err := sink.Pair(set("matched", sink.Iceberg), set("unmatched", sink.Iceberg))
 	fmt.Println(p.Sink, err)
-	_, err = sink.Pair(set("matched", sink.ModeIcebergNative), set("unmatched", sink.ModePG))
+	_, err = sink.Pair(set("matched", sink.Iceberg), set("unmatched", sink.Postgres))
 	fmt.Println(errors.Is(err, sink.ErrMixedPair))
 	// Output:
 	// iceberg_native <nil>

@@ -43,8 +43,8 @@ type Flags struct {
 // WriterFlags is one writer's flags row.
 type WriterFlags struct {
 	WriterID  string
-	Default   Mode
-	Max       Mode
+	Default   Sink
+	Max       Sink
 	UpdatedAt time.Time // set by reads, ignored by SetWriter
 }
 
@@ -52,7 +52,7 @@ type WriterFlags struct {
 type Override struct {
 	WriterID  string
 	DatasetID string
-	Mode      Mode
+	Sink      Sink
 	UpdatedAt time.Time
 }
 
@@ -72,7 +72,7 @@ func NewFlags(db DB, cfg *FlagsConfig) (*Flags, error) {
 	return &Flags{db: db, schema: c.Schema, flags: q + "writer_flags", ovr: q + "writer_flag_overrides", dsets: q + "datasets"}, nil
 }
 
-// SetWriter creates or replaces a writer's default and max mode. A default
+// SetWriter creates or replaces a writer's default and max sink. A default
 // above the max is refused with a [*CeilingError]. Lowering the max below
 // existing overrides is allowed (the kill switch): those overrides are then
 // capped at resolution and reported as clamped.
@@ -80,13 +80,13 @@ func (f *Flags) SetWriter(ctx context.Context, w WriterFlags) error {
 	if err := nonEmpty("writer id", w.WriterID); err != nil {
 		return err
 	}
-	for _, m := range []Mode{w.Default, w.Max} {
-		if _, err := ParseMode(string(m)); err != nil {
+	for _, m := range []Sink{w.Default, w.Max} {
+		if _, err := ParseSink(string(m)); err != nil {
 			return err
 		}
 	}
 	if w.Default.Compare(w.Max) > 0 {
-		return &CeilingError{WriterID: w.WriterID, Mode: w.Default, Max: w.Max}
+		return &CeilingError{WriterID: w.WriterID, Sink: w.Default, Max: w.Max}
 	}
 	_, err := f.db.Exec(ctx, `INSERT INTO `+f.flags+` (writer_id, default_mode, max_mode) VALUES ($1, $2, $3)
 		ON CONFLICT (writer_id) DO UPDATE SET default_mode = EXCLUDED.default_mode, max_mode = EXCLUDED.max_mode, updated_at = now()`,
@@ -125,22 +125,22 @@ func scanWriter(row pgx.CollectableRow) (WriterFlags, error) {
 	var w WriterFlags
 	var def, max string
 	err := row.Scan(&w.WriterID, &def, &max, &w.UpdatedAt)
-	w.Default, w.Max = Mode(def), Mode(max)
+	w.Default, w.Max = Sink(def), Sink(max)
 	return w, err
 }
 
-// SetOverride sets the override of writerID to mode for every dataset in
+// SetOverride sets the override of writerID to sink s for every dataset in
 // datasetIDs, in one statement: all or none. It refuses with:
-//   - a [*CeilingError] when mode is above the writer's max mode;
+//   - a [*CeilingError] when s is above the writer's max sink;
 //   - [ErrUnknownWriter] when the writer has no flags row;
-//   - [ErrUnknownDataset] when a dataset does not exist.
+//   - [ErrDatasetNotFound] when a dataset is not registered.
 //
 // Pass both outputs of a split together so they flip as a pair.
-func (f *Flags) SetOverride(ctx context.Context, writerID string, mode Mode, datasetIDs ...string) error {
+func (f *Flags) SetOverride(ctx context.Context, writerID string, s Sink, datasetIDs ...string) error {
 	if err := nonEmpty("writer id", writerID); err != nil {
 		return err
 	}
-	if _, err := ParseMode(string(mode)); err != nil {
+	if _, err := ParseSink(string(s)); err != nil {
 		return err
 	}
 	ids, err := datasetList(datasetIDs)
@@ -155,15 +155,15 @@ func (f *Flags) SetOverride(ctx context.Context, writerID string, mode Mode, dat
 		INSERT INTO `+f.ovr+` (writer_id, dataset_id, mode)
 		SELECT w.writer_id, d.id, $3 FROM w, unnest($2::text[]) AS d(id)
 		ON CONFLICT (writer_id, dataset_id) DO UPDATE SET mode = EXCLUDED.mode, updated_at = now()`,
-		writerID, ids, string(mode), mode.atLeast())
+		writerID, ids, string(s), atLeast(s))
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23503" { // foreign_key_violation: writer_flags is locked, so it is a dataset
 			missing, qerr := f.missingDatasets(ctx, ids)
 			if qerr != nil || len(missing) == 0 {
-				return fmt.Errorf("sink: set override of writer %q: %w: %s", writerID, ErrUnknownDataset, pe.Detail)
+				return fmt.Errorf("sink: set override of writer %q: %w: %s", writerID, ErrDatasetNotFound, pe.Detail)
 			}
-			return fmt.Errorf("sink: set override of writer %q: %w: %q", writerID, ErrUnknownDataset, missing)
+			return fmt.Errorf("sink: set override of writer %q: %w: %q", writerID, ErrDatasetNotFound, missing)
 		}
 		return f.dbErr("set override", err)
 	}
@@ -174,7 +174,7 @@ func (f *Flags) SetOverride(ctx context.Context, writerID string, mode Mode, dat
 	if err != nil {
 		return err
 	}
-	return &CeilingError{WriterID: writerID, DatasetID: ids[0], Mode: mode, Max: w.Max}
+	return &CeilingError{WriterID: writerID, DatasetID: ids[0], Sink: s, Max: w.Max}
 }
 
 func (f *Flags) missingDatasets(ctx context.Context, ids []string) ([]string, error) {
@@ -217,7 +217,7 @@ func (f *Flags) Overrides(ctx context.Context, writerID string) ([]Override, err
 		var o Override
 		var m string
 		err := row.Scan(&o.WriterID, &o.DatasetID, &m, &o.UpdatedAt)
-		o.Mode = Mode(m)
+		o.Sink = Sink(m)
 		return o, err
 	})
 	return os, f.dbErr("list overrides", err)
@@ -246,7 +246,7 @@ func (f *Flags) Lookup(ctx context.Context, writerID string, datasetIDs ...strin
 		s := Setting{WriterID: writerID}
 		var def, max, ovr string
 		err := row.Scan(&s.DatasetID, &s.WriterKnown, &def, &max, &ovr)
-		s.Default, s.Max, s.Override = Mode(def), Mode(max), Mode(ovr)
+		s.Default, s.Max, s.Override = Sink(def), Sink(max), Sink(ovr)
 		return s, err
 	})
 	if err != nil {

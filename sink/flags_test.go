@@ -16,11 +16,11 @@ func TestResolutionTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.canary", "ds.plain", "ds.down")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModeIcebergNative}))
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "sync.hubspot", Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative}))
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "ingest.api", Default: sink.ModePG, Max: sink.ModePG}))
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.canary"))
-	require.NoError(t, f.SetOverride(ctx, "sync.hubspot", sink.ModePG, "ds.down"))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "sync.hubspot", Default: sink.Iceberg, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "ingest.api", Default: sink.Postgres, Max: sink.Postgres}))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.canary"))
+	require.NoError(t, f.SetOverride(ctx, "sync.hubspot", sink.Postgres, "ds.down"))
 
 	cases := []struct {
 		name, writer, dataset string
@@ -41,7 +41,6 @@ func TestResolutionTable(t *testing.T) {
 			d, err := f.Check(ctx, c.writer, c.dataset)
 			require.NoError(t, err)
 			assert.Equal(t, c.sink, d.Sink)
-			assert.Equal(t, sink.Mode(c.sink), d.Mode)
 			assert.Equal(t, c.source, d.Source)
 			assert.Equal(t, c.clamped, d.Clamped)
 			assert.Equal(t, c.writer, d.WriterID)
@@ -52,12 +51,12 @@ func TestResolutionTable(t *testing.T) {
 
 	// Ceiling: lowering the max below an existing override (the kill switch)
 	// is allowed and caps the override, reported as clamped.
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModePG}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Postgres}))
 	d, err := f.Check(ctx, "pipeline.output", "ds.canary")
 	require.NoError(t, err)
 	assert.Equal(t, sink.Postgres, d.Sink)
-	assert.Equal(t, sink.ModeIcebergNative, d.Requested)
-	assert.Equal(t, sink.ModePG, d.Max)
+	assert.Equal(t, sink.Iceberg, d.Requested)
+	assert.Equal(t, sink.Postgres, d.Max)
 	assert.True(t, d.Clamped)
 	assert.Contains(t, d.Reason, "clamped")
 }
@@ -66,53 +65,53 @@ func TestSetOverrideAboveCeilingRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.a", "ds.b")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModePG}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Postgres}))
 
-	err := f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.a", "ds.b")
+	err := f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.b")
 	require.ErrorIs(t, err, sink.ErrAboveCeiling)
 	var ce *sink.CeilingError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "pipeline.output", ce.WriterID)
-	assert.Equal(t, sink.ModeIcebergNative, ce.Mode)
-	assert.Equal(t, sink.ModePG, ce.Max)
+	assert.Equal(t, sink.Iceberg, ce.Sink)
+	assert.Equal(t, sink.Postgres, ce.Max)
 	os, err := f.Overrides(ctx, "")
 	require.NoError(t, err)
 	assert.Empty(t, os, "a refused override leaves nothing behind")
 
 	// A default above the max is refused the same way.
-	err = f.SetWriter(ctx, sink.WriterFlags{WriterID: "sync.x", Default: sink.ModeIcebergNative, Max: sink.ModePG})
+	err = f.SetWriter(ctx, sink.WriterFlags{WriterID: "sync.x", Default: sink.Iceberg, Max: sink.Postgres})
 	require.ErrorIs(t, err, sink.ErrAboveCeiling)
 	_, err = f.Writer(ctx, "sync.x")
 	require.ErrorIs(t, err, sink.ErrUnknownWriter)
 
 	// Overrides at or below the ceiling are fine.
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModePG, "ds.a"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Postgres, "ds.a"))
 }
 
 func TestSetOverrideErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.a")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModeIcebergNative}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
 
-	err := f.SetOverride(ctx, "sync.nobody", sink.ModePG, "ds.a")
+	err := f.SetOverride(ctx, "sync.nobody", sink.Postgres, "ds.a")
 	require.ErrorIs(t, err, sink.ErrUnknownWriter)
 
-	err = f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.a", "ds.typo")
-	require.ErrorIs(t, err, sink.ErrUnknownDataset)
+	err = f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.typo")
+	require.ErrorIs(t, err, sink.ErrDatasetNotFound)
 	assert.Contains(t, err.Error(), "ds.typo")
 	os, err := f.Overrides(ctx, "pipeline.output")
 	require.NoError(t, err)
 	assert.Empty(t, os, "all or none: ds.a was not set either")
 
-	err = f.SetOverride(ctx, "pipeline.output", sink.Mode("dual"), "ds.a")
-	require.ErrorIs(t, err, sink.ErrInvalidMode)
-	err = f.SetOverride(ctx, "pipeline.output", sink.ModePG)
+	err = f.SetOverride(ctx, "pipeline.output", sink.Sink("dual"), "ds.a")
+	require.ErrorIs(t, err, sink.ErrInvalidSink)
+	err = f.SetOverride(ctx, "pipeline.output", sink.Postgres)
 	require.ErrorIs(t, err, sink.ErrInvalidArgument)
-	err = f.SetOverride(ctx, "", sink.ModePG, "ds.a")
+	err = f.SetOverride(ctx, "", sink.Postgres, "ds.a")
 	require.ErrorIs(t, err, sink.ErrInvalidArgument)
-	err = f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: "", Max: sink.ModePG})
-	require.ErrorIs(t, err, sink.ErrInvalidMode)
+	err = f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: "", Max: sink.Postgres})
+	require.ErrorIs(t, err, sink.ErrInvalidSink)
 }
 
 // The runbook: check -> set override -> (re-deploy, verify, smoke) -> revert.
@@ -120,16 +119,16 @@ func TestRunbookSetListClear(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, pool := newFlags(t, "ds.a", "ds.b", "ds.c")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModeIcebergNative}))
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "ingest.api", Default: sink.ModePG, Max: sink.ModeIcebergNative}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "ingest.api", Default: sink.Postgres, Max: sink.Iceberg}))
 
 	d, err := f.Check(ctx, "pipeline.output", "ds.a")
 	require.NoError(t, err)
 	require.Equal(t, sink.Postgres, d.Sink)
 
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.a", "ds.b", "ds.a"))
-	require.NoError(t, f.SetOverride(ctx, "ingest.api", sink.ModeIcebergNative, "ds.c"))
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.a")) // idempotent
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.b", "ds.a"))
+	require.NoError(t, f.SetOverride(ctx, "ingest.api", sink.Iceberg, "ds.c"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a")) // idempotent
 
 	os, err := f.Overrides(ctx, "pipeline.output")
 	require.NoError(t, err)
@@ -159,7 +158,7 @@ func TestRunbookSetListClear(t *testing.T) {
 	require.NoError(t, err)
 	ft, err := sink.NewFlags(tx, nil)
 	require.NoError(t, err)
-	require.NoError(t, ft.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.a"))
+	require.NoError(t, ft.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a"))
 	require.NoError(t, tx.Rollback(ctx))
 	d, err = f.Check(ctx, "pipeline.output", "ds.a")
 	require.NoError(t, err)

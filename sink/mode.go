@@ -1,87 +1,47 @@
 package sink
 
 import (
-	"cmp"
 	"fmt"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
-// Mode is a writer flag value. Modes are ordered: [ModePG] < [ModeIcebergNative].
-// A writer's default mode and its per-dataset overrides are capped by its
-// max mode (the ceiling).
-type Mode string
+// Sink is where a write goes, and the value of a writer flag. Sinks are
+// ordered: [Postgres] < [Iceberg]. A writer's default and its per-dataset
+// overrides are capped by its max sink (the ceiling). The values are the text
+// stored in the writer flag tables and in the ledger's
+// pipeline_build_transactions.sink; ledger.OpenParams.Sink and
+// writestrategy's results use this same type.
+type Sink = vocab.Sink
 
-// The modes, lowest first.
+// The sinks, lowest first.
 const (
-	ModePG            Mode = "pg"
-	ModeIcebergNative Mode = "iceberg_native"
+	// Postgres writes rows into the dataset_rows row store ("pg").
+	Postgres = vocab.Postgres
+	// Iceberg writes one Iceberg snapshot through the facade
+	// ("iceberg_native").
+	Iceberg = vocab.Iceberg
 )
 
-// modes lists every mode in ascending order; the index is the rank.
-var modes = [...]Mode{ModePG, ModeIcebergNative}
+// Sinks returns every sink in ascending order.
+func Sinks() []Sink { return []Sink{Postgres, Iceberg} }
 
-// Modes returns every mode in ascending order.
-func Modes() []Mode { return append([]Mode(nil), modes[:]...) }
-
-// ParseMode returns the mode named s, or an error wrapping [ErrInvalidMode].
-func ParseMode(s string) (Mode, error) {
-	m := Mode(s)
-	if !m.Valid() {
-		return "", fmt.Errorf("sink: %w: %q (want one of %q, %q)", ErrInvalidMode, s, ModePG, ModeIcebergNative)
+// ParseSink returns the sink named s, or an error wrapping [ErrInvalidSink].
+func ParseSink(s string) (Sink, error) {
+	k := Sink(s)
+	if !k.Valid() {
+		return "", fmt.Errorf("sink: %w: %q (want one of %q, %q)", ErrInvalidSink, s, Postgres, Iceberg)
 	}
-	return m, nil
+	return k, nil
 }
 
-// Valid reports whether m is one of the known modes.
-func (m Mode) Valid() bool { return m.rank() >= 0 }
-
-func (m Mode) rank() int {
-	for i, x := range modes {
-		if x == m {
-			return i
-		}
-	}
-	return -1
-}
-
-// Compare returns -1, 0 or +1 as m is below, equal to or above o in the mode
-// order. Unknown modes sort below every known mode.
-func (m Mode) Compare(o Mode) int {
-	return cmp.Compare(m.rank(), o.rank())
-}
-
-// atLeast returns the modes at or above m: the max modes that allow m.
-func (m Mode) atLeast() []string {
+// atLeast returns the sinks at or above s: the max sinks that allow s.
+func atLeast(s Sink) []string {
 	var out []string
-	for _, x := range modes {
-		if x.Compare(m) >= 0 {
+	for _, x := range Sinks() {
+		if x.Compare(s) >= 0 {
 			out = append(out, string(x))
 		}
 	}
 	return out
 }
-
-// Sink returns where a write in mode m goes, or "" for an unknown mode.
-func (m Mode) Sink() Sink {
-	switch m {
-	case ModePG:
-		return Postgres
-	case ModeIcebergNative:
-		return Iceberg
-	}
-	return ""
-}
-
-// Sink is where a write goes. Its values are the text the ledger records in
-// pipeline_build_transactions.sink (pass string(decision.Sink)).
-type Sink string
-
-// The sinks.
-const (
-	// Postgres writes rows into the dataset_rows row store.
-	Postgres Sink = "pg"
-	// Iceberg writes one Iceberg snapshot through the facade.
-	Iceberg Sink = "iceberg_native"
-)
-
-// Valid reports whether s is one of the known sinks.
-func (s Sink) Valid() bool { return s == Postgres || s == Iceberg }

@@ -100,7 +100,7 @@ func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
 }
 
 // Resolve returns where a write of datasetID by writerID goes: the override
-// wins over the writer default, both capped by the writer's max mode
+// wins over the writer default, both capped by the writer's max sink
 // (reported as Clamped); an unknown writer resolves to Postgres with
 // Source SourceUnknownWriter. The decision is logged.
 //

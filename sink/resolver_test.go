@@ -29,7 +29,7 @@ func (c *countingLookuper) Lookup(_ context.Context, writerID string, ids ...str
 	for i, id := range ids {
 		s, ok := c.settings[id]
 		if !ok {
-			s = sink.Setting{WriterKnown: true, Default: sink.ModePG, Max: sink.ModeIcebergNative}
+			s = sink.Setting{WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg}
 		}
 		s.WriterID, s.DatasetID = writerID, id
 		out[i] = s
@@ -43,8 +43,8 @@ func TestResolverTTLAndRevert(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.canary")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModeIcebergNative}))
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "ds.canary"))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.canary"))
 
 	clock := &fakeClock{t: time.Date(2026, 7, 4, 12, 0, 0, 0, time.UTC)}
 	r, err := sink.NewResolver(f, &sink.ResolverConfig{Now: clock.Now}) // default TTL
@@ -126,7 +126,7 @@ func TestResolverCacheBounded(t *testing.T) {
 func TestResolverConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := &countingLookuper{settings: map[string]sink.Setting{"ds1": {WriterKnown: true, Default: sink.ModePG, Max: sink.ModeIcebergNative, Override: sink.ModeIcebergNative}}}
+	src := &countingLookuper{settings: map[string]sink.Setting{"ds1": {WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg}}}
 	var mu sync.Mutex
 	now := time.Unix(0, 0)
 	clockFn := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Millisecond); return now }
@@ -170,7 +170,7 @@ func TestResolverLogsDecisions(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src := &countingLookuper{settings: map[string]sink.Setting{"ds": {WriterKnown: true, Default: sink.ModePG, Max: sink.ModePG, Override: sink.ModeIcebergNative}}}
+	src := &countingLookuper{settings: map[string]sink.Setting{"ds": {WriterKnown: true, Default: sink.Postgres, Max: sink.Postgres, Override: sink.Iceberg}}}
 	r, err := sink.NewResolver(src, &sink.ResolverConfig{Logger: log})
 	require.NoError(t, err)
 	_, err = r.Resolve(ctx, "pipeline.output", "ds")
@@ -188,7 +188,6 @@ func TestResolverLogsDecisions(t *testing.T) {
 		assert.Equal(t, "pipeline.output", rec["writer"])
 		assert.Equal(t, "ds", rec["dataset"])
 		assert.Equal(t, "pg", rec["sink"])
-		assert.Equal(t, "pg", rec["mode"])
 		assert.Equal(t, true, rec["clamped"])
 		assert.Equal(t, "override", rec["source"])
 		assert.Contains(t, rec["reason"], "clamped")
@@ -202,7 +201,7 @@ func TestResolvePair(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "split.matched", "split.unmatched")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.ModePG, Max: sink.ModeIcebergNative}))
+	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	r, err := sink.NewResolver(f, &sink.ResolverConfig{Now: clock.Now})
 	require.NoError(t, err)
@@ -225,7 +224,7 @@ func TestResolvePair(t *testing.T) {
 	assert.Equal(t, "combined statement", got)
 
 	// Mixed: one flipped alone.
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "split.matched"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "split.matched"))
 	_, err = run()
 	require.ErrorIs(t, err, sink.ErrMixedPair)
 	var me *sink.MixedPairError
@@ -235,7 +234,7 @@ func TestResolvePair(t *testing.T) {
 	assert.Contains(t, err.Error(), "flip the pair together")
 
 	// Flipped together.
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.ModeIcebergNative, "split.matched", "split.unmatched"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "split.matched", "split.unmatched"))
 	got, err = run()
 	require.NoError(t, err)
 	assert.Equal(t, "two native writes", got)

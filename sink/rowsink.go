@@ -19,7 +19,7 @@ type RowSink[T any] struct {
 // Run checks d and calls the arm of d.Sink, returning its result and error
 // unchanged. Before any arm runs it fails with:
 //   - [ErrUnresolved] when d is not a consistent resolved decision;
-//   - a [*CeilingError] when d.Mode is above d.Max;
+//   - a [*CeilingError] when d.Sink is above d.Max;
 //   - a [*MissingArmError] when the arm of d.Sink is nil;
 //   - ctx.Err() when ctx is already done.
 //

@@ -3,27 +3,30 @@ package sink_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/sink"
+
+	"github.com/lakewrite/lakewrite/ledger"
 )
 
-func decision(writer, dataset string, override, max sink.Mode) sink.Decision {
-	return sink.Decide(sink.Setting{WriterID: writer, DatasetID: dataset, WriterKnown: true, Default: sink.ModePG, Max: max, Override: override})
+func decision(writer, dataset string, override, max sink.Sink) sink.Decision {
+	return sink.Decide(sink.Setting{WriterID: writer, DatasetID: dataset, WriterKnown: true, Default: sink.Postgres, Max: max, Override: override})
 }
 
 // The pure resolution table.
 func TestDecide(t *testing.T) {
 	t.Parallel()
-	pg, ice := sink.ModePG, sink.ModeIcebergNative
+	pg, ice := sink.Postgres, sink.Iceberg
 	cases := []struct {
 		name    string
 		s       sink.Setting
 		want    sink.Sink
-		req     sink.Mode
+		req     sink.Sink
 		clamped bool
 		source  sink.Source
 	}{
@@ -41,12 +44,11 @@ func TestDecide(t *testing.T) {
 			c.s.WriterID, c.s.DatasetID = "w", "ds"
 			d := sink.Decide(c.s)
 			assert.Equal(t, c.want, d.Sink)
-			assert.Equal(t, sink.Mode(c.want), d.Mode)
 			assert.Equal(t, c.req, d.Requested)
 			assert.Equal(t, c.clamped, d.Clamped)
 			assert.Equal(t, c.source, d.Source)
 			assert.NotEmpty(t, d.Reason)
-			assert.LessOrEqual(t, d.Mode.Compare(d.Max), 0, "never above the ceiling")
+			assert.LessOrEqual(t, d.Sink.Compare(d.Max), 0, "never above the ceiling")
 		})
 	}
 }
@@ -56,7 +58,7 @@ func TestRunMissingArm(t *testing.T) {
 	called := false
 	rs := sink.RowSink[int]{Postgres: func(context.Context) (int, error) { called = true; return 1, nil }}
 
-	d := decision("pipeline.output", "ds", sink.ModeIcebergNative, sink.ModeIcebergNative)
+	d := decision("pipeline.output", "ds", sink.Iceberg, sink.Iceberg)
 	_, err := rs.Run(context.Background(), d)
 	require.ErrorIs(t, err, sink.ErrMissingArm)
 	var me *sink.MissingArmError
@@ -65,7 +67,7 @@ func TestRunMissingArm(t *testing.T) {
 	assert.Equal(t, "ds", me.DatasetID)
 	assert.False(t, called, "no arm runs")
 
-	n, err := rs.Run(context.Background(), decision("pipeline.output", "ds", "", sink.ModeIcebergNative))
+	n, err := rs.Run(context.Background(), decision("pipeline.output", "ds", "", sink.Iceberg))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.True(t, called)
@@ -81,35 +83,35 @@ func TestRunRefusesBadDecisions(t *testing.T) {
 	_, err := rs.Run(ctx, sink.Decision{})
 	require.ErrorIs(t, err, sink.ErrUnresolved)
 
-	above := decision("w", "ds", sink.ModeIcebergNative, sink.ModeIcebergNative)
-	above.Max = sink.ModePG // hand-edited past its ceiling
+	above := decision("w", "ds", sink.Iceberg, sink.Iceberg)
+	above.Max = sink.Postgres // hand-edited past its ceiling
 	_, err = rs.Run(ctx, above)
 	require.ErrorIs(t, err, sink.ErrAboveCeiling)
 
-	mismatched := decision("w", "ds", "", sink.ModeIcebergNative)
-	mismatched.Sink = sink.Iceberg
+	mismatched := decision("w", "ds", "", sink.Iceberg)
+	mismatched.Sink = "dual" // not a sink
 	_, err = rs.Run(ctx, mismatched)
 	require.ErrorIs(t, err, sink.ErrUnresolved)
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = rs.Run(cctx, decision("w", "ds", "", sink.ModePG))
+	_, err = rs.Run(cctx, decision("w", "ds", "", sink.Postgres))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.False(t, ran)
 
 	// Arm errors come back unchanged.
 	boom := errors.New("boom")
 	rs.Postgres = func(context.Context) (string, error) { return "", boom }
-	_, err = rs.Run(ctx, decision("w", "ds", "", sink.ModePG))
+	_, err = rs.Run(ctx, decision("w", "ds", "", sink.Postgres))
 	require.Equal(t, boom, err)
 }
 
 func TestPair(t *testing.T) {
 	t.Parallel()
 	ice := func(ds string) sink.Decision {
-		return decision("pipeline.output", ds, sink.ModeIcebergNative, sink.ModeIcebergNative)
+		return decision("pipeline.output", ds, sink.Iceberg, sink.Iceberg)
 	}
-	pg := func(ds string) sink.Decision { return decision("pipeline.output", ds, "", sink.ModeIcebergNative) }
+	pg := func(ds string) sink.Decision { return decision("pipeline.output", ds, "", sink.Iceberg) }
 
 	p, err := sink.Pair(ice("a"), ice("b"))
 	require.NoError(t, err)
@@ -134,17 +136,20 @@ func TestPair(t *testing.T) {
 	require.ErrorIs(t, err, sink.ErrUnresolved)
 }
 
-func TestModes(t *testing.T) {
+func TestSinks(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []sink.Mode{sink.ModePG, sink.ModeIcebergNative}, sink.Modes())
-	assert.Equal(t, -1, sink.ModePG.Compare(sink.ModeIcebergNative))
-	assert.Equal(t, 0, sink.ModePG.Compare(sink.ModePG))
-	assert.Equal(t, 1, sink.ModeIcebergNative.Compare(sink.ModePG))
-	m, err := sink.ParseMode("iceberg_native")
+	assert.Equal(t, []sink.Sink{sink.Postgres, sink.Iceberg}, sink.Sinks())
+	assert.Equal(t, -1, sink.Postgres.Compare(sink.Iceberg))
+	assert.Equal(t, 0, sink.Postgres.Compare(sink.Postgres))
+	assert.Equal(t, 1, sink.Iceberg.Compare(sink.Postgres))
+	m, err := sink.ParseSink("iceberg_native")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Iceberg, m.Sink())
-	_, err = sink.ParseMode("ICEBERG")
-	require.ErrorIs(t, err, sink.ErrInvalidMode)
+	assert.Equal(t, sink.Iceberg, m)
+	assert.Equal(t, "iceberg_native", m.String())
+	_, err = sink.ParseSink("ICEBERG")
+	require.ErrorIs(t, err, sink.ErrInvalidSink)
+	// One not-found sentinel across packages: a ledger error matches sink's.
+	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", ledger.ErrDatasetNotFound), sink.ErrDatasetNotFound)
 	assert.Equal(t, "pg", string(sink.Postgres))
 	assert.Equal(t, "iceberg_native", string(sink.Iceberg))
 }

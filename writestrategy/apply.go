@@ -9,14 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // WriteResult is what a write of one output did.
 type WriteResult struct {
 	DatasetID string
-	Sink      string // StoragePostgres or StorageIceberg
-	Mode      string // ledger.ModeReplace or ledger.ModeAppend, as written
+	Sink      sink.Sink        // sink.Postgres or sink.Iceberg
+	Mode      facade.WriteMode // facade.Replace or facade.Append, as written
 	// Rows written: for a replace the rows of the output, for an append the
 	// rows appended. On the Iceberg path this is the commit result's count.
 	Rows int64
@@ -109,7 +110,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	if env == nil {
 		env = &Env{}
 	}
-	ps, err := prepare(ctx, tx, env, s, StoragePostgres)
+	ps, err := prepare(ctx, tx, env, s, sink.Postgres)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		if encs[i], err = encodingFor(ctx, tx, cols, oids); err != nil {
 			return nil, err
 		}
-		results[i] = WriteResult{DatasetID: p.output, Sink: StoragePostgres, Mode: p.mode, Columns: cols}
+		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols}
 	}
 	restore, err := floatDigits(ctx, tx)
 	if err != nil {
@@ -143,7 +144,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		switch {
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
 			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
-		case p.mode == ledger.ModeAppend:
+		case p.mode == facade.Append:
 			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)
 		default:
 			if _, err = tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output); err != nil {

@@ -9,6 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/cursor"
+
+	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Computed is one output as the lakehouse path writes it: the same SELECT
@@ -16,8 +20,8 @@ import (
 type Computed struct {
 	DatasetID string
 	Kind      Kind
-	// Mode is ledger.ModeReplace or ledger.ModeAppend.
-	Mode string
+	// Mode is facade.Replace or facade.Append.
+	Mode facade.WriteMode
 	// Columns are the output's business columns (the declared schema).
 	Columns Schema
 	// Stream yields the rows as Arrow batches, from the compute
@@ -70,7 +74,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 	if env == nil {
 		env = &Env{}
 	}
-	ps, err := prepare(ctx, tx, env, s, StorageIceberg)
+	ps, err := prepare(ctx, tx, env, s, sink.Iceberg)
 	if err != nil {
 		return nil, err
 	}

@@ -179,14 +179,14 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	}
 	return run(sink.RowSink[[]WriteResult]{
 		Postgres: func(ctx context.Context) ([]WriteResult, error) {
-			w.sink = StoragePostgres
+			w.sink = sink.Postgres
 			return d.postgres(ctx, w, req, env)
 		},
 		Iceberg: func(ctx context.Context) ([]WriteResult, error) {
 			if d.cfg.Lakehouse == nil {
 				return nil, fmt.Errorf("%w: output resolved to Iceberg but DispatchConfig.Lakehouse is nil", ErrInvalid)
 			}
-			w.sink = StorageIceberg
+			w.sink = sink.Iceberg
 			return d.iceberg(ctx, w, req, env)
 		},
 	})
@@ -199,7 +199,7 @@ func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (ru
 	rctx, ph := d.observe(ctx, w, PhaseResolve, outs)
 	defer func() {
 		if err == nil {
-			w.sink = string(decision.Sink)
+			w.sink = decision.Sink
 		}
 		ph.end(0, err)
 	}()
@@ -212,9 +212,8 @@ func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (ru
 	}
 	pair, err := d.cfg.Resolver.ResolvePair(rctx, req.WriterID, outs[0], outs[1])
 	if err != nil {
-		if errors.Is(err, sink.ErrMixedPair) {
-			return nil, sink.Decision{}, fmt.Errorf("%w: %w", ErrMixedSplit, err)
-		}
+		// A split whose outputs resolve to different sinks is a
+		// *sink.MixedPairError (errors.Is(err, sink.ErrMixedPair)).
 		return nil, sink.Decision{}, err
 	}
 	return func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.RunPair(ctx, pair) }, pair.First, nil
@@ -236,7 +235,7 @@ func resultRows(rs []WriteResult) int64 {
 // With an idempotency key, a write that committed with the key while this
 // one waited for the dataset is found again under the intents: the intents
 // are then aborted and replay holds the earlier results.
-func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName string) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
+func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName sink.Sink) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
 	ctx, ph := d.observe(ctx, w, PhaseOpen, w.outs)
 	defer func() { ph.end(0, err) }()
 	outs := append([]string(nil), req.Strategy.Outputs()...)
@@ -244,7 +243,7 @@ func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request,
 	// Everything that reads the ledger through the pool happens before the
 	// first intent is held: an open intent holds a pool connection, and a
 	// writer holding one must not wait for another (see boundedBegin).
-	modes := make(map[string]string, len(outs))
+	modes := make(map[string]facade.WriteMode, len(outs))
 	for _, o := range outs {
 		if _, err := d.cfg.Ledger.Recover(ctx, o, d.cfg.RecoverAfter, d.Lookup); err != nil {
 			return nil, nil, err
@@ -292,7 +291,7 @@ var errReplayed = errors.New("replayed: a write with the same idempotency key ha
 
 // openAll opens the intents of outs in order; on an error it aborts those
 // it opened.
-func (d *Dispatcher) openAll(ctx context.Context, req Request, outs []string, modes map[string]string, sinkName string) (map[string]*ledger.Intent, error) {
+func (d *Dispatcher) openAll(ctx context.Context, req Request, outs []string, modes map[string]facade.WriteMode, sinkName sink.Sink) (map[string]*ledger.Intent, error) {
 	intents := map[string]*ledger.Intent{}
 	for _, o := range outs {
 		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
@@ -333,18 +332,18 @@ func releaseAll(intents map[string]*ledger.Intent) {
 // writeMode is the ledger write mode of an output: append for the append
 // deploys, unless the output is moving to another sink (then the whole
 // target is rewritten: a replace).
-func (d *Dispatcher) writeMode(ctx context.Context, s WriteStrategy, output, sinkName string) (string, error) {
+func (d *Dispatcher) writeMode(ctx context.Context, s WriteStrategy, output string, sinkName sink.Sink) (facade.WriteMode, error) {
 	if s.Kind() != KindAppendAlways && s.Kind() != KindAppendNew {
-		return ledger.ModeReplace, nil
+		return facade.Replace, nil
 	}
 	ds, err := d.cfg.Ledger.Dataset(ctx, output)
 	if err != nil {
 		return "", err
 	}
 	if ds.Sink != "" && ds.Sink != sinkName {
-		return ledger.ModeReplace, nil
+		return facade.Replace, nil
 	}
-	return ledger.ModeAppend, nil
+	return facade.Append, nil
 }
 
 func (d *Dispatcher) abortAll(ctx context.Context, intents map[string]*ledger.Intent, cause error) {
@@ -360,7 +359,7 @@ func (d *Dispatcher) abortAll(ctx context.Context, intents map[string]*ledger.In
 // commit share one transaction); an Iceberg intent landed when a snapshot
 // carrying its transaction id is in the table's history.
 func (d *Dispatcher) Lookup(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
-	if in.Sink != StorageIceberg {
+	if in.Sink != sink.Iceberg {
 		return ledger.Landing{}, nil
 	}
 	if d.cfg.Lakehouse == nil {
@@ -413,7 +412,7 @@ func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 // postgres is the Postgres arm: Apply and the ledger commits in one
 // transaction.
 func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, env *Env) ([]WriteResult, error) {
-	intents, replay, err := d.openIntents(ctx, w, req, StoragePostgres)
+	intents, replay, err := d.openIntents(ctx, w, req, sink.Postgres)
 	if err != nil || replay != nil {
 		return replay, err
 	}
@@ -468,7 +467,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 // iceberg is the Iceberg arm: compute, one facade write per output with the
 // transaction id, then the ledger commit from the commit result.
 func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env *Env) ([]WriteResult, error) {
-	intents, replay, err := d.openIntents(ctx, w, req, StorageIceberg)
+	intents, replay, err := d.openIntents(ctx, w, req, sink.Iceberg)
 	if err != nil || replay != nil {
 		return replay, err
 	}
@@ -500,7 +499,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	}
 	results := make([]WriteResult, len(computed))
 	for i, c := range computed {
-		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: StorageIceberg, Mode: c.Mode, Columns: c.Columns}
+		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, Columns: c.Columns}
 	}
 	if err == nil {
 		err = checkModes(results, intents)
@@ -525,7 +524,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		sctx, sph := d.observe(ctx, w, PhaseStream, []string{c.DatasetID})
 		st, err := d.cfg.Lakehouse.Stage(sctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 			facade.WriteRequest{
-				Mode:       facade.Mode(c.Mode),
+				Mode:       facade.WriteMode(c.Mode),
 				Schema:     c.Stream.Schema(),
 				Rows:       d.progress(sctx, w, c.DatasetID, c.Batches()),
 				SourceRefs: req.Strategy.Sources(),

@@ -70,7 +70,7 @@ func newWorldOn(t *testing.T, url string, lake facade.Lakehouse, fc *facade.Conf
 	require.NoError(t, err)
 	flags, err := sink.NewFlags(pool, nil)
 	require.NoError(t, err)
-	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.ModePG, Max: sink.ModeIcebergNative}))
+	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Iceberg}))
 	res, err := sink.NewResolver(flags, nil)
 	require.NoError(t, err)
 	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake, Workspace: "test", Cursor: co})
@@ -81,7 +81,7 @@ func newWorldOn(t *testing.T, url string, lake facade.Lakehouse, fc *facade.Conf
 // iceberg sets the canary override of the datasets to iceberg_native.
 func (w *world) iceberg(ids ...string) {
 	w.t.Helper()
-	require.NoError(w.t, w.flags.SetOverride(context.Background(), writer, sink.ModeIcebergNative, ids...))
+	require.NoError(w.t, w.flags.SetOverride(context.Background(), writer, sink.Iceberg, ids...))
 	w.resolver.Invalidate()
 }
 
@@ -155,8 +155,8 @@ func TestDispatchParityAcrossSinks(t *testing.T) {
 			for i := range pgRes {
 				p, c := pgRes[i], iceRes[i]
 				msg := fmt.Sprintf("%s run %d output %d", name, run, i)
-				require.Equal(t, writestrategy.StoragePostgres, p.Sink, msg)
-				require.Equal(t, writestrategy.StorageIceberg, c.Sink, msg)
+				require.Equal(t, sink.Postgres, p.Sink, msg)
+				require.Equal(t, sink.Iceberg, c.Sink, msg)
 				require.Equal(t, p.Rows, c.Rows, msg)
 				require.Equal(t, p.Skipped, c.Skipped, msg)
 				require.Equal(t, p.Preserved, c.Preserved, msg)
@@ -245,18 +245,17 @@ func TestDispatchSplitPairs(t *testing.T) {
 	split := writestrategy.Split{Source: "orders", Predicate: "category = 'a'", Matched: "m", Unmatched: "u"}
 	// Both Postgres: one combined statement, two committed intents.
 	res := w.mustWrite(split)
-	require.Equal(t, writestrategy.StoragePostgres, res[0].Sink)
+	require.Equal(t, sink.Postgres, res[0].Sink)
 	require.Equal(t, int64(100), res[0].Rows+res[1].Rows)
 	require.NotEqual(t, res[0].TxnID, res[1].TxnID)
 	// Mixed: refused before any work.
 	w.iceberg("m")
 	_, err := w.write(split)
-	require.ErrorIs(t, err, writestrategy.ErrMixedSplit)
 	require.ErrorIs(t, err, sink.ErrMixedPair)
 	// Both Iceberg: two snapshots.
 	w.iceberg("u")
 	res = w.mustWrite(split)
-	require.Equal(t, writestrategy.StorageIceberg, res[0].Sink)
+	require.Equal(t, sink.Iceberg, res[0].Sink)
 	require.NotZero(t, res[0].SnapshotID)
 	require.NotZero(t, res[1].SnapshotID)
 	require.Equal(t, int64(100), res[0].Rows+res[1].Rows)
@@ -318,7 +317,7 @@ func TestDispatchNativeSources(t *testing.T) {
 	up := w.mustWrite(writestrategy.Transform{Output: "up", Source: "orders"})[0]
 	require.Equal(t, int64(500), up.Rows)
 	down := w.mustWrite(writestrategy.Transform{Output: "down", Source: "up"})[0]
-	require.Equal(t, writestrategy.StoragePostgres, down.Sink)
+	require.Equal(t, sink.Postgres, down.Sink)
 	require.Equal(t, int64(500), down.Rows)
 	require.Equal(t, w.checksum("orders"), w.checksum("down"))
 	require.Equal(t, w.checksum("orders"), w.checksum("up"))
@@ -582,15 +581,15 @@ func TestDispatchFlipIsFullRebuild(t *testing.T) {
 	ensureOutputs(t, w.pool, "tgt")
 	deploy := writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: "src", Target: "tgt", Key: []string{"k"}}
 	res := w.mustWrite(deploy)[0]
-	require.Equal(t, writestrategy.StoragePostgres, res.Sink)
+	require.Equal(t, sink.Postgres, res.Sink)
 	require.Equal(t, int64(10), res.Rows)
 
 	// Flip: 5 new source rows; Iceberg gets all 15 as one replace.
 	seedRowStore(t, w.pool, "src", kv, `SELECT g AS k, 'v' || g AS v FROM generate_series(6, 15) g`)
 	w.iceberg("tgt")
 	res = w.mustWrite(deploy)[0]
-	require.Equal(t, writestrategy.StorageIceberg, res.Sink)
-	require.Equal(t, "replace", res.Mode)
+	require.Equal(t, sink.Iceberg, res.Sink)
+	require.Equal(t, "replace", string(res.Mode))
 	require.Equal(t, int64(15), res.Rows)
 	require.Equal(t, int64(15), w.checksum("tgt").Rows)
 	ds, err := w.ledger.Dataset(ctx, "tgt")
@@ -600,7 +599,7 @@ func TestDispatchFlipIsFullRebuild(t *testing.T) {
 	// Then appends again, on Iceberg.
 	seedRowStore(t, w.pool, "src", kv, `SELECT g AS k, 'v' || g AS v FROM generate_series(14, 17) g`)
 	res = w.mustWrite(deploy)[0]
-	require.Equal(t, "append", res.Mode)
+	require.Equal(t, "append", string(res.Mode))
 	require.Equal(t, int64(2), res.Rows)
 	require.Equal(t, int64(2), res.Skipped)
 
@@ -608,8 +607,8 @@ func TestDispatchFlipIsFullRebuild(t *testing.T) {
 	require.NoError(t, func() error { _, err := w.flags.ClearOverride(ctx, writer, "tgt"); return err }())
 	w.resolver.Invalidate()
 	res = w.mustWrite(deploy)[0]
-	require.Equal(t, writestrategy.StoragePostgres, res.Sink)
-	require.Equal(t, "replace", res.Mode)
+	require.Equal(t, sink.Postgres, res.Sink)
+	require.Equal(t, "replace", string(res.Mode))
 	require.Equal(t, int64(17), res.Rows)
 	require.Len(t, rowStoreRows(t, w.pool, "tgt"), 17)
 }

@@ -18,8 +18,6 @@ var (
 	ErrUnsafeIdentifier = errors.New("writestrategy: unsafe identifier")
 	// ErrCrossJoinTooLarge: the cross-join preflight refused the join.
 	ErrCrossJoinTooLarge = errors.New("writestrategy: cross join too large")
-	// ErrMixedSplit: the two outputs of a split resolved to different sinks.
-	ErrMixedSplit = errors.New("writestrategy: split outputs resolved to different sinks")
 )
 
 // IdentifierError names an identifier that was refused. It matches
@@ -53,7 +51,9 @@ func (e *CrossJoinError) Error() string {
 // Is reports ErrCrossJoinTooLarge.
 func (e *CrossJoinError) Is(target error) bool { return target == ErrCrossJoinTooLarge }
 
-// ErrDatasetNotFound is the ledger's: a source or output is not registered.
+// ErrDatasetNotFound: a source or output is not registered. It is the one
+// shared sentinel, the same value as ledger.ErrDatasetNotFound and
+// sink.ErrDatasetNotFound.
 var ErrDatasetNotFound = ledger.ErrDatasetNotFound
 
 // QueryError is a failure of a statement lakewrite ran for a strategy

@@ -107,7 +107,7 @@ func ExampleCommitStaged() {
 	var rows iter.Seq2[arrow.RecordBatch, error] // the upload, batch by batch
 	var schema *arrow.Schema
 
-	_, err = l.With(ctx, ledger.OpenParams{DatasetID: "uploads", WriterID: "manual.table", Sink: writestrategy.StorageIceberg, WriteMode: ledger.ModeReplace},
+	_, err = l.With(ctx, ledger.OpenParams{DatasetID: "uploads", WriterID: "manual.table", Sink: sink.Iceberg, WriteMode: facade.Replace},
 		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 			staged, err := lake.Stage(ctx, facade.Target{DatasetID: "uploads", WriterID: "manual.table"},
 				facade.WriteRequest{Mode: facade.Replace, Schema: schema, Rows: rows, TxnID: in.ID})
@@ -146,7 +146,7 @@ func ExampleRowStoreInsert() {
 	if _, err := l.EnsureDataset(ctx, "rates", "FX rates", nil); err != nil {
 		panic(err)
 	}
-	_, err = l.WithTx(ctx, ledger.OpenParams{DatasetID: "rates", WriterID: "rates.loader", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+	_, err = l.WithTx(ctx, ledger.OpenParams{DatasetID: "rates", WriterID: "rates.loader", Sink: sink.Postgres, WriteMode: facade.Replace},
 		func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 			// A replace: delete the current rows first.
 			if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = 'rates'`); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 // TestMain gives the Examples a database in DATABASE_URL. A child process
@@ -66,7 +68,7 @@ func seed(t *testing.T, pool *pgxpool.Pool, id string, schema writestrategy.Sche
 	require.NoError(t, err)
 	_, err = l.EnsureDataset(ctx, id, id, nil)
 	require.NoError(t, err)
-	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: id, WriterID: "seed", Sink: "pg", WriteMode: ledger.ModeReplace})
+	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: id, WriterID: "seed", Sink: "pg", WriteMode: facade.Replace})
 	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)

@@ -14,6 +14,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // The Dispatcher keeps tables healthy with no configuration: over many
@@ -111,7 +113,7 @@ func TestDispatchMaintain(t *testing.T) {
 	require.NoError(t, err)
 
 	// A writer holds the dataset: Maintain waits for it.
-	in, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: "out", WriterID: writer, Sink: writestrategy.StorageIceberg, WriteMode: ledger.ModeAppend})
+	in, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: "out", WriterID: writer, Sink: sink.Iceberg, WriteMode: facade.Append})
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	var rep facade.MaintenanceReport

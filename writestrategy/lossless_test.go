@@ -14,6 +14,8 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // textNull stands for SQL NULL in text forms (no Postgres text holds a NUL).
@@ -184,7 +186,7 @@ func TestTypeZooLosslessOnBothSinks(t *testing.T) {
 
 	ensureOutputs(t, w.pool, "pg", "ice", "back")
 	pg := w.mustWrite(writestrategy.Transform{Output: "pg", Source: "src"})[0]
-	require.Equal(t, writestrategy.StoragePostgres, pg.Sink)
+	require.Equal(t, sink.Postgres, pg.Sink)
 	// Postgres describes a domain-typed output column by its base type.
 	outSchema := writestrategy.Schema{Columns: slices.Clone(zooSchema.Columns)}
 	base := map[string]string{"posint": "integer", "f8dom": "double precision", "jdom": "json"}
@@ -198,10 +200,10 @@ func TestTypeZooLosslessOnBothSinks(t *testing.T) {
 
 	w.iceberg("ice")
 	ice := w.mustWrite(writestrategy.Transform{Output: "ice", Source: "src"})[0]
-	require.Equal(t, writestrategy.StorageIceberg, ice.Sink)
+	require.Equal(t, sink.Iceberg, ice.Sink)
 	require.Equal(t, want, w.datasetText(zooSchema, "ice"), "source -> Iceberg sink")
 	back := w.mustWrite(writestrategy.Transform{Output: "back", Source: "ice"})[0]
-	require.Equal(t, writestrategy.StoragePostgres, back.Sink)
+	require.Equal(t, sink.Postgres, back.Sink)
 	require.Equal(t, want, w.datasetText(zooSchema, "back"), "source -> Iceberg sink -> Postgres sink")
 
 	sum := w.textChecksum("ice")
@@ -256,7 +258,7 @@ func TestOldRowStoreRows(t *testing.T) {
 	// An append over old rows: old rows read as before, new ones exactly.
 	seedRowStore(t, w.pool, "src", zooSchema, zooSQL)
 	res := w.mustWrite(writestrategy.Deploy{Mode: writestrategy.KindAppendAlways, Source: "src", Target: "old"})[0]
-	require.Equal(t, writestrategy.StoragePostgres, res.Sink)
+	require.Equal(t, sink.Postgres, res.Sink)
 	require.EqualValues(t, 4, res.Rows)
 	require.Equal(t, append(slices.Clone(before), want...), w.datasetText(zooSchema, "old"))
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Maintain runs the table lifecycle of one Iceberg dataset now (see
@@ -48,8 +50,8 @@ func (d *Dispatcher) maintain(ctx context.Context, writerID, datasetID string, n
 	if !ok {
 		return facade.MaintenanceReport{}, fmt.Errorf("%w: the Lakehouse does not implement facade.Maintainer", ErrInvalid)
 	}
-	in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: datasetID, WriterID: writerID, Sink: StorageIceberg,
-		WriteMode: ledger.ModeMaintenance, NoWait: noWait, Lookup: d.Lookup})
+	in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg,
+		WriteMode: ledger.Maintenance, NoWait: noWait, Lookup: d.Lookup})
 	if err != nil {
 		return facade.MaintenanceReport{}, err
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 var lineitemSchema = writestrategy.Schema{Columns: []writestrategy.Column{
@@ -80,7 +82,7 @@ func TestDispatchTPCHQ1BothSinks(t *testing.T) {
 	require.Zero(t, issues[0].Refused)
 
 	pg := w.mustWrite(tpchQ1("q1_pg"))[0]
-	require.Equal(t, writestrategy.StoragePostgres, pg.Sink)
+	require.Equal(t, sink.Postgres, pg.Sink)
 	require.EqualValues(t, 6, pg.Rows)
 	require.Zero(t, pg.Rounded)
 	// The row store keeps every digit: count the values beyond 18
@@ -116,7 +118,7 @@ func TestDispatchTPCHQ1BothSinks(t *testing.T) {
 	res, err := strict.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: tpchQ1("q1_ice"), Numeric: cursor.NumericRound})
 	require.NoError(t, err)
 	ice := res[0]
-	require.Equal(t, writestrategy.StorageIceberg, ice.Sink)
+	require.Equal(t, sink.Iceberg, ice.Sink)
 	require.EqualValues(t, 6, ice.Rows)
 	require.Equal(t, beyond, ice.Rounded)
 	require.Contains(t, logs.String(), "rounded=6")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Phase names a step of Dispatcher.Write, in the order a write runs them.
@@ -58,9 +60,9 @@ type PhaseEvent struct {
 	// (PhaseStream, PhaseMaintain, and the commits of a catalog that
 	// commits table by table). Owned by the event; do not modify.
 	DatasetIDs []string
-	// Sink is the resolved storage (StoragePostgres or StorageIceberg);
-	// empty before PhaseResolve ends.
-	Sink string
+	// Sink is the resolved sink (sink.Postgres or sink.Iceberg); empty
+	// before PhaseResolve ends.
+	Sink sink.Sink
 	// Duration of the phase (PhaseEnd only).
 	Duration time.Duration
 	// Rows written by the phase, where it knows them (PhaseApply,
@@ -149,7 +151,7 @@ func (ph *phase) end(rows int64, err error) {
 type writeInfo struct {
 	writerID string
 	outs     []string
-	sink     string
+	sink     sink.Sink
 }
 
 // progress wraps an output's borrowed batches so that a ProgressObserver

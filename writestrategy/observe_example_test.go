@@ -85,7 +85,7 @@ func ExampleObserver() {
 			panic(err)
 		}
 	}
-	_, err = l.WithTx(ctx, ledger.OpenParams{DatasetID: "obs_events", WriterID: "loader", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+	_, err = l.WithTx(ctx, ledger.OpenParams{DatasetID: "obs_events", WriterID: "loader", Sink: sink.Postgres, WriteMode: facade.Replace},
 		func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 			n, cols, err := writestrategy.RowStoreInsert(ctx, tx, nil, "obs_events", in.ID,
 				`SELECT g::bigint AS id, g % 7 AS kind FROM generate_series(1, 3000) g`)
@@ -94,7 +94,7 @@ func ExampleObserver() {
 	if err != nil {
 		panic(err)
 	}
-	if err := flags.SetWriter(ctx, sink.WriterFlags{WriterID: "example.writer", Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative}); err != nil {
+	if err := flags.SetWriter(ctx, sink.WriterFlags{WriterID: "example.writer", Default: sink.Iceberg, Max: sink.Iceberg}); err != nil {
 		panic(err)
 	}
 

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 type ctxKey struct{}
@@ -173,7 +175,7 @@ func TestObserverSplitInTx(t *testing.T) {
 		"end write big,small rows=3000",
 	}, rec.take(t))
 	for _, ev := range ends {
-		require.Equal(t, writestrategy.StorageIceberg, ev.Sink, ev.Phase) // resolved by every end
+		require.Equal(t, sink.Iceberg, ev.Sink, ev.Phase) // resolved by every end
 	}
 }
 

@@ -90,5 +90,5 @@ func TestDispatchPartitionedOutput(t *testing.T) {
 	_, err = w.write(mk("bucket_ice"))
 	require.ErrorIs(t, err, facade.ErrInvalidRequest)
 	_, err = w.lake.(*facade.Facade).LoadTable(ctx, "bucket_ice")
-	require.ErrorIs(t, err, facade.ErrDatasetNotFound)
+	require.ErrorIs(t, err, facade.ErrTableNotFound)
 }

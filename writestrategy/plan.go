@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 // relation is a dataset readable by SQL: its business columns plus
@@ -84,7 +84,7 @@ func tableRelation(datasetID, table string, s Schema, asText map[string]bool) *r
 type projection struct {
 	output string
 	kind   Kind
-	mode   string // ledger.ModeReplace or ledger.ModeAppend
+	mode   facade.WriteMode // facade.Replace or facade.Append
 	sql    string
 	args   []any
 	// countSQL counts the source rows the output was drawn from (for
@@ -157,7 +157,7 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 		last = q
 	}
 	b.w(" SELECT * FROM ", last)
-	return []projection{{output: t.Output, kind: KindTransform, mode: ledger.ModeReplace, sql: b.String(), args: b.args}}, nil
+	return []projection{{output: t.Output, kind: KindTransform, mode: facade.Replace, sql: b.String(), args: b.args}}, nil
 }
 
 func (j Join) plan(pc *planContext) ([]projection, error) {
@@ -251,7 +251,7 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 		b.w("l.", quoteIdents([]string{on.Left})[0], " = r.", quoteIdents([]string{on.Right})[0])
 	}
 	b.w(` ORDER BY l."__ord" NULLS LAST, r."__ord" NULLS LAST`)
-	return []projection{{output: j.Output, kind: KindJoin, mode: ledger.ModeReplace, sql: b.String(), args: b.args}}, nil
+	return []projection{{output: j.Output, kind: KindJoin, mode: facade.Replace, sql: b.String(), args: b.args}}, nil
 }
 
 func (s Split) plan(pc *planContext) ([]projection, error) {
@@ -277,7 +277,7 @@ func (s Split) plan(pc *planContext) ([]projection, error) {
 	from := src.render(b)
 	one := func(output, test string) projection {
 		sql := "SELECT " + src.cols("s") + " FROM " + from + " s WHERE (" + s.Predicate + "\n) " + test + ` ORDER BY s."__ord"`
-		return projection{output: output, kind: KindSplit, mode: ledger.ModeReplace, sql: sql, args: b.args}
+		return projection{output: output, kind: KindSplit, mode: facade.Replace, sql: sql, args: b.args}
 	}
 	return []projection{one(s.Matched, "IS TRUE"), one(s.Unmatched, "IS NOT TRUE")}, nil
 }
@@ -322,11 +322,11 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 	b := newBuilder(nil)
 	switch d.Mode {
 	case KindAppendAlways:
-		p.mode = ledger.ModeAppend
+		p.mode = facade.Append
 		p.countSQL = ""
 		b.w("SELECT ", cols, " FROM ", src.render(b), ` s ORDER BY "__ord"`)
 	case KindAppendNew:
-		p.mode = ledger.ModeAppend
+		p.mode = facade.Append
 		b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
 			` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1`)
 		if tgt != nil {
@@ -334,7 +334,7 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		}
 		b.w(` ORDER BY s."__ord"`)
 	case KindSnapshotReplace:
-		p.mode = ledger.ModeReplace
+		p.mode = facade.Replace
 		b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
 			` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1 ORDER BY s."__ord"`)
 	default:
@@ -357,13 +357,13 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 			p.identitySQL, p.identityArgs = ib.String(), ib.args
 		}
 	}
-	if ts.flip && tgt != nil && p.mode == ledger.ModeAppend {
+	if ts.flip && tgt != nil && p.mode == facade.Append {
 		// The output moves to another sink: write the whole target (its
 		// current rows, then the new ones) as a replace.
 		fb := newBuilder(b.args)
 		fb.w("SELECT ", cols, " FROM (SELECT ", cols, `, 0 AS "__part", "__ord" FROM `, tgt.render(fb),
 			` t UNION ALL SELECT `, cols, `, 1, row_number() OVER () FROM (`, b.String(), `) n) u ORDER BY "__part", "__ord"`)
-		p.sql, p.args, p.mode = fb.String(), fb.args, ledger.ModeReplace
+		p.sql, p.args, p.mode = fb.String(), fb.args, facade.Replace
 	}
 	return []projection{p}, nil
 }

@@ -6,19 +6,15 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// Storage values of datasets.sink: where a dataset's contents live.
-const (
-	StoragePostgres = "pg"
-	StorageIceberg  = "iceberg_native"
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 type datasetRow struct {
 	id       string
 	schema   json.RawMessage
 	rowCount int64
-	sink     string
+	sink     sink.Sink
 }
 
 func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, error) {
@@ -48,7 +44,7 @@ func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string
 // prepare resolves the strategy's sources and targets inside tx (hydrating
 // native ones into temporary tables) and plans its projections. sinkTo is
 // where the outputs are being written.
-func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo string) ([]projection, error) {
+func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo sink.Sink) ([]projection, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: strategy is nil", ErrInvalid)
 	}
@@ -77,7 +73,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", id, err)
 		}
-		if d.sink != StorageIceberg {
+		if d.sink != sink.Iceberg {
 			jc, err := jsonColumns(ctx, tx, sc)
 			if err != nil {
 				return nil, err
@@ -99,7 +95,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			continue
 		}
 		delta, isDelta := env.Delta[id]
-		if isDelta && ds[id].sink == StorageIceberg {
+		if isDelta && ds[id].sink == sink.Iceberg {
 			return nil, fmt.Errorf("%w: delta read of %q, which lives in Iceberg; read it as a snapshot", ErrInvalid, id)
 		}
 		if isDelta && delta == nil {

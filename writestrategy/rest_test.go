@@ -169,7 +169,7 @@ func TestDispatchRESTSplitAtomic(t *testing.T) {
 
 	snapshots := func(id string) int {
 		tbl, err := f.LoadTable(ctx, id)
-		if errors.Is(err, facade.ErrDatasetNotFound) {
+		if errors.Is(err, facade.ErrTableNotFound) {
 			return 0
 		}
 		require.NoError(t, err)

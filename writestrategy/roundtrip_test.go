@@ -8,6 +8,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Every column type a pipeline output may have, with edge values, survives
@@ -53,10 +55,10 @@ func roundTripTypes(t *testing.T, lake facade.Lakehouse) {
 	ensureOutputs(t, w.pool, "mid", "back")
 	w.iceberg("mid")
 	mid := w.mustWrite(writestrategy.Transform{Output: "mid", Source: "src"})[0]
-	require.Equal(t, writestrategy.StorageIceberg, mid.Sink)
+	require.Equal(t, sink.Iceberg, mid.Sink)
 	require.EqualValues(t, 3, mid.Rows)
 	back := w.mustWrite(writestrategy.Transform{Output: "back", Source: "mid"})[0]
-	require.Equal(t, writestrategy.StoragePostgres, back.Sink)
+	require.Equal(t, sink.Postgres, back.Sink)
 
 	want := w.sourceText(schema, src)
 	require.Len(t, want, 3)

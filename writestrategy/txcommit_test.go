@@ -50,7 +50,7 @@ func newPGWorldOn(t *testing.T, url, warehouse string, fc *facade.Config, lc *le
 	require.NoError(t, err)
 	flags, err := sink.NewFlags(pool, nil)
 	require.NoError(t, err)
-	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.ModePG, Max: sink.ModeIcebergNative}))
+	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Iceberg}))
 	res, err := sink.NewResolver(flags, nil)
 	require.NoError(t, err)
 	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: f, Workspace: "test"})
@@ -70,7 +70,7 @@ func (w *pgWorld) dispatcher(lake facade.Lakehouse) *writestrategy.Dispatcher {
 func (w *pgWorld) head(dataset string) int64 {
 	w.t.Helper()
 	tbl, err := w.f.LoadTable(context.Background(), dataset)
-	if errors.Is(err, facade.ErrDatasetNotFound) {
+	if errors.Is(err, facade.ErrTableNotFound) {
 		return 0
 	}
 	require.NoError(w.t, err)
@@ -88,7 +88,7 @@ func requireAgree(t *testing.T, pool *pgxpool.Pool, lake facade.Lakehouse, datas
 	t.Helper()
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT id::text, status, coalesce(snapshot_id, 0) FROM lakewrite.pipeline_build_transactions
-		WHERE dataset_id = $1 AND sink = $2 ORDER BY committed_at NULLS FIRST, created_at`, dataset, writestrategy.StorageIceberg)
+		WHERE dataset_id = $1 AND sink = $2 ORDER BY committed_at NULLS FIRST, created_at`, dataset, sink.Iceberg)
 	require.NoError(t, err)
 	type txn struct {
 		id, status string
@@ -256,7 +256,7 @@ func TestTxCommitFailureLeavesNothing(t *testing.T) {
 				requireAgree(t, w.pool, w.lake, o, c.name)
 				var committed int
 				require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions
-					WHERE dataset_id = $1 AND status = 'committed' AND sink = $2`, o, writestrategy.StorageIceberg).Scan(&committed))
+					WHERE dataset_id = $1 AND status = 'committed' AND sink = $2`, o, sink.Iceberg).Scan(&committed))
 				require.Equal(t, 1, committed, "%s: only the first write committed", o)
 			}
 			require.Equal(t, files, parquetFiles(t, w.warehouse), "the staged data files were deleted")

@@ -19,6 +19,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // The one-transaction kill test: writer processes on the Postgres catalog
@@ -68,10 +70,10 @@ func requireHistoryAgrees(t *testing.T, w *pgWorld, dataset, msg string) {
 			}
 		}
 	} else {
-		require.ErrorIs(t, err, facade.ErrDatasetNotFound)
+		require.ErrorIs(t, err, facade.ErrTableNotFound)
 	}
 	rows, err := w.pool.Query(ctx, `SELECT id::text, status, coalesce(snapshot_id, 0) FROM lakewrite.pipeline_build_transactions
-		WHERE dataset_id = $1 AND sink = $2`, dataset, writestrategy.StorageIceberg)
+		WHERE dataset_id = $1 AND sink = $2`, dataset, sink.Iceberg)
 	require.NoError(t, err)
 	committed := map[string]int64{}
 	var id, status string

@@ -9,20 +9,22 @@ import (
 
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Parity compares one output's current contents with a fresh compute of
 // its strategy (see Dispatcher.Verify).
 type Parity struct {
 	DatasetID string
-	// Sink holds the output's current contents: StoragePostgres (the row
-	// store) or StorageIceberg (its table's current snapshot); empty when
+	// Sink holds the output's current contents: sink.Postgres (the row
+	// store) or sink.Iceberg (its table's current snapshot); empty when
 	// the output has never been written (Stored is then zero).
-	Sink string
-	// Mode of the output: ledger.ModeReplace or ledger.ModeAppend. An
+	Sink sink.Sink
+	// Mode of the output: facade.Replace or facade.Append. An
 	// append output accumulates its writes, so a fresh compute (the rows
 	// one more write would add) is not expected to equal its contents.
-	Mode string
+	Mode facade.WriteMode
 	// Stored is the checksum of the current contents.
 	Stored facade.Checksum
 	// Computed is the checksum of the output as the strategy computes it
@@ -99,7 +101,7 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 }
 
 // Checksum returns the checksum of a dataset's current contents: its Iceberg table's current snapshot (facade.Lakehouse's
-// Checksum) when the ledger records it on StorageIceberg, otherwise its
+// Checksum) when the ledger records it on sink.Iceberg, otherwise its
 // rows in the Postgres row store, read through the cursor with the
 // dispatcher's options, unconstrained numerics rounded as an Iceberg write
 // rounds them. Equal business rows on either sink give equal checksums.
@@ -116,7 +118,7 @@ func (d *Dispatcher) Checksum(ctx context.Context, datasetID string) (facade.Che
 	return sum, err
 }
 
-func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, req Request) (string, facade.Checksum, error) {
+func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, req Request) (sink.Sink, facade.Checksum, error) {
 	ds, err := d.cfg.Ledger.Dataset(ctx, datasetID)
 	if err != nil {
 		return "", facade.Checksum{}, err
@@ -124,12 +126,12 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 	if ds.Sink == "" {
 		return "", facade.Checksum{}, nil // never written: no rows
 	}
-	if ds.Sink == StorageIceberg {
+	if ds.Sink == sink.Iceberg {
 		if d.cfg.Lakehouse == nil {
 			return "", facade.Checksum{}, fmt.Errorf("%w: dataset %q lives in Iceberg but DispatchConfig.Lakehouse is nil", ErrInvalid, datasetID)
 		}
 		sum, err := d.cfg.Lakehouse.Checksum(ctx, datasetID, 0)
-		return StorageIceberg, sum, err
+		return sink.Iceberg, sum, err
 	}
 	// The dataset read as a source: the same relation every strategy reads.
 	computed, err := ComputeRows(ctx, tx, d.env(), Transform{Output: datasetID, Source: datasetID}, d.checksumOptions(req))
@@ -137,7 +139,7 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 		return "", facade.Checksum{}, err
 	}
 	sum, err := facade.ChecksumBatches(computed[0].Batches())
-	return StoragePostgres, sum, err
+	return sink.Postgres, sum, err
 }
 
 func (d *Dispatcher) env() *Env {

@@ -7,8 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/cursor"
-	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Verify compares each output, on either sink, with a fresh compute of its
@@ -40,7 +43,7 @@ func TestVerifyParityOnBothSinks(t *testing.T) {
 			require.Len(t, ps, len(s.Outputs()))
 			for i, p := range ps {
 				require.Equal(t, s.Outputs()[i], p.DatasetID)
-				require.Equal(t, ledger.ModeReplace, p.Mode)
+				require.Equal(t, facade.Replace, p.Mode)
 				out[p.DatasetID] = p
 			}
 		}
@@ -52,9 +55,9 @@ func TestVerifyParityOnBothSinks(t *testing.T) {
 	for id, p := range verifyAll() {
 		require.True(t, p.OK(), "%s", p)
 		require.Equal(t, w.checksum(id), p.Stored, id)
-		want := writestrategy.StorageIceberg
+		want := sink.Iceberg
 		if id == "v_pg" || id == "v_avg" {
-			want = writestrategy.StoragePostgres
+			want = sink.Postgres
 		}
 		require.Equal(t, want, p.Sink, id)
 	}

@@ -29,6 +29,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/embedded"
 	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 const (
@@ -554,7 +556,7 @@ func owned(seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch,
 func (b *bench) endToEnd(ctx context.Context) (_ *e2eResult, err error) {
 	env := b.env
 	in, err := env.Ledger.Open(ctx, ledger.OpenParams{
-		DatasetID: datasetID, WriterID: writerID, Sink: "iceberg_native", WriteMode: ledger.ModeReplace,
+		DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg, WriteMode: facade.Replace,
 	})
 	if err != nil {
 		return nil, err

@@ -70,7 +70,7 @@ func runHistory(ctx context.Context, cfg historyConfig) ([]historyResult, error)
 		return nil, err
 	}
 	defer env.Close()
-	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: historyWriter, Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative}); err != nil {
+	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: historyWriter, Default: sink.Iceberg, Max: sink.Iceberg}); err != nil {
 		return nil, err
 	}
 	env.Resolver.Invalidate()
@@ -134,7 +134,7 @@ func seedHistorySource(ctx context.Context, env *embedded.Env, id string, n int)
 	schema := writestrategy.Schema{Columns: []writestrategy.Column{
 		{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"}, {Name: "amount", Type: "numeric(12,2)"},
 		{Name: "ts", Type: "timestamp with time zone"}}}
-	_, err = env.Ledger.With(ctx, ledger.OpenParams{DatasetID: id, WriterID: "bench.seed", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+	_, err = env.Ledger.With(ctx, ledger.OpenParams{DatasetID: id, WriterID: "bench.seed", Sink: sink.Postgres, WriteMode: facade.Replace},
 		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 			var o ledger.Outcome
 			err := pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {

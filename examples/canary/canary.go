@@ -29,7 +29,7 @@ commands:
   init                 migrate the schema, register the pipeline.output flags, seed the demo
   check  <dataset>     show the writer flags and the sink decision for a dataset
                        (and, for a known output, the Iceberg preflight)
-  set    <dataset>     set the dataset's override (default iceberg_native; -mode to choose)
+  set    <dataset>     set the dataset's override (default iceberg_native; -sink to choose)
   deploy <output>      re-run a known output through the write dispatch
   verify <output>      preflight, then parity: Postgres compute vs the Iceberg table (rows + checksum)
   revert <dataset>     clear the dataset's override
@@ -71,7 +71,7 @@ type cli struct {
 	databaseURL    string
 	warehouse      string
 	verbose        bool
-	mode           string // set only
+	sink           string // set only
 	env            *env
 }
 
@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.databaseURL, "database-url", "", "Postgres URL of the ledger, flags, row store and Iceberg SQL catalog (default $DATABASE_URL; required)")
 	fs.StringVar(&c.warehouse, "warehouse", "./lakewrite-data", "warehouse directory of the Iceberg tables; use the same one for every command")
 	fs.BoolVar(&c.verbose, "v", false, "log the library's records (sink decisions, intents) to stderr")
-	fs.StringVar(&c.mode, "mode", string(sink.ModeIcebergNative), "set: the override mode (pg or iceberg_native)")
+	fs.StringVar(&c.sink, "sink", string(sink.Iceberg), "set: the override sink (pg or iceberg_native)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, usageHeader, strings.Join(outputNames(), ", "))
 		fs.PrintDefaults()
@@ -171,7 +171,7 @@ func cmdInit(ctx context.Context, c *cli, _ string) error {
 	w, err := e.flags.Writer(ctx, writerID)
 	switch {
 	case errors.Is(err, sink.ErrUnknownWriter):
-		w = sink.WriterFlags{WriterID: writerID, Default: sink.ModePG, Max: sink.ModeIcebergNative}
+		w = sink.WriterFlags{WriterID: writerID, Default: sink.Postgres, Max: sink.Iceberg}
 		if err := e.flags.SetWriter(ctx, w); err != nil {
 			return err
 		}
@@ -279,7 +279,7 @@ func preflight(ctx context.Context, e *env, s writestrategy.WriteStrategy) ([]wr
 }
 
 func printDecision(c *cli, d sink.Decision) {
-	c.printf("decision: sink=%s mode=%s source=%s clamped=%t\n", d.Sink, d.Mode, d.Source, d.Clamped)
+	c.printf("decision: sink=%s source=%s clamped=%t\n", d.Sink, d.Source, d.Clamped)
 	c.printf("reason: %s\n", d.Reason)
 }
 
@@ -294,14 +294,14 @@ func printContents(c *cli, ds ledger.Dataset) {
 // cmdSet sets the dataset's override (the canary flip).
 func cmdSet(ctx context.Context, c *cli, datasetID string) error {
 	e := c.env
-	mode, err := sink.ParseMode(c.mode)
+	s, err := sink.ParseSink(c.sink)
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("-mode: %v", err)}
+		return &usageError{msg: fmt.Sprintf("-sink: %v", err)}
 	}
-	if err := e.flags.SetOverride(ctx, writerID, mode, datasetID); err != nil {
+	if err := e.flags.SetOverride(ctx, writerID, s, datasetID); err != nil {
 		return err
 	}
-	c.printf("override %s: set to %s for writer %s\n", datasetID, mode, writerID)
+	c.printf("override %s: set to %s for writer %s\n", datasetID, s, writerID)
 	d, err := e.flags.Check(ctx, writerID, datasetID)
 	if err != nil {
 		return err
@@ -331,7 +331,7 @@ func cmdDeploy(ctx context.Context, c *cli, name string) error {
 			c.printf(" snapshot=%d", r.SnapshotID)
 		}
 		c.printf(" committed_at=%s\n", r.CommittedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
-		if r.Sink == writestrategy.StorageIceberg {
+		if r.Sink == sink.Iceberg {
 			c.printf("next: canary verify %s\n", r.DatasetID)
 		}
 	}
@@ -365,12 +365,12 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 	pg := ps[0].Computed
 	c.printf("postgres compute: rows=%d checksum=%s\n", pg.Rows, pg)
 	ice, err := ps[0].Stored, error(nil)
-	if ps[0].Sink != writestrategy.StorageIceberg {
+	if ps[0].Sink != sink.Iceberg {
 		// The live contents are in the row store: compare with the table
 		// the output was (or will be) written to.
 		ice, err = e.lake.Checksum(ctx, name, 0)
 	}
-	if errors.Is(err, facade.ErrDatasetNotFound) {
+	if errors.Is(err, facade.ErrTableNotFound) {
 		c.printf("iceberg table: none (deploy the output with the override set first)\n")
 		return &ParityError{Output: name, Postgres: pg}
 	}
@@ -378,7 +378,7 @@ func cmdVerify(ctx context.Context, c *cli, name string) error {
 		return err
 	}
 	c.printf("iceberg table:    rows=%d checksum=%s\n", ice.Rows, ice)
-	if ds.Sink != writestrategy.StorageIceberg {
+	if ds.Sink != sink.Iceberg {
 		c.printf("note: the live contents of %s are in %q, not in the Iceberg table\n", name, ds.Sink)
 	}
 	if pg != ice {

@@ -68,7 +68,7 @@ func TestRunbook(t *testing.T) {
 	out = s.ok("check", demoOutput)
 	require.Contains(t, out, "writer pipeline.output: default=pg max=iceberg_native")
 	require.Contains(t, out, "override demo_orders_clean: none")
-	require.Contains(t, out, "decision: sink=pg mode=pg source=default clamped=false")
+	require.Contains(t, out, "decision: sink=pg source=default clamped=false")
 	require.Contains(t, out, "contents: none yet")
 	require.Contains(t, out, "preflight: every value fits its Iceberg type exactly")
 
@@ -80,7 +80,7 @@ func TestRunbook(t *testing.T) {
 
 	out = s.ok("set", demoOutput)
 	require.Contains(t, out, "override demo_orders_clean: set to iceberg_native")
-	require.Contains(t, out, "decision: sink=iceberg_native mode=iceberg_native source=override")
+	require.Contains(t, out, "decision: sink=iceberg_native source=override")
 
 	out = s.ok("deploy", demoOutput)
 	require.Contains(t, out, "deployed demo_orders_clean: sink=iceberg_native mode=replace rows=667 ")
@@ -98,7 +98,7 @@ func TestRunbook(t *testing.T) {
 
 	out = s.ok("revert", demoOutput)
 	require.Contains(t, out, "override demo_orders_clean: cleared")
-	require.Contains(t, out, "decision: sink=pg mode=pg source=default")
+	require.Contains(t, out, "decision: sink=pg source=default")
 	require.Contains(t, out, "effective within the resolver TTL")
 	require.Contains(t, out, "at most 10s")
 
@@ -190,8 +190,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"deploy", "nope"}, exitUsage, `unknown output "nope"`},
 		{[]string{"verify", "nope"}, exitUsage, `unknown output "nope"`},
 		{[]string{"check", "nope"}, exitFailed, "dataset not found"},
-		{[]string{"set", "nope"}, exitFailed, "unknown dataset"},
-		{[]string{"set", "-mode", "delta", demoOutput}, exitUsage, "invalid writer mode"},
+		{[]string{"set", "nope"}, exitFailed, "dataset not found"},
+		{[]string{"set", "-sink", "delta", demoOutput}, exitUsage, "invalid sink"},
 		{[]string{"check"}, exitUsage, "needs exactly one <dataset>"},
 		{[]string{"init", "extra"}, exitUsage, "takes no arguments"},
 	}

@@ -10,6 +10,10 @@ import (
 
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // The writer whose flags the runbook changes: pipeline outputs.
@@ -103,7 +107,7 @@ func seedSource(ctx context.Context, db ledger.DB, l *ledger.Ledger) (bool, erro
 		return false, nil
 	}
 	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: demoSource, WriterID: seedWriter,
-		Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace})
+		Sink: sink.Postgres, WriteMode: facade.Replace})
 	if err != nil {
 		return false, err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Defaults of Config.
@@ -102,7 +104,7 @@ func (p *Publisher) Publish(ctx context.Context, orders []Order) (facade.CommitR
 	}
 	var res facade.CommitResult
 	_, err := p.cfg.Ledger.With(ctx, ledger.OpenParams{DatasetID: p.cfg.DatasetID, WriterID: p.cfg.WriterID,
-		Sink: writestrategy.StorageIceberg, WriteMode: ledger.ModeReplace, Lookup: p.Lookup},
+		Sink: sink.Iceberg, WriteMode: facade.Replace, Lookup: p.Lookup},
 		func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 			b := p.totals(orders)
 			defer b.Release()

@@ -15,10 +15,9 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
-)
 
-// SinkIceberg is the sink recorded on the ledger intents of uploads.
-const SinkIceberg = "iceberg_native"
+	"github.com/lakewrite/lakewrite/sink"
+)
 
 // maxDeclarationBytes bounds a PUT body.
 const maxDeclarationBytes = 1 << 20
@@ -263,7 +262,7 @@ func (h *handler) info(ctx context.Context, id string) (DatasetInfo, error) {
 	if err != nil {
 		return DatasetInfo{}, err
 	}
-	info := DatasetInfo{DatasetID: ds.ID, Name: ds.Name, RowCount: ds.RowCount, Status: ds.Status, Sink: ds.Sink, Columns: []Column{}}
+	info := DatasetInfo{DatasetID: ds.ID, Name: ds.Name, RowCount: ds.RowCount, Status: ds.Status, Sink: string(ds.Sink), Columns: []Column{}}
 	if !ds.SourceWatermark.IsZero() {
 		wm := ds.SourceWatermark.UTC()
 		info.SourceWatermark = &wm
@@ -353,7 +352,7 @@ func (h *handler) upload(w http.ResponseWriter, r *http.Request) {
 		written bool
 	)
 	_, err = h.cfg.Ledger.With(ctx, ledger.OpenParams{
-		DatasetID: id, WriterID: h.cfg.WriterID, Sink: SinkIceberg, WriteMode: string(mode), Lookup: h.lookup, Actor: principal,
+		DatasetID: id, WriterID: h.cfg.WriterID, Sink: sink.Iceberg, WriteMode: mode, Lookup: h.lookup, Actor: principal,
 	}, func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
 		txnID = in.ID
 		if err := h.checkDeclaration(ctx, id, tbl); err != nil {

@@ -224,7 +224,7 @@ func (e *env) currentSnapshot(id string) int64 {
 		return snaps[len(snaps)-1].ID
 	}
 	tbl, err := e.facade.LoadTable(context.Background(), id)
-	if errors.Is(err, facade.ErrDatasetNotFound) {
+	if errors.Is(err, facade.ErrTableNotFound) {
 		return 0
 	}
 	require.NoError(e.t, err)
@@ -295,12 +295,12 @@ func TestCSVReplaceAndReadBack(t *testing.T) {
 	assert.EqualValues(t, 3, tx.RowCount)
 	assert.Equal(t, res.SnapshotID, tx.SnapshotID)
 	assert.Equal(t, manualtable.DefaultWriterID, tx.WriterID)
-	assert.Equal(t, "iceberg_native", tx.Sink)
+	assert.Equal(t, "iceberg_native", string(tx.Sink))
 	assert.True(t, res.CommittedAt.Equal(tx.CommittedAt), "%v vs %v", res.CommittedAt, tx.CommittedAt)
 	ds := e.dataset("orders")
 	assert.EqualValues(t, 3, ds.RowCount)
 	assert.Equal(t, "active", ds.Status)
-	assert.Equal(t, "iceberg_native", ds.Sink)
+	assert.Equal(t, "iceberg_native", string(ds.Sink))
 	assert.True(t, res.CommittedAt.Equal(ds.SourceWatermark))
 	// The declaration is one writestrategy reads, so the table can be a source.
 	_, err := writestrategy.ParseSchema(ds.Schema)
@@ -362,7 +362,7 @@ func TestNDJSONReplaceAndAppend(t *testing.T) {
 	assert.EqualValues(t, 2, app.Rows)
 	assert.Len(t, e.rows("events"), 7)
 	assert.EqualValues(t, 7, e.dataset("events").RowCount)
-	assert.Equal(t, ledger.ModeAppend, e.txn(app.TxnID).WriteMode)
+	assert.Equal(t, facade.Append, e.txn(app.TxnID).WriteMode)
 }
 
 // badUploads fail after the first batches were handed to the facade
@@ -488,7 +488,7 @@ func TestOwnership(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, envOptions{double: true})
 	pipeline := func(id string) ledger.OpenParams {
-		return ledger.OpenParams{DatasetID: id, WriterID: "pipeline.output", Sink: "pg", WriteMode: ledger.ModeReplace}
+		return ledger.OpenParams{DatasetID: id, WriterID: "pipeline.output", Sink: "pg", WriteMode: facade.Replace}
 	}
 
 	// A declared manual table: owned by the handler, refused to a pipeline.

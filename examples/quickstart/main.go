@@ -35,6 +35,8 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 func main() {
@@ -134,10 +136,10 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 		return fmt.Errorf("seed: %w", err)
 	}
 
-	// Flags: the writer stays on Postgres by default; raising its max mode
+	// Flags: the writer stays on Postgres by default; raising its max sink
 	// makes the flip opt-in per dataset, and the canary overrides flip the
 	// Iceberg outputs.
-	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: writerID, Default: sink.ModePG, Max: sink.ModeIcebergNative}); err != nil {
+	if err := env.Flags.SetWriter(ctx, sink.WriterFlags{WriterID: writerID, Default: sink.Postgres, Max: sink.Iceberg}); err != nil {
 		return err
 	}
 	for _, o := range outputs {
@@ -146,7 +148,7 @@ func quickstart(ctx context.Context, rows int, dbURL, warehouse string, out io.W
 				return err
 			}
 			if o.iceberg {
-				if err := env.Flags.SetOverride(ctx, writerID, sink.ModeIcebergNative, id); err != nil {
+				if err := env.Flags.SetOverride(ctx, writerID, sink.Iceberg, id); err != nil {
 					return err
 				}
 			}
@@ -246,7 +248,7 @@ func seed(ctx context.Context, env *embedded.Env, rows int, out io.Writer) error
 		if _, err := env.Ledger.EnsureDataset(ctx, s.id, s.id, nil); err != nil {
 			return err
 		}
-		_, err := env.Ledger.WithTx(ctx, ledger.OpenParams{DatasetID: s.id, WriterID: "quickstart.seed", Sink: writestrategy.StoragePostgres, WriteMode: ledger.ModeReplace},
+		_, err := env.Ledger.WithTx(ctx, ledger.OpenParams{DatasetID: s.id, WriterID: "quickstart.seed", Sink: sink.Postgres, WriteMode: facade.Replace},
 			func(ctx context.Context, tx pgx.Tx, in *ledger.Intent) (ledger.Outcome, error) {
 				var o ledger.Outcome
 				if _, err := tx.Exec(ctx, `DELETE FROM lakewrite.dataset_rows WHERE dataset_id = $1`, s.id); err != nil {
@@ -278,7 +280,7 @@ func verify(ctx context.Context, d *writestrategy.Dispatcher, s writestrategy.Wr
 		return fmt.Errorf("verify: %w", err)
 	}
 	for _, p := range ps {
-		if !p.OK() || p.Sink != writestrategy.StorageIceberg {
+		if !p.OK() || p.Sink != sink.Iceberg {
 			return fmt.Errorf("parity FAILED for %s: Postgres compute %d rows (checksum %s), %s contents %d rows (checksum %s)",
 				p.DatasetID, p.Computed.Rows, p.Computed, p.Sink, p.Stored.Rows, p.Stored)
 		}

@@ -428,7 +428,7 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, ch
 
 func result(datasetID string, s *Snapshot) facade.CommitResult {
 	return facade.CommitResult{
-		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.Mode(s.Summary[facade.SummaryMode]),
+		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.WriteMode(s.Summary[facade.SummaryMode]),
 		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.CommittedAt, Schema: s.Schema,
 		DataFiles: slices.Clone(s.added), Checksum: s.checksum, Summary: maps.Clone(s.Summary),
 	}
@@ -511,7 +511,7 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 		case !facade.ValidDatasetID(datasetID):
 			err = fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
 		case d == nil:
-			err = fmt.Errorf("%w: %q", facade.ErrDatasetNotFound, datasetID)
+			err = fmt.Errorf("%w: %q", facade.ErrTableNotFound, datasetID)
 		case opts.SnapshotID != 0:
 			for _, s := range d.snapshots {
 				if s.ID == opts.SnapshotID {

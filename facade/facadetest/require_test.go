@@ -78,9 +78,9 @@ func TestRequireHelpers(t *testing.T) {
 	facadetest.RequireSnapshotCount(r, lake, "d", 0)
 	r.requirePassed(t)
 	facadetest.RequireRows(r, lake, "d", nil)
-	r.requireFailed(t, "dataset not found")
+	r.requireFailed(t, "table not found")
 	facadetest.RequireRowCount(r, lake, "d", 0)
-	r.requireFailed(t, "dataset not found")
+	r.requireFailed(t, "table not found")
 
 	b := batch(mem, "a", "b", "", "b")
 	defer b.Release()

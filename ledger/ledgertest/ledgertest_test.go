@@ -11,6 +11,8 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/ledger/ledgertest"
+
+	"github.com/lakewrite/lakewrite/facade"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -55,7 +57,7 @@ func TestAssertions(t *testing.T) {
 	ledgertest.LastTxn(r, pool, l, "orders")
 	r.check(t, `dataset "orders" has no intent`)
 
-	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: "orders", WriterID: "team.orders", Sink: "iceberg_native", WriteMode: ledger.ModeReplace})
+	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: "orders", WriterID: "team.orders", Sink: "iceberg_native", WriteMode: facade.Replace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestAssertions(t *testing.T) {
 	ledgertest.RequireAborted(r, l, in.ID)
 	r.check(t, "want aborted, got committed")
 
-	in2, err := l.Open(ctx, ledger.OpenParams{DatasetID: "orders", WriterID: "team.orders", Sink: "iceberg_native", WriteMode: ledger.ModeReplace})
+	in2, err := l.Open(ctx, ledger.OpenParams{DatasetID: "orders", WriterID: "team.orders", Sink: "iceberg_native", WriteMode: facade.Replace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/lakewrite/lakewrite/ledger"
+
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // RequireCommitted checks that the intent txnID is committed and returns it
@@ -82,8 +84,8 @@ func RequireRowCount(t testing.TB, l *ledger.Ledger, datasetID string, want int6
 }
 
 // RequireSink checks where the dataset's contents live: the sink of its last
-// committed write ("pg", "iceberg_native"; "" before the first commit).
-func RequireSink(t testing.TB, l *ledger.Ledger, datasetID, want string) {
+// committed write (sink.Postgres, sink.Iceberg; "" before the first commit).
+func RequireSink(t testing.TB, l *ledger.Ledger, datasetID string, want sink.Sink) {
 	t.Helper()
 	if got := dataset(t, l, datasetID).Sink; got != want {
 		t.Fatalf("ledgertest: dataset %q: want sink %q, got %q", datasetID, want, got)

@@ -23,6 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Env is one backend under test.
@@ -88,7 +90,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 var target = facade.Target{DatasetID: "orders", WriterID: "pipeline.output", Workspace: "ws1"}
 
 func meta(kv ...string) arrow.Metadata {
-	return arrow.NewMetadata([]string{facade.MetaPgType}, kv)
+	return arrow.NewMetadata([]string{vocab.MetaPGType}, kv)
 }
 
 // Schema is the suite's business schema (the cursor's conventions).
@@ -100,7 +102,7 @@ func Schema() *arrow.Schema {
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true, Metadata: meta("timestamptz")},
 		{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true, Metadata: meta("bool")},
 		{Name: "attrs", Type: arrow.BinaryTypes.String, Nullable: true,
-			Metadata: arrow.NewMetadata([]string{facade.MetaPgType, facade.MetaJSON}, []string{"jsonb", "true"})},
+			Metadata: arrow.NewMetadata([]string{vocab.MetaPGType, vocab.MetaJSON}, []string{"jsonb", "true"})},
 		{Name: "small", Type: arrow.PrimitiveTypes.Int16, Nullable: true, Metadata: meta("int2")},
 		{Name: "uid", Type: &arrow.FixedSizeBinaryType{ByteWidth: 16}, Nullable: true, Metadata: meta("uuid")},
 		{Name: "tags", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true, Metadata: meta("_int4")},
@@ -183,7 +185,7 @@ func release(bs []arrow.RecordBatch) {
 	}
 }
 
-func write(t *testing.T, e *Env, mode facade.Mode, bs []arrow.RecordBatch, txn string) facade.CommitResult {
+func write(t *testing.T, e *Env, mode facade.WriteMode, bs []arrow.RecordBatch, txn string) facade.CommitResult {
 	t.Helper()
 	res, err := e.LH.Write(context.Background(), target, facade.WriteRequest{
 		Mode: mode, Schema: Schema(), Rows: Seq(bs), TxnID: txn,
@@ -324,7 +326,7 @@ func testFailAtBatch(t *testing.T, e *Env) {
 	r1 := write(t, e, facade.Replace, b1, "t1")
 	before := rows(t, e, 0, true)
 	boom := errors.New("producer failed")
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		_, err := e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: mode, Schema: Schema(), Rows: failingAt(b2, 5, boom), TxnID: "t2"})
 		require.ErrorIs(t, err, boom)
 		assert.Equal(t, before, rows(t, e, 0, true), "table unchanged")
@@ -366,7 +368,7 @@ func testCommitConflict(t *testing.T, e *Env) {
 	defer release(b1)
 	write(t, e, facade.Replace, b1, "t1")
 	before := rows(t, e, 0, true)
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		e.FailCommits(target.DatasetID, facade.ErrCommitConflict, 100)
 		_, err := e.LH.Write(context.Background(), target, facade.WriteRequest{Mode: mode, Schema: Schema(), Rows: Seq(b1), TxnID: "t2"})
 		require.ErrorIs(t, err, facade.ErrCommitConflict)
@@ -537,7 +539,7 @@ func testTypedErrors(t *testing.T, e *Env) {
 	require.NoError(t, err)
 	withNull := mk([]int64{3, 0}, []bool{true, false})
 	defer withNull.Release()
-	for _, mode := range []facade.Mode{facade.Replace, facade.Append} {
+	for _, mode := range []facade.WriteMode{facade.Replace, facade.Append} {
 		_, err = e.LH.Write(ctx, nt, facade.WriteRequest{Mode: mode, Schema: req, Rows: Seq([]arrow.RecordBatch{ok, withNull})})
 		var nr *facade.NullInRequiredError
 		require.ErrorAs(t, err, &nr, string(mode))
@@ -553,7 +555,7 @@ func testTypedErrors(t *testing.T, e *Env) {
 	require.ErrorIs(t, err, facade.ErrInvalidRequest)
 	// scans of unknown things
 	for _, err := range e.LH.Scan(ctx, "missing", facade.ScanOptions{}) {
-		require.ErrorIs(t, err, facade.ErrDatasetNotFound)
+		require.ErrorIs(t, err, facade.ErrTableNotFound)
 	}
 	for _, err := range e.LH.Scan(ctx, nt.DatasetID, facade.ScanOptions{SnapshotID: 12345}) {
 		require.ErrorIs(t, err, facade.ErrSnapshotNotFound)

@@ -58,7 +58,7 @@ type Col struct {
 // EvolutionStep is one write of the schema evolution sequence.
 type EvolutionStep struct {
 	Name   string
-	Mode   facade.Mode
+	Mode   facade.WriteMode
 	Policy facade.SchemaPolicy // the dataset's policy for this write
 	Cols   []Col
 	From   int // the rows written have ids From, From+1, From+2
