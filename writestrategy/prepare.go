@@ -19,10 +19,11 @@ type datasetRow struct {
 	schema   json.RawMessage
 	rowCount int64
 	sink     string
+	relation string // the relation of a StorageRelation dataset
 }
 
 func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, error) {
-	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, '') FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
+	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, ''), coalesce(relation, '') FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
 	}
@@ -31,7 +32,7 @@ func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string
 	for rows.Next() {
 		var d datasetRow
 		var schema []byte
-		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink); err != nil {
+		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink, &d.relation); err != nil {
 			return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
 		}
 		if schema != nil {
@@ -68,6 +69,16 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return nil, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 		}
 	}
+	if sinkTo == StoragePostgres {
+		if err := refuseRelationOutputs(ds, s.Outputs()); err != nil {
+			return nil, err
+		}
+	}
+	if st, ok := s.(stager); ok {
+		if err := st.stage(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
 	pc := &planContext{ctlSchema: ctl, sources: map[string]*relation{}, targets: map[string]*targetState{},
 		rowCounts: map[string]int64{}, maxCross: env.maxCross()}
 	hydrated := map[string]*relation{}
@@ -76,6 +87,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		sc, err := ParseSchema(d.schema)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", id, err)
+		}
+		if d.sink == StorageRelation {
+			return relationRelation(ctx, tx, id, d.relation, sc)
 		}
 		if d.sink != StorageIceberg {
 			jc, err := jsonColumns(ctx, tx, sc)
@@ -102,6 +116,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if isDelta && ds[id].sink == StorageIceberg {
 			return nil, fmt.Errorf("%w: delta read of %q, which lives in Iceberg; read it as a snapshot", ErrInvalid, id)
 		}
+		if isDelta && ds[id].sink == StorageRelation {
+			return nil, fmt.Errorf("%w: delta read of %q, a registered Postgres relation (it has no ledger transactions); read it as a snapshot", ErrInvalid, id)
+		}
 		if isDelta && delta == nil {
 			delta = []string{}
 		}
@@ -111,6 +128,21 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.sources[id] = r
 		pc.rowCounts[id] = ds[id].rowCount
+	}
+	if q, ok := s.(appender); ok && q.appendOutput() != "" {
+		// An append moving its output to the other sink rewrites the
+		// current target first (see Query.plan).
+		out := q.appendOutput()
+		t := ds[out]
+		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
+		if st.flip && len(t.schema) > 0 {
+			r, err := read(out, nil)
+			if err != nil {
+				return nil, err
+			}
+			st.rel = r
+		}
+		pc.targets[out] = st
 	}
 	if dep, ok := s.(Deploy); ok {
 		// Tier B deploys, and any deploy moving its output to the other
