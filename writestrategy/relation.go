@@ -81,6 +81,13 @@ func RegisterRelationTx(ctx context.Context, tx pgx.Tx, env *Env, datasetID, rel
 	if err != nil {
 		return Schema{}, err
 	}
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", relationSelect(rel), nil)
+	if err != nil {
+		return Schema{}, queryError("describe relation", err)
+	}
+	if len(sd.ParamOIDs) > 0 {
+		return Schema{}, fmt.Errorf("%w: relation query has parameters ($1, ...); write its values into the query", ErrInvalid)
+	}
 	if _, err := ParseSchema(s.JSON()); err != nil {
 		return Schema{}, fmt.Errorf("relation %s: %w", rel, err)
 	}
@@ -209,7 +216,16 @@ func parseQualifiedName(name string) ([]string, error) {
 // subquery, so a query must be a single SELECT (a data-modifying WITH or a
 // second statement is refused by the server).
 func relationSelect(rel string) string {
-	return "SELECT * FROM (" + rel + "\n) r"
+	return "SELECT * FROM " + relationFrom(rel) + " r"
+}
+
+// relationFrom is a stored relation as a FROM item (without its alias): a
+// quoted name as it is, a query parenthesized.
+func relationFrom(rel string) string {
+	if isQuery(rel) {
+		return "(" + rel + "\n)"
+	}
+	return rel
 }
 
 // describeRelation returns the columns of a stored relation without
@@ -238,7 +254,7 @@ func relationRelation(ctx context.Context, tx pgx.Tx, datasetID, rel string, s S
 			ErrRelationChanged, datasetID, schemaText(s), schemaText(now))
 	}
 	return &relation{datasetID: datasetID, schema: s, render: func(*builder) string {
-		return "(SELECT " + (&relation{schema: s}).cols("r") + `, row_number() OVER () AS "__ord" FROM (` + rel + "\n) r)"
+		return "(SELECT " + (&relation{schema: s}).cols("r") + `, row_number() OVER () AS "__ord" FROM ` + relationFrom(rel) + " r)"
 	}}, nil
 }
 
