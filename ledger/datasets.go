@@ -19,7 +19,8 @@ type Dataset struct {
 	RowCount int64
 	Status   string // "pending" until the first commit, then "active"
 	// Sink is where the contents live: the sink of the last committed intent
-	// ("pg", "iceberg_native"); "" until the first commit.
+	// ("pg", "iceberg_native"), or "pg_relation" for a dataset registered
+	// over a Postgres relation (never written); "" until the first commit.
 	Sink string
 	// Owner is the only writer whose intents open on the dataset; "" means
 	// any writer (see ClaimDataset).

@@ -16,7 +16,8 @@ import (
 type Parity struct {
 	DatasetID string
 	// Sink holds the output's current contents: StoragePostgres (the row
-	// store) or StorageIceberg (its table's current snapshot); empty when
+	// store) or StorageIceberg (its table's current snapshot), or
+	// StorageRelation for a registered relation (read as it is now); empty when
 	// the output has never been written (Stored is then zero).
 	Sink string
 	// Mode of the output: ledger.ModeReplace or ledger.ModeAppend. An
@@ -137,6 +138,9 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 		return "", facade.Checksum{}, err
 	}
 	sum, err := facade.ChecksumBatches(computed[0].Batches())
+	if ds.Sink == StorageRelation {
+		return StorageRelation, sum, err
+	}
 	return StoragePostgres, sum, err
 }
 
