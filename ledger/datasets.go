@@ -21,7 +21,8 @@ type Dataset struct {
 	RowCount int64
 	Status   string // "pending" until the first commit, then "active"
 	// Sink is where the contents live: the sink (a sink.Sink) of the last
-	// committed intent; "" until the first commit.
+	// committed intent, or sink.Relation for a dataset registered over a
+	// Postgres relation (never written); "" until the first commit.
 	Sink vocab.Sink
 	// Owner is the only writer whose intents open on the dataset; "" means
 	// any writer (see ClaimDataset).

@@ -23,6 +23,11 @@ const (
 	Iceberg = vocab.Iceberg
 )
 
+// Relation is the storage of a dataset registered over an existing Postgres
+// table, view or query (writestrategy.RegisterRelation): read in place,
+// never written; not a flag value.
+const Relation = vocab.Relation
+
 // Sinks returns every sink in ascending order.
 func Sinks() []Sink { return []Sink{Postgres, Iceberg} }
 

@@ -163,6 +163,9 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 			return res, err
 		}
 	}
+	if err := d.refuseRelations(ctx, outs); err != nil {
+		return nil, err
+	}
 	// 1. Resolve the sink, before anything else.
 	run, decision, err := d.resolve(ctx, w, req)
 	if err != nil {
@@ -333,7 +336,7 @@ func releaseAll(intents map[string]*ledger.Intent) {
 // deploys, unless the output is moving to another sink (then the whole
 // target is rewritten: a replace).
 func (d *Dispatcher) writeMode(ctx context.Context, s WriteStrategy, output string, sinkName sink.Sink) (facade.WriteMode, error) {
-	if s.Kind() != KindAppendAlways && s.Kind() != KindAppendNew {
+	if !appends(s) {
 		return facade.Replace, nil
 	}
 	ds, err := d.cfg.Ledger.Dataset(ctx, output)

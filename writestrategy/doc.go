@@ -96,6 +96,25 @@
 // columns (Env.OrderBy); a bucket-partitioned output cannot be ordered by
 // the query and is refused before any file is written.
 //
+// # Loading rows and relation sources
+//
+// Dispatcher.Load brings rows into a dataset as one write (one ledger
+// intent, routed by the writer flags, replace or append): from a query (the
+// Query strategy: a SELECT that reads no dataset, run in the write's
+// transaction) or from Arrow record batches (an iter.Seq2 or an
+// array.RecordReader), which are copied into a temporary table of the
+// write's transaction and then written like a query, so the same batches
+// give the same dataset on either sink. Bad input (no or several inputs,
+// batches of different schemas, an unsupported Arrow type, an error from
+// the batches) fails the write with nothing visible.
+//
+// RegisterRelation makes an existing table, view or SELECT of the database
+// a source without copying it (storage sink.Relation): strategies read it
+// in their own transaction, so each write sees it as it is then. Such a
+// dataset is read only (ErrRelationDataset) and read whole (no delta
+// reads); when its columns change, reads fail with ErrRelationChanged
+// until it is registered again.
+//
 // # Crashes and retries
 //
 // The intent of a writer that died (process killed, connection or server

@@ -15,10 +15,11 @@ type datasetRow struct {
 	schema   json.RawMessage
 	rowCount int64
 	sink     sink.Sink
+	relation string // the relation of a sink.Relation dataset
 }
 
 func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, error) {
-	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, '') FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
+	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, ''), coalesce(relation, '') FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
 	}
@@ -27,7 +28,7 @@ func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string
 	for rows.Next() {
 		var d datasetRow
 		var schema []byte
-		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink); err != nil {
+		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink, &d.relation); err != nil {
 			return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
 		}
 		if schema != nil {
@@ -64,6 +65,16 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return nil, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 		}
 	}
+	if sinkTo == sink.Postgres {
+		if err := refuseRelationOutputs(ds, s.Outputs()); err != nil {
+			return nil, err
+		}
+	}
+	if st, ok := s.(stager); ok {
+		if err := st.stage(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
 	pc := &planContext{ctlSchema: ctl, sources: map[string]*relation{}, targets: map[string]*targetState{},
 		rowCounts: map[string]int64{}, maxCross: env.maxCross()}
 	hydrated := map[string]*relation{}
@@ -72,6 +83,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		sc, err := ParseSchema(d.schema)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", id, err)
+		}
+		if d.sink == sink.Relation {
+			return relationRelation(ctx, tx, id, d.relation, sc)
 		}
 		if d.sink != sink.Iceberg {
 			jc, err := jsonColumns(ctx, tx, sc)
@@ -98,6 +112,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if isDelta && ds[id].sink == sink.Iceberg {
 			return nil, fmt.Errorf("%w: delta read of %q, which lives in Iceberg; read it as a snapshot", ErrInvalid, id)
 		}
+		if isDelta && ds[id].sink == sink.Relation {
+			return nil, fmt.Errorf("%w: delta read of %q, a registered Postgres relation (it has no ledger transactions); read it as a snapshot", ErrInvalid, id)
+		}
 		if isDelta && delta == nil {
 			delta = []string{}
 		}
@@ -107,6 +124,21 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.sources[id] = r
 		pc.rowCounts[id] = ds[id].rowCount
+	}
+	if q, ok := s.(appender); ok && q.appendOutput() != "" {
+		// An append moving its output to the other sink rewrites the
+		// current target first (see Query.plan).
+		out := q.appendOutput()
+		t := ds[out]
+		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
+		if st.flip && len(t.schema) > 0 {
+			r, err := read(out, nil)
+			if err != nil {
+				return nil, err
+			}
+			st.rel = r
+		}
+		pc.targets[out] = st
 	}
 	if dep, ok := s.(Deploy); ok {
 		// Tier B deploys, and any deploy moving its output to the other

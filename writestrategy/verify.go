@@ -18,7 +18,8 @@ import (
 type Parity struct {
 	DatasetID string
 	// Sink holds the output's current contents: sink.Postgres (the row
-	// store) or sink.Iceberg (its table's current snapshot); empty when
+	// store) or sink.Iceberg (its table's current snapshot), or
+	// sink.Relation for a registered relation (read as it is now); empty when
 	// the output has never been written (Stored is then zero).
 	Sink sink.Sink
 	// Mode of the output: facade.Replace or facade.Append. An
@@ -139,6 +140,9 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 		return "", facade.Checksum{}, err
 	}
 	sum, err := facade.ChecksumBatches(computed[0].Batches())
+	if ds.Sink == sink.Relation {
+		return sink.Relation, sum, err
+	}
 	return sink.Postgres, sum, err
 }
 

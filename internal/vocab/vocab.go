@@ -18,6 +18,11 @@ const (
 	Iceberg Sink = "iceberg_native"
 )
 
+// Relation is where a dataset registered over an existing Postgres table,
+// view or query lives: it is read in place and never written, so it is not
+// a write target nor a flag value (Valid reports false).
+const Relation Sink = "pg_relation"
+
 // sinks lists every sink in ascending order; the index is the rank.
 var sinks = [...]Sink{Postgres, Iceberg}
 
