@@ -22,7 +22,8 @@ var (
 	// column added or dropped). Register it again to declare them.
 	ErrRelationChanged = errors.New("writestrategy: registered relation's columns changed")
 	// ErrRelationConflict: RegisterRelation was asked to register a dataset
-	// that already holds written contents (in the row store or Iceberg).
+	// that already holds written contents (in the row store or Iceberg) or
+	// has a write in flight (an open intent).
 	ErrRelationConflict = errors.New("writestrategy: dataset already holds written contents")
 )
 
@@ -94,12 +95,18 @@ func RegisterRelationTx(ctx context.Context, tx pgx.Tx, env *Env, datasetID, rel
 			VALUES ($1, $1, $2::jsonb, $3, $4, 'active')
 			ON CONFLICT (id) DO UPDATE SET schema = excluded.schema, sink = excluded.sink, relation = excluded.relation,
 				status = 'active', updated_at = now()
-			WHERE d.sink IS NULL OR d.sink = $3
+			WHERE (d.sink IS NULL OR d.sink = $3)
+				AND NOT EXISTS (SELECT 1 FROM `+env.ctlSchema()+`.pipeline_build_transactions WHERE dataset_id = $1 AND status = 'open')
 			RETURNING 1)
-		SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN NULL ELSE (SELECT coalesce(sink, '') FROM `+env.ctlSchema()+`.datasets WHERE id = $1) END`,
+		SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN NULL
+			WHEN EXISTS (SELECT 1 FROM `+env.ctlSchema()+`.pipeline_build_transactions WHERE dataset_id = $1 AND status = 'open') THEN 'open'
+			ELSE (SELECT coalesce(sink, '') FROM `+env.ctlSchema()+`.datasets WHERE id = $1) END`,
 		datasetID, string(s.JSON()), sink.Relation, rel).Scan(&prev)
 	if err != nil {
 		return Schema{}, queryError("register relation", err)
+	}
+	if prev != nil && *prev == "open" {
+		return Schema{}, fmt.Errorf("%w: %q has a write in flight; register the relation once it has finished, or under another id", ErrRelationConflict, datasetID)
 	}
 	if prev != nil {
 		return Schema{}, fmt.Errorf("%w: %q lives in %s; register the relation under another id", ErrRelationConflict, datasetID, *prev)

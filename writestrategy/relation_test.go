@@ -2,6 +2,7 @@ package writestrategy_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
@@ -142,6 +144,18 @@ func TestRegisterRelation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = reg("written", "mv")
 	require.ErrorIs(t, err, writestrategy.ErrRelationConflict)
+
+	// Nor is a dataset whose first write is in flight; once that write
+	// has ended (here: aborted, nothing written) it can be registered.
+	_, err = w.ledger.EnsureDataset(ctx, "inflight", "inflight", nil)
+	require.NoError(t, err)
+	in, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: "inflight", WriterID: "w", Sink: sink.Postgres, WriteMode: facade.Replace})
+	require.NoError(t, err)
+	_, err = reg("inflight", "mv")
+	require.ErrorIs(t, err, writestrategy.ErrRelationConflict)
+	require.NoError(t, w.ledger.Abort(ctx, in, errors.New("test")))
+	_, err = reg("inflight", "mv")
+	require.NoError(t, err)
 
 	// Writes to a relation are refused on either sink; nothing changes.
 	for _, ice := range []bool{false, true} {
