@@ -542,14 +542,26 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			w.finish()
 		}
 	}()
-	start := func() {
+	native := cc == nil && nativeWritable(tbl, sc)
+	start := func() error {
 		id := writeID
 		if len(workers) > 0 {
 			// Distinct file names per writer: iceberg-go numbers files per call.
 			id = uuid.NewSHA1(writeID, []byte{byte(len(workers))})
 		}
+		fail := func() { failOnce.Do(func() { close(failed) }) }
+		if native {
+			nf, err := newNativeFiles(wctx, tbl, sc, f.s.RowGroupRows, f.s.TargetFileSize, f.s.Allocator, id)
+			if err != nil {
+				return err
+			}
+			w := &fileWorker{in: make(chan arrow.RecordBatch, f.s.WriteQueue), done: make(chan struct{})}
+			go w.runNative(nf, fail)
+			workers = append(workers, w)
+			return nil
+		}
 		w := &fileWorker{in: make(chan arrow.RecordBatch), done: make(chan struct{})}
-		go w.run(wctx, tbl, sc, func() { failOnce.Do(func() { close(failed) }) },
+		go w.run(wctx, tbl, sc, fail,
 			table.WithWriteUUID(id),
 			table.WithRecordBatchBufferSize(f.s.WriteQueue),
 			table.WithTargetFileSize(f.s.TargetFileSize),
@@ -557,6 +569,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			layoutOpt,
 		)
 		workers = append(workers, w)
+		return nil
 	}
 
 	srcErr := func() error {
@@ -588,7 +601,10 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 				cur, taken = (cur+1)%nWorkers, 0
 			}
 			if cur == len(workers) {
-				start()
+				if err := start(); err != nil {
+					out.Release()
+					return err
+				}
 			}
 			taken += out.NumRows()
 			select {
