@@ -239,10 +239,6 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	if !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) {
 		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
 	}
-	ns := catalog.NamespaceFromIdent(ident)
-	if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-		return nil, authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
-	}
 	props := iceberg.Properties{
 		table.PropertyFormatVersion: "2",
 		table.ParquetCompressionKey: f.s.Compression,
@@ -273,6 +269,14 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		opts = append(opts, catalog.WithPartitionSpec(spec), catalog.WithSortOrder(order))
 	}
 	tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
+	if errors.Is(err, catalog.ErrNoSuchNamespace) {
+		// The namespace is created by the first write that needs it.
+		ns := catalog.NamespaceFromIdent(ident)
+		if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+			return nil, authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
+		}
+		tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
+	}
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
 	}
