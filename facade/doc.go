@@ -283,9 +283,9 @@
 // zstd), __row_id PLAIN without a codec (an incompressible hash: no CPU
 // spent compressing it), __created_at a dictionary, decimals of precision
 // <= 18 as INT32/INT64, and the business columns the table's codec, level,
-// page and dictionary settings. Partitioned or sorted tables, and tables
-// with bloom-filter or variant-shredding properties, are written by
-// iceberg-go's writer. DELTA_BINARY_PACKED would suit __row_index too, but
+// page and dictionary settings. Partitioned, sorted and format v3 tables,
+// and tables with bloom-filter or variant-shredding properties, are
+// written by iceberg-go's writer. DELTA_BINARY_PACKED would suit __row_index too, but
 // arrow-go's decoder does not release a buffer, which an allocator other
 // than Go's heap reports as a leak.
 //

@@ -35,9 +35,9 @@ import (
 // The files are then described for iceberg-go by table.DataFileFromMetadata
 // from the writer's in-memory footer (record count, column sizes, value and
 // null counts, bounds under the table's metrics modes, split offsets), so
-// nothing is read back. Tables with a partition spec, a sort order or
-// writer properties this path does not reproduce (bloom filters, variant
-// shredding) keep iceberg-go's writer.
+// nothing is read back. Tables with a partition spec, a sort order, format
+// version 3 or writer properties this path does not reproduce (bloom
+// filters, variant shredding) keep iceberg-go's writer.
 
 // nativeProps lists the table properties the native writer honours; a table
 // property with one of nativeUnsupported's prefixes sends the write to
@@ -52,6 +52,11 @@ var nativeUnsupported = []string{
 // with schema sc.
 func nativeWritable(tbl *table.Table, sc *arrow.Schema) bool {
 	if !tbl.Spec().IsUnpartitioned() || !tbl.SortOrder().IsUnsorted() {
+		return false
+	}
+	// Format v3 data files added by AddDataFiles need first_row_id, which
+	// iceberg-go's own writer path assigns.
+	if tbl.Metadata().Version() >= 3 {
 		return false
 	}
 	for k := range tbl.Properties() {
