@@ -274,6 +274,22 @@
 // batches plus one Parquet writer's row group buffers per write worker,
 // never the table.
 //
+// # Data files
+//
+// The facade writes the Parquet files of unpartitioned, unsorted tables
+// itself (pqarrow) and describes them for iceberg-go from the writer's
+// footer (table.DataFileFromMetadata: counts, sizes, bounds under the
+// table's metrics modes, field ids), so that each column gets the layout
+// that suits it: __row_index BYTE_STREAM_SPLIT (nearly nothing after
+// zstd), __row_id PLAIN without a codec (an incompressible hash: no CPU
+// spent compressing it), __created_at a dictionary, decimals of precision
+// <= 18 as INT32/INT64, and the business columns the table's codec, level,
+// page and dictionary settings. Partitioned, sorted and format v3 tables,
+// and tables with bloom-filter or variant-shredding properties, are
+// written by iceberg-go's writer. DELTA_BINARY_PACKED would suit __row_index too, but
+// arrow-go's decoder does not release a buffer, which an allocator other
+// than Go's heap reports as a leak.
+//
 // # Parallel encoding
 //
 // Config.WriteWorkers > 1 encodes a write into that many data files in

@@ -239,10 +239,6 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	if !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) {
 		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
 	}
-	ns := catalog.NamespaceFromIdent(ident)
-	if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-		return nil, authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
-	}
 	props := iceberg.Properties{
 		table.PropertyFormatVersion: "2",
 		table.ParquetCompressionKey: f.s.Compression,
@@ -273,6 +269,14 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		opts = append(opts, catalog.WithPartitionSpec(spec), catalog.WithSortOrder(order))
 	}
 	tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
+	if errors.Is(err, catalog.ErrNoSuchNamespace) {
+		// The namespace is created by the first write that needs it.
+		ns := catalog.NamespaceFromIdent(ident)
+		if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+			return nil, authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
+		}
+		tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
+	}
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
 	}
@@ -542,14 +546,26 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			w.finish()
 		}
 	}()
-	start := func() {
+	native := cc == nil && nativeWritable(tbl, sc)
+	start := func() error {
 		id := writeID
 		if len(workers) > 0 {
 			// Distinct file names per writer: iceberg-go numbers files per call.
 			id = uuid.NewSHA1(writeID, []byte{byte(len(workers))})
 		}
+		fail := func() { failOnce.Do(func() { close(failed) }) }
+		if native {
+			nf, err := newNativeFiles(wctx, tbl, sc, f.s.RowGroupRows, f.s.TargetFileSize, f.s.Allocator, id)
+			if err != nil {
+				return err
+			}
+			w := &fileWorker{in: make(chan arrow.RecordBatch, f.s.WriteQueue), done: make(chan struct{})}
+			go w.runNative(nf, fail)
+			workers = append(workers, w)
+			return nil
+		}
 		w := &fileWorker{in: make(chan arrow.RecordBatch), done: make(chan struct{})}
-		go w.run(wctx, tbl, sc, func() { failOnce.Do(func() { close(failed) }) },
+		go w.run(wctx, tbl, sc, fail,
 			table.WithWriteUUID(id),
 			table.WithRecordBatchBufferSize(f.s.WriteQueue),
 			table.WithTargetFileSize(f.s.TargetFileSize),
@@ -557,6 +573,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			layoutOpt,
 		)
 		workers = append(workers, w)
+		return nil
 	}
 
 	srcErr := func() error {
@@ -588,7 +605,10 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 				cur, taken = (cur+1)%nWorkers, 0
 			}
 			if cur == len(workers) {
-				start()
+				if err := start(); err != nil {
+					out.Release()
+					return err
+				}
 			}
 			taken += out.NumRows()
 			select {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -81,6 +82,43 @@ type PostgresCatalog struct {
 	name  string
 	props iceberg.Properties
 	v0    bool // legacy layout without iceberg_type
+	// metas holds the metadata of recently read or written metadata
+	// files by location: a metadata file never changes once written, so
+	// a load finding the same location skips reading and parsing it.
+	metas metaCache
+}
+
+// metaCacheSize bounds the metadata files a PostgresCatalog keeps parsed.
+const metaCacheSize = 16
+
+// metaCache is a small FIFO cache of parsed table metadata by location.
+type metaCache struct {
+	mu    sync.Mutex
+	byLoc map[string]table.Metadata
+	order []string
+}
+
+func (m *metaCache) get(loc string) table.Metadata {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byLoc[loc]
+}
+
+func (m *metaCache) put(loc string, meta table.Metadata) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byLoc == nil {
+		m.byLoc = map[string]table.Metadata{}
+	}
+	if _, ok := m.byLoc[loc]; ok {
+		return
+	}
+	if len(m.order) >= metaCacheSize {
+		delete(m.byLoc, m.order[0])
+		m.order = m.order[1:]
+	}
+	m.byLoc[loc] = meta
+	m.order = append(m.order, loc)
 }
 
 var (
@@ -228,7 +266,16 @@ func (c *PostgresCatalog) metadataLocation(ctx context.Context, q querier, ident
 }
 
 func (c *PostgresCatalog) tableAt(ctx context.Context, ident table.Identifier, loc string) (*table.Table, error) {
-	return table.NewFromLocation(ctx, ident, loc, iceio.LoadFSFunc(c.props, loc), c)
+	fsF := iceio.LoadFSFunc(c.props, loc)
+	if meta := c.metas.get(loc); meta != nil {
+		return table.New(ident, meta, loc, fsF, c), nil
+	}
+	tbl, err := table.NewFromLocation(ctx, ident, loc, fsF, c)
+	if err != nil {
+		return nil, err
+	}
+	c.metas.put(loc, tbl.Metadata())
+	return tbl, nil
 }
 
 // LoadTable loads a table.
@@ -274,7 +321,7 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 	}
 	loc := strings.TrimSuffix(cfg.Location, "/")
 	if loc == "" {
-		nsProps, err := c.LoadNamespaceProperties(ctx, nsIdent)
+		nsProps, err := c.namespaceProps(ctx, nsKey)
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +362,8 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 		c.removeFile(metaLoc)
 		return nil, err
 	}
-	return c.LoadTable(ctx, ident)
+	c.metas.put(metaLoc, meta)
+	return table.New(ident, meta, metaLoc, iceio.LoadFSFunc(c.props, metaLoc), c), nil
 }
 
 // insertTable registers a table row; an existing row is
@@ -430,6 +478,7 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	if err := c.writeMetadata(ctx, updated, newLoc); err != nil {
 		return nil, "", err
 	}
+	c.metas.put(newLoc, updated)
 	if curLoc == "" {
 		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
 			if err == nil {
@@ -768,6 +817,11 @@ func (c *PostgresCatalog) LoadNamespaceProperties(ctx context.Context, namespace
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, key)
 	}
+	return c.namespaceProps(ctx, key)
+}
+
+// namespaceProps returns the properties of the namespace stored as key.
+func (c *PostgresCatalog) namespaceProps(ctx context.Context, key string) (iceberg.Properties, error) {
 	rows, err := c.db.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
 		WHERE catalog_name = $1 AND namespace = $2`, c.name, key)
 	if err != nil {

@@ -12,6 +12,10 @@ import (
 // DefaultOrdinalSlots is the size of the ordinal table used for __row_id.
 const DefaultOrdinalSlots = 1 << 20
 
+// sparseRows is how many rows a write numbers with a map of the slots it
+// used before it allocates the ordinal table (same ordinals either way).
+const sparseRows = 16 << 10
+
 // stamper turns request batches into table batches: business columns
 // converted to the table's Arrow types, identity columns stamped, required
 // columns checked, the checksum of the business columns accumulated.
@@ -37,9 +41,15 @@ type stamper struct {
 	createdAt int64
 	rowIDIdx  int
 	createdIx int
-	counts    []uint32
-	h         []uint64
-	sum       Checksum
+	// counts is the ordinal table of slots entries, allocated once the
+	// write passes sparseRows rows; until then sparse holds the same
+	// counts (small writes do not pay for a table of slots entries).
+	counts []uint32
+	sparse map[uint32]uint32
+	slots  int
+	rows   int
+	h      []uint64
+	sum    Checksum
 }
 
 func newStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, requiredNames map[string]bool,
@@ -57,7 +67,7 @@ func newStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, r
 		// The append's starting index is part of the seed: equal rows
 		// appended by two writes get different ids; a replace starts at 0.
 		seed: mix(hashBytes(k3, []byte(datasetID)), uint64(base)), next: base, createdAt: createdAtMicros,
-		rowIDIdx: rowIDIdx, createdIx: createdIdx, counts: make([]uint32, p),
+		rowIDIdx: rowIDIdx, createdIx: createdIdx, slots: p,
 	}
 	for _, f := range out.Fields() {
 		switch f.Name {
@@ -135,12 +145,29 @@ func (s *stamper) stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			if s.rowIDIdx >= 0 {
 				keep = rec.Column(s.rowIDIdx).(*array.Int64)
 			}
-			mask := uint64(len(s.counts) - 1)
+			mask := uint64(s.slots - 1)
+			s.rows += n
+			if s.counts == nil && s.rows > sparseRows {
+				s.counts = make([]uint32, s.slots)
+				for slot, c := range s.sparse {
+					s.counts[slot] = c
+				}
+				s.sparse = nil
+			}
+			if s.counts == nil && s.sparse == nil {
+				s.sparse = make(map[uint32]uint32, n)
+			}
 			cols[i] = int64Array(s.mem, f.Type, n, func(v []int64) {
 				for j, h := range s.h {
 					slot := (h >> 20) & mask
-					ord := s.counts[slot]
-					s.counts[slot]++
+					var ord uint32
+					if s.counts != nil {
+						ord = s.counts[slot]
+						s.counts[slot]++
+					} else {
+						ord = s.sparse[uint32(slot)]
+						s.sparse[uint32(slot)] = ord + 1
+					}
 					v[j] = int64(mix(mix(s.seed, h), uint64(ord)) >> 1)
 					if keep != nil && keep.IsValid(j) {
 						v[j] = keep.Value(j)

@@ -77,6 +77,10 @@ func mainCode() int {
 	flag.IntVar(&hist.Rows, "history-rows", 1000, "history mode: rows per write")
 	flag.StringVar(&histModes, "history-modes", "replace,append", "history mode: write modes, comma-separated")
 	flag.DurationVar(&hist.FileGrace, "history-file-grace", 0, "history mode: facade.Lifecycle.FileGrace (0: the default, 1m; -1ns: none)")
+	var small smallConfig
+	flag.IntVar(&small.Writes, "small", 0, "small-write mode: this many rounds of one small write per arm (Postgres row store, Iceberg), each to a fresh dataset, through the Dispatcher; prints p50 latency and phase p50s per arm")
+	flag.IntVar(&small.Rows, "small-rows", 1000, "small-write mode: rows per write")
+	flag.BoolVar(&small.Verbose, "small-statements", false, "small-write mode: list the SQL statements of each arm's last write")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -87,6 +91,12 @@ func mainCode() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if small.Writes > 0 {
+		small.DatabaseURL, small.Warehouse, small.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		small.CPUProfile = cfg.CPUProfile
+		r, err := runSmall(ctx, small)
+		return output(r, err, asJSON, func() { printSmall(os.Stdout, r, small.Verbose) })
+	}
 	if hist.Writes > 0 {
 		hist.DatabaseURL, hist.Warehouse, hist.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		hist.Modes = strings.Split(histModes, ",")

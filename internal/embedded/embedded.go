@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -38,6 +39,9 @@ type Options struct {
 	MaxConns int32
 	// Facade configures the Iceberg facade (nil: defaults).
 	Facade *facade.Config
+	// Tracer, when set, traces the pool's queries (e.g. to count the
+	// statements of a write).
+	Tracer pgx.QueryTracer
 }
 
 // Env is a running embedded default. Close releases everything.
@@ -91,6 +95,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	cfg.MaxConns = o.MaxConns
+	if o.Tracer != nil {
+		cfg.ConnConfig.Tracer = o.Tracer
+	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 8
 	}

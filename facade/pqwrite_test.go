@@ -1,0 +1,136 @@
+package facade_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+)
+
+// TestNativeFilesLayoutStatsAndPruning: the data files of an unpartitioned
+// table carry field ids, per-column encodings (__row_index
+// BYTE_STREAM_SPLIT, __row_id uncompressed, a numeric(12,2) as INT64),
+// bounds for every column, read back exactly, and a filtered scan prunes
+// the files whose bounds exclude it.
+func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
+	e := newIcebergEnv(t)
+	defer e.mem.AssertSize(t, 0)
+	ctx := context.Background()
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	batch := func(lo, n int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(e.mem, sc)
+		defer b.Release()
+		for i := lo; i < lo+n; i++ {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			if i%10 == 0 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Decimal128Builder).Append(decimal128.FromI64(int64(i) * 101))
+			}
+			b.Field(2).(*array.StringBuilder).Append("n" + string(rune('a'+i%26)))
+		}
+		return b.NewRecordBatch()
+	}
+	write := func(mode facade.Mode, lo, n int) {
+		rec := batch(lo, n)
+		defer rec.Release()
+		_, err := e.f.Write(ctx, facade.Target{DatasetID: "native"}, facade.WriteRequest{Mode: mode, Schema: sc,
+			Rows: func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }})
+		require.NoError(t, err)
+	}
+	write(facade.Replace, 0, 3000)
+	write(facade.Append, 3000, 2000)
+
+	tbl, err := e.f.LoadTable(ctx, "native")
+	require.NoError(t, err)
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	require.NoError(t, err)
+	require.Len(t, tasks, 2)
+	isc := tbl.Schema()
+	fieldID := func(name string) int {
+		f, ok := isc.FindFieldByName(name)
+		require.True(t, ok, name)
+		return f.ID
+	}
+	for _, task := range tasks {
+		df := task.File
+		for _, col := range []string{"id", "amount", "name", facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt} {
+			require.Contains(t, df.LowerBoundValues(), fieldID(col), col)
+			require.Contains(t, df.UpperBoundValues(), fieldID(col), col)
+			require.Contains(t, df.ValueCounts(), fieldID(col), col)
+		}
+		require.Equal(t, df.Count()/10, df.NullValueCounts()[fieldID("amount")])
+
+		fsys, err := tbl.FS(ctx)
+		require.NoError(t, err)
+		f, err := fsys.Open(df.FilePath())
+		require.NoError(t, err)
+		rdr, err := file.NewParquetReader(f)
+		require.NoError(t, err)
+		pqs := rdr.MetaData().Schema
+		for i := range pqs.NumColumns() {
+			col := pqs.Column(i)
+			require.Equal(t, int32(fieldID(col.Name())), col.SchemaNode().FieldID(), col.Name())
+		}
+		rg := rdr.MetaData().RowGroup(0)
+		colMeta := func(name string) interface {
+			Encodings() []parquet.Encoding
+		} {
+			c, err := rg.ColumnChunk(pqs.ColumnIndexByName(name))
+			require.NoError(t, err)
+			return c
+		}
+		require.Contains(t, colMeta(facade.ColRowIndex).Encodings(), parquet.Encodings.ByteStreamSplit)
+		rowID, err := rg.ColumnChunk(pqs.ColumnIndexByName(facade.ColRowID))
+		require.NoError(t, err)
+		require.Equal(t, "UNCOMPRESSED", rowID.Compression().String())
+		require.Equal(t, parquet.Types.Int64, pqs.Column(pqs.ColumnIndexByName("amount")).PhysicalType())
+		require.NoError(t, rdr.Close())
+	}
+
+	// The appended rows are __row_index 3000..4999: a filter on it prunes
+	// the first file.
+	pruned, err := tbl.Scan(table.WithRowFilter(iceberg.GreaterThanEqual(iceberg.Reference(facade.ColRowIndex), int64(3000)))).PlanFiles(ctx)
+	require.NoError(t, err)
+	require.Len(t, pruned, 1)
+	byAmount, err := tbl.Scan(table.WithRowFilter(iceberg.GreaterThan(iceberg.Reference("amount"),
+		iceberg.Decimal{Val: decimal128.FromI64(3000 * 101), Scale: 2}))).PlanFiles(ctx)
+	require.NoError(t, err)
+	require.Len(t, byAmount, 1)
+
+	// Every value reads back.
+	_, itr, err := tbl.Scan(table.WithSelectedFields("id", "amount", facade.ColRowIndex)).ToArrowRecords(ctx)
+	require.NoError(t, err)
+	var rows int
+	for rec, err := range itr {
+		require.NoError(t, err)
+		ids := rec.Column(0).(*array.Int64)
+		amt := rec.Column(1).(*array.Decimal128)
+		idx := rec.Column(2).(*array.Int64)
+		for i := range int(rec.NumRows()) {
+			id := ids.Value(i)
+			require.Equal(t, id, idx.Value(i))
+			if id%10 == 0 {
+				require.True(t, amt.IsNull(i))
+			} else {
+				require.Equal(t, decimal128.FromI64(id*101), amt.Value(i))
+			}
+			rows++
+		}
+		rec.Release()
+	}
+	require.Equal(t, 5000, rows)
+}
