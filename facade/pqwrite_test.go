@@ -44,7 +44,7 @@ func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
 		}
 		return b.NewRecordBatch()
 	}
-	write := func(mode facade.Mode, lo, n int) {
+	write := func(mode facade.WriteMode, lo, n int) {
 		rec := batch(lo, n)
 		defer rec.Release()
 		_, err := e.f.Write(ctx, facade.Target{DatasetID: "native"}, facade.WriteRequest{Mode: mode, Schema: sc,

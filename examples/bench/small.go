@@ -122,8 +122,8 @@ func runSmall(ctx context.Context, cfg smallConfig) (*smallReport, error) {
 		return nil, err
 	}
 	for _, w := range []sink.WriterFlags{
-		{WriterID: smallWriterPG, Default: sink.ModePG, Max: sink.ModePG},
-		{WriterID: smallWriterIceberg, Default: sink.ModeIcebergNative, Max: sink.ModeIcebergNative},
+		{WriterID: smallWriterPG, Default: sink.Postgres, Max: sink.Postgres},
+		{WriterID: smallWriterIceberg, Default: sink.Iceberg, Max: sink.Iceberg},
 	} {
 		if err := env.Flags.SetWriter(ctx, w); err != nil {
 			return nil, err
