@@ -24,19 +24,50 @@ func checkFilter(datasetID string, s Schema, ranges []facade.Range) error {
 		if r.Min == nil && r.Max == nil {
 			return fmt.Errorf("%w: filter of source %q: %s has no bound", ErrInvalid, datasetID, r)
 		}
+		kind := rangeKind(typ)
 		for _, v := range []any{r.Min, r.Max} {
+			ok := false
 			switch x := v.(type) {
-			case nil, int, int32, int64, float64, string:
+			case nil:
+				ok = true
+			case int, int32, int64:
+				ok = kind == "int"
+			case float64:
+				ok = kind == "float"
+			case string:
+				ok = kind == "text"
 			case time.Time:
-				if typ == "date" && !facade.DayStart(x) {
+				ok = kind == "time" || kind == "date"
+				if kind == "date" && !facade.DayStart(x) {
 					return fmt.Errorf("%w: filter of source %q: %s: a date bound must be midnight UTC", ErrInvalid, datasetID, r)
 				}
-			default:
-				return fmt.Errorf("%w: filter of source %q: %s: unsupported bound type %T", ErrInvalid, datasetID, r, v)
+			}
+			if !ok {
+				return fmt.Errorf("%w: filter of source %q: %s: a %T bound does not compare with a %s column", ErrInvalid, datasetID, r, v, typ)
 			}
 		}
 	}
 	return nil
+}
+
+// rangeKind classifies a declared Postgres type by the bounds a range on
+// it takes (see facade.Range): "int", "float", "text", "time", "date", or
+// "" when ranges on it are not supported.
+func rangeKind(typ string) string {
+	base, _, _ := strings.Cut(typ, "(")
+	switch strings.TrimSpace(base) {
+	case "smallint", "integer", "int", "bigint", "int2", "int4", "int8":
+		return "int"
+	case "real", "double precision", "float4", "float8":
+		return "float"
+	case "text", "varchar", "character varying", "char", "character", "bpchar":
+		return "text"
+	case "date":
+		return "date"
+	case "timestamp", "timestamptz", "timestamp with time zone", "timestamp without time zone":
+		return "time"
+	}
+	return ""
 }
 
 // filteredRelation keeps the rows of r satisfying every range, compared in

@@ -87,6 +87,8 @@ func TestSourceFilter(t *testing.T) {
 		{{Column: "nope", Min: 1}},
 		{{Column: "ts"}},
 		{{Column: "ts", Min: []byte("x")}},
+		{{Column: "ts", Min: "2026-01-02"}},
+		{{Column: "id", Min: 1.5}},
 	} {
 		_, err := write("win_pg", "orders_days", bad)
 		require.ErrorIs(t, err, writestrategy.ErrInvalid)

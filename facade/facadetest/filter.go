@@ -65,7 +65,11 @@ func boundValue(dt arrow.DataType, v any) (any, error) {
 		case int64:
 			return x, nil
 		}
-	case arrow.FLOAT32, arrow.FLOAT64:
+	case arrow.FLOAT32:
+		if x, ok := v.(float64); ok {
+			return float64(float32(x)), nil // compared at the column's precision, as Iceberg does
+		}
+	case arrow.FLOAT64:
 		if x, ok := v.(float64); ok {
 			return x, nil
 		}
