@@ -78,6 +78,13 @@ func TestSourceFilter(t *testing.T) {
 		require.Equal(t, win, o.Filter)
 	}
 
+	// Verify recomputes through the same filter
+	ps, err := w.d.Verify(ctx, writestrategy.Request{Strategy: writestrategy.Transform{Output: "win_ice", Source: "orders_days"},
+		SourceFilter: map[string][]facade.Range{"orders_days": win}})
+	require.NoError(t, err)
+	require.True(t, ps[0].OK(), "%+v", ps[0])
+	require.EqualValues(t, 1440, ps[0].Computed.Rows)
+
 	// the unfiltered read is the whole source
 	res, err = write("win_pg", "orders_days", nil)
 	require.NoError(t, err)
