@@ -123,10 +123,11 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	if err != nil {
 		return nil, compactReport{}, fmt.Errorf("facade: compact %q: %w", dataset, err)
 	}
-	// A partitioned table is compacted within each partition (partition.go).
+	// A partitioned table is compacted within each partition, files of an
+	// older spec within theirs (partition.go).
 	groups := [][]compactFile{sizeTiered(files)}
 	if spec := tbl.Spec(); !spec.IsUnpartitioned() {
-		groups = partitionGroups(spec.ID(), files)
+		groups = partitionGroups(specWritable(tbl), files)
 	}
 	files = slices.Concat(groups...)
 	if len(files) < opt.MinFiles || len(files) < 2 {
@@ -375,6 +376,12 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 			return nil, fmt.Errorf("stage writer properties: %w", err)
 		}
 		writeTbl = staged.Table
+	}
+	// Files of an older partition spec are rewritten under it.
+	if specID := int(files[0].task.File.SpecID()); !tbl.Spec().IsUnpartitioned() {
+		if writeTbl, err = withSpec(writeTbl, specID); err != nil {
+			return nil, fmt.Errorf("write under partition spec %d: %w", specID, err)
+		}
 	}
 
 	var (

@@ -53,8 +53,10 @@
 // written keep their spec). The facade does not sort: the declared sort
 // order is recorded, and WriteOrder gives the query order (partition keys,
 // then sort keys) the Dispatcher streams by. Maintain compacts a
-// partitioned table within each partition of its current spec (files of
-// earlier specs are left as they are).
+// partitioned table within each partition, the files of an earlier spec
+// within their own spec and partition (so compaction, too, keeps one file
+// open at a time). ScanOptions.Filter (column Ranges) makes a Scan skip
+// the data files whose partition or column statistics cannot match.
 // Arrow types map to Iceberg types (bool, int8/16/32 -> int, int64 -> long,
 // float32/64, decimal128(p,s) -> decimal(p,s), string, binary,
 // fixed_size_binary, date32, timestamp[us] -> timestamp, timestamp[us, any
@@ -127,7 +129,9 @@
 // how many numeric values the producer rounded to their scale. FindTxn
 // looks for a txn id at the head snapshot, then in the retained ancestry
 // of the current branch (the ledger's sweep/recover; see Lifecycle). Scan streams a
-// snapshot (one file task at a time); Checksum and ChecksumBatches give the
+// snapshot (one file task at a time), optionally only the rows within
+// column ranges (ScanOptions.Filter, pruned by partition and min/max
+// statistics, exact on rows); Checksum and ChecksumBatches give the
 // same order-independent fingerprint for an Iceberg snapshot and for Arrow
 // batches read from Postgres.
 //

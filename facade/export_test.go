@@ -1,7 +1,26 @@
 package facade
 
+import "context"
+
 // StripSummaryKey removes key from the snapshot summary a staged write
 // will commit, to make a snapshot as written before key existed.
 func StripSummaryKey(st Staged, key string) {
 	delete(st.(*icebergStaged).props, key)
+}
+
+// PlannedFiles is the number and total size of the data files a Scan with
+// opts reads (after partition and min/max pruning).
+func PlannedFiles(ctx context.Context, f *Facade, datasetID string, opts ScanOptions) (files int, bytes int64, err error) {
+	scan, _, err := f.planScan(ctx, datasetID, opts)
+	if err != nil || scan == nil {
+		return 0, 0, err
+	}
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		bytes += t.File.FileSizeBytes()
+	}
+	return len(tasks), bytes, nil
 }

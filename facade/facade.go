@@ -872,35 +872,20 @@ func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.
 				f.deleteFiles(s.base, s.files)
 				return CommitResult{}, err
 			}
-			fresh, err := f.load(ctx, s.target.DatasetID, s.ident)
+			r, err := f.refreshForRetry(ctx, s)
+			if r.replay != nil {
+				f.deleteFiles(s.base, s.files)
+				return *r.replay, err
+			}
 			if err != nil {
 				f.deleteFiles(s.base, s.files)
 				return CommitResult{}, err
 			}
-			if fresh.Schema().ID != s.base.Schema().ID {
-				lastErr = errors.New("table schema changed concurrently")
+			if r.unsound != nil {
+				lastErr = r.unsound
 				break
 			}
-			if s.req.Mode == Append {
-				if s.req.TxnID != "" {
-					if snap := findInAncestry(fresh, SummaryTxnID, s.req.TxnID); snap != nil {
-						f.deleteFiles(s.base, s.files)
-						res, err := f.resultFromSnapshot(ctx, fresh, s.target.DatasetID, snap, true)
-						res.Replayed = true
-						return res, err
-					}
-				}
-				next, err := nextRowIndex(ctx, fresh)
-				if err != nil {
-					f.deleteFiles(s.base, s.files)
-					return CommitResult{}, err
-				}
-				if next != s.rowBase {
-					lastErr = fmt.Errorf("a concurrent append moved __row_index from %d to %d", s.rowBase, next)
-					break
-				}
-			}
-			tbl = fresh
+			tbl = r.table
 		}
 		attempts++
 		obs := &observedCatalog{Catalog: cat}

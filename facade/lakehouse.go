@@ -164,6 +164,11 @@ type ScanOptions struct {
 	Columns []string
 	// ExcludeIdentity drops __row_index, __row_id and __created_at.
 	ExcludeIdentity bool
+	// Filter keeps only the rows satisfying every Range (nil: all rows).
+	// The Iceberg backend skips the data files no row of which can match
+	// (partition and min/max pruning); the rows returned are exact either
+	// way. A filter column need not be among Columns.
+	Filter []Range
 }
 
 // Lakehouse is the write contract of the lakehouse, implemented by *Facade

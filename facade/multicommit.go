@@ -140,22 +140,22 @@ func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog,
 				if replayed[i] != nil {
 					continue
 				}
-				fresh, res, err := f.refreshForRetry(ctx, s)
+				r, err := f.refreshForRetry(ctx, s)
 				if err != nil {
 					f.deleteAll(ws)
 					return nil, err
 				}
-				if res != nil {
-					replayed[i] = res
+				if r.replay != nil {
+					replayed[i] = r.replay
 					f.deleteFiles(s.base, s.files)
 					s.files = nil
 					continue
 				}
-				if fresh == nil {
+				if r.unsound != nil {
 					stop, lastErr = true, fmt.Errorf("dataset %q: %w", s.target.DatasetID, errRetryUnsound)
 					break
 				}
-				tbls[i] = fresh
+				tbls[i] = r.table
 			}
 			if stop {
 				break
@@ -204,34 +204,48 @@ func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog,
 
 var errRetryUnsound = errors.New("the table changed so that a retry would be unsound (schema changed, or a concurrent append moved __row_index)")
 
-// refreshForRetry loads s's table for another attempt, as Staged.Commit
-// does: nil table when a retry would be unsound; a result when s is an
-// append whose txn id already landed.
-func (f *Facade) refreshForRetry(ctx context.Context, s *icebergStaged) (*table.Table, *CommitResult, error) {
+// retryRefresh is what refreshing a staged write's table for another
+// commit attempt found: exactly one of table, replay and unsound is set.
+type retryRefresh struct {
+	// table is the refreshed table to commit onto.
+	table *table.Table
+	// replay is the result of an append whose txn id already landed: the
+	// write is done (its files are to be deleted).
+	replay *CommitResult
+	// unsound says why a retry would be unsound (the schema changed, or a
+	// concurrent append moved __row_index): stop retrying.
+	unsound error
+}
+
+// refreshForRetry loads s's table for another attempt: the retry
+// decisions shared by Staged.Commit and CommitAll. A replay comes with
+// the error of reading its result, if any; any other error means no
+// decision.
+func (f *Facade) refreshForRetry(ctx context.Context, s *icebergStaged) (retryRefresh, error) {
 	fresh, err := f.load(ctx, s.target.DatasetID, s.ident)
 	if err != nil {
-		return nil, nil, err
+		return retryRefresh{}, err
 	}
 	if fresh.Schema().ID != s.base.Schema().ID {
-		return nil, nil, nil
+		return retryRefresh{unsound: errors.New("table schema changed concurrently")}, nil
 	}
 	if s.req.Mode == Append {
 		if s.req.TxnID != "" {
 			if snap := findInAncestry(fresh, SummaryTxnID, s.req.TxnID); snap != nil {
 				res, err := f.resultFromSnapshot(ctx, fresh, s.target.DatasetID, snap, true)
 				res.Replayed = true
-				return nil, &res, err
+				return retryRefresh{replay: &res}, err
 			}
 		}
 		next, err := nextRowIndex(ctx, fresh)
 		if err != nil {
-			return nil, nil, err
+			return retryRefresh{}, err
 		}
 		if next != s.rowBase {
-			return nil, nil, nil
+			return retryRefresh{unsound: fmt.Errorf("a concurrent append moved __row_index from %d to %d", s.rowBase, next)}, nil
 		}
 	}
-	return fresh, nil, nil
+	return retryRefresh{table: fresh}, nil
 }
 
 // reconcileAll reads back every write's snapshot after the transaction

@@ -634,17 +634,23 @@ func sameSpec(txn *table.Transaction, files []iceberg.DataFile) error {
 }
 
 // partitionGroups splits the compaction candidates of a partitioned table
-// by partition, each group size-tiered as an unpartitioned table's files
-// are; only files of the current spec (specID) are compacted, and groups
-// of fewer than two files are dropped. Each group keeps __row_index order.
-func partitionGroups(specID int, files []compactFile) [][]compactFile {
+// by partition spec and partition, each group size-tiered as an
+// unpartitioned table's files are; groups of fewer than two files are
+// dropped. Files written under an older spec are compacted within their own
+// spec and partition (rewriteFiles writes them under that spec), so a
+// spec change never makes a compaction fan out over the new partitions:
+// one file is open at a time whatever the spec. Files of a spec that
+// writable(specID) refuses are left alone. Each group keeps __row_index
+// order.
+func partitionGroups(writable func(specID int) bool, files []compactFile) [][]compactFile {
 	idx := map[string]int{}
 	var groups [][]compactFile
 	for _, cf := range files {
-		if int(cf.task.File.SpecID()) != specID {
+		specID := int(cf.task.File.SpecID())
+		if !writable(specID) {
 			continue
 		}
-		k := fmt.Sprint(cf.task.File.Partition())
+		k := fmt.Sprint(specID, cf.task.File.Partition())
 		i, ok := idx[k]
 		if !ok {
 			i = len(groups)
@@ -660,4 +666,42 @@ func partitionGroups(specID int, files []compactFile) [][]compactFile {
 		}
 	}
 	return out
+}
+
+// specWritable reports whether files can be written under the table's
+// partition spec specID: it exists and every source column of its fields
+// is still in the current schema.
+func specWritable(tbl *table.Table) func(specID int) bool {
+	return func(specID int) bool {
+		spec := tbl.Metadata().PartitionSpecByID(specID)
+		if spec == nil {
+			return false
+		}
+		for _, pf := range spec.Fields() {
+			if _, ok := tbl.Schema().FindFieldByID(pf.SourceID()); !ok {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// withSpec returns tbl as a table whose default partition spec is specID,
+// for writing files under an older spec (nothing is committed with it).
+func withSpec(tbl *table.Table, specID int) (*table.Table, error) {
+	if spec := tbl.Spec(); spec.ID() == specID {
+		return tbl, nil
+	}
+	b, err := table.MetadataBuilderFromBase(tbl.Metadata(), tbl.MetadataLocation())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.SetDefaultSpecID(specID); err != nil {
+		return nil, err
+	}
+	meta, err := b.Build()
+	if err != nil {
+		return nil, err
+	}
+	return table.New(tbl.Identifier(), meta, tbl.MetadataLocation(), tbl.FS, nil), nil
 }

@@ -173,48 +173,16 @@ func withPgMetadata(sc *arrow.Schema, isc *iceberg.Schema) *arrow.Schema {
 // Memory is bounded by one data file task at a time.
 func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		tbl, err := f.LoadTable(ctx, datasetID)
+		scan, isc, err := f.planScan(ctx, datasetID, opts)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		snap := tbl.CurrentSnapshot()
-		if opts.SnapshotID != 0 {
-			snap = tbl.SnapshotByID(opts.SnapshotID)
-			if snap == nil {
-				yield(nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID))
-				return
-			}
-		}
-		if snap == nil {
+		if scan == nil {
 			return // a table with no snapshot is empty
-		}
-		isc := tbl.Schema()
-		if snap.SchemaID != nil {
-			if s, ok := tbl.Schemas()[*snap.SchemaID]; ok {
-				isc = s
-			}
-		}
-		var cols []string
-		for _, fld := range isc.Fields() {
-			if opts.Columns != nil && !slices.Contains(opts.Columns, fld.Name) {
-				continue
-			}
-			if opts.ExcludeIdentity && isIdentity(fld.Name) {
-				continue
-			}
-			cols = append(cols, fld.Name)
-		}
-		for _, c := range opts.Columns {
-			if _, ok := isc.FindFieldByName(c); !ok {
-				yield(nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID))
-				return
-			}
 		}
 		sctx, cancel := context.WithCancel(compute.WithAllocator(ctx, f.s.Allocator))
 		defer cancel()
-		scan := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(cols...),
-			table.WithMaxConcurrency(1))
 		_, recs, err := scan.ToArrowRecords(sctx)
 		if err != nil {
 			yield(nil, fmt.Errorf("facade: scan %q: %w", datasetID, err))
@@ -238,6 +206,56 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 			}
 		}
 	}
+}
+
+// planScan builds the iceberg-go scan of opts (nil when the table has no
+// snapshot) and the schema of the snapshot it reads.
+func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOptions) (*table.Scan, *iceberg.Schema, error) {
+	tbl, err := f.LoadTable(ctx, datasetID)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap := tbl.CurrentSnapshot()
+	if opts.SnapshotID != 0 {
+		snap = tbl.SnapshotByID(opts.SnapshotID)
+		if snap == nil {
+			return nil, nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID)
+		}
+	}
+	if snap == nil {
+		return nil, nil, nil
+	}
+	isc := tbl.Schema()
+	if snap.SchemaID != nil {
+		if s, ok := tbl.Schemas()[*snap.SchemaID]; ok {
+			isc = s
+		}
+	}
+	var cols []string
+	for _, fld := range isc.Fields() {
+		if opts.Columns != nil && !slices.Contains(opts.Columns, fld.Name) {
+			continue
+		}
+		if opts.ExcludeIdentity && isIdentity(fld.Name) {
+			continue
+		}
+		cols = append(cols, fld.Name)
+	}
+	for _, c := range opts.Columns {
+		if _, ok := isc.FindFieldByName(c); !ok {
+			return nil, nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID)
+		}
+	}
+	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(cols...),
+		table.WithMaxConcurrency(1)}
+	filter, err := filterExpr(isc, opts.Filter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
+	}
+	if filter != nil {
+		scanOpts = append(scanOpts, table.WithRowFilter(filter))
+	}
+	return tbl.Scan(scanOpts...), isc, nil
 }
 
 func sameFields(a, b *arrow.Schema) bool {

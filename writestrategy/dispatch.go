@@ -107,6 +107,8 @@ type Request struct {
 	ReadMode incremental.ReadMode
 	// Delta: see Env.Delta; used only when the read mode stays delta.
 	Delta map[string][]string
+	// SourceFilter: see Env.SourceFilter; applies in either read mode.
+	SourceFilter map[string][]facade.Range
 	// Metadata is recorded in the snapshot summary.
 	Metadata map[string]string
 	// Numeric overrides DispatchConfig.Cursor.Numeric for this write (its
@@ -172,7 +174,8 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 		return nil, err
 	}
 	// 2. Clamp the read mode: an Iceberg sink forces a full rebuild.
-	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows}
+	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows,
+		SourceFilter: req.SourceFilter}
 	mode := req.ReadMode
 	if mode == "" {
 		mode = incremental.ReadSnapshot

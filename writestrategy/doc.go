@@ -20,6 +20,11 @@
 // schema with jsonb_to_record) or native Iceberg datasets, which are
 // hydrated into a temporary table of the compute transaction (a bulk COPY
 // from the facade's scan, one batch in memory) so the same SQL reads them.
+// Env.SourceFilter (Request.SourceFilter) reads a source as only the rows
+// within column ranges, e.g. a window over a timestamp column: a native
+// source is scanned with the ranges as the facade filter, so a partitioned
+// upstream reads only the files of the matching partitions; a row-store
+// source is filtered by the same ranges in SQL.
 //
 // # The row store
 //

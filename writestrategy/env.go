@@ -24,6 +24,15 @@ type Env struct {
 	// not in the map is read whole (snapshot read). A delta read of a
 	// dataset that lives in Iceberg is refused; clamp the read mode first.
 	Delta map[string][]string
+	// SourceFilter maps a source dataset id to column ranges (see
+	// facade.Range): the source is read as only the rows satisfying every
+	// range, wherever it lives. A source that lives in Iceberg is scanned
+	// with the ranges as its filter, so only the data files that can hold
+	// matching rows are read (partition and min/max pruning); a row-store
+	// source is filtered in SQL. A ledger window (Low, High] over a
+	// timestamp column is facade.Range{Column: c, Min: Low, MinExclusive:
+	// true, Max: High}. Targets of Tier B strategies are always read whole.
+	SourceFilter map[string][]facade.Range
 	// TxnIDs maps an output dataset to its ledger transaction id, recorded
 	// with each row written to the row store.
 	TxnIDs map[string]string

@@ -25,8 +25,10 @@ type NativeReader interface {
 
 // hydrate copies a native dataset into a temporary table of the compute
 // transaction (dropped at its end), so the same SQL reads it as it reads the
-// row store. Memory: one Arrow batch at a time.
-func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int) (*relation, error) {
+// row store. Memory: one Arrow batch at a time. A non-nil filter is the
+// scan's filter: only the rows satisfying it are copied, and only the data
+// files that can hold such rows are read.
+func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, filter []facade.Range) (*relation, error) {
 	if e.Lakehouse == nil {
 		return nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)
 	}
@@ -53,7 +55,7 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 		return nil, queryError("hydrate "+datasetID, err)
 	}
 	cols := append(s.names(), facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt)
-	next, stop := iter.Pull2(e.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{Columns: cols}))
+	next, stop := iter.Pull2(e.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{Columns: cols, Filter: filter}))
 	defer stop()
 	src := &batchRows{next: next, cols: cols}
 	defer src.release()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -78,31 +79,42 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 	pc := &planContext{ctlSchema: ctl, sources: map[string]*relation{}, targets: map[string]*targetState{},
 		rowCounts: map[string]int64{}, maxCross: env.maxCross()}
 	hydrated := map[string]*relation{}
-	read := func(id string, delta []string) (*relation, error) {
+	nhydrated := 0
+	read := func(id string, delta []string, filter []facade.Range) (*relation, error) {
 		d := ds[id]
 		sc, err := ParseSchema(d.schema)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", id, err)
 		}
+		if err := checkFilter(id, sc, filter); err != nil {
+			return nil, err
+		}
 		if d.sink == sink.Relation {
-			return relationRelation(ctx, tx, id, d.relation, sc)
+			r, err := relationRelation(ctx, tx, id, d.relation, sc)
+			if err != nil {
+				return nil, err
+			}
+			return filteredRelation(r, filter), nil
 		}
 		if d.sink != sink.Iceberg {
 			jc, err := jsonColumns(ctx, tx, sc)
 			if err != nil {
 				return nil, err
 			}
-			return rowStoreRelation(ctl, id, sc, jc, delta), nil
+			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, delta), filter), nil
 		}
-		if r, ok := hydrated[id]; ok {
+		if r, ok := hydrated[id]; ok && filter == nil {
 			return r, nil
 		}
-		r, err := env.hydrate(ctx, tx, id, sc, len(hydrated))
+		r, err := env.hydrate(ctx, tx, id, sc, nhydrated, filter)
 		if err != nil {
 			return nil, err
 		}
-		hydrated[id] = r
-		return r, nil
+		nhydrated++
+		if filter == nil {
+			hydrated[id] = r // a filtered read is not the whole dataset
+		}
+		return filteredRelation(r, filter), nil
 	}
 	for _, id := range s.Sources() {
 		if _, done := pc.sources[id]; done {
@@ -118,7 +130,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if isDelta && delta == nil {
 			delta = []string{}
 		}
-		r, err := read(id, delta)
+		r, err := read(id, delta, env.SourceFilter[id])
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +144,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		t := ds[out]
 		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
 		if st.flip && len(t.schema) > 0 {
-			r, err := read(out, nil)
+			r, err := read(out, nil, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -146,7 +158,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		t := ds[dep.Target]
 		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
 		if (dep.Mode != KindAppendAlways || st.flip) && t.sink != "" && len(t.schema) > 0 {
-			r, err := read(dep.Target, nil)
+			r, err := read(dep.Target, nil, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -52,7 +52,7 @@ func (p Parity) String() string {
 // wherever they live (Checksum), and of the rows the strategy computes
 // now (a snapshot read of its sources through ComputeRows, in a
 // transaction that is rolled back: nothing is written). Only
-// req.Strategy and req.Numeric are used. The checksums are order
+// req.Strategy, req.SourceFilter and req.Numeric are used. The checksums are order
 // independent and cover the business columns (facade.ChecksumBatches);
 // both sides read through the cursor with the dispatcher's options and
 // round unconstrained numerics as an Iceberg write does, so an output
@@ -74,7 +74,9 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 	}
 	out := make([]Parity, len(outs))
 	err := d.readTx(ctx, func(tx pgx.Tx) error {
-		computed, err := ComputeRows(ctx, tx, d.env(), req.Strategy, d.checksumOptions(req))
+		env := d.env()
+		env.SourceFilter = req.SourceFilter
+		computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.checksumOptions(req))
 		if err != nil {
 			return err
 		}

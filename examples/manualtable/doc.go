@@ -105,7 +105,10 @@
 // unauthorized: 401; forbidden: 403; unknown_dataset, not_found: 404;
 // method_not_allowed: 405; not_manual, schema_changed, schema_mismatch,
 // busy, conflict: 409; too_large: 413; unsupported_type: 415); vetoed is
-// 422; write_failed is 500; outcome_unknown is 503.
+// 422; partition_order is 422 (the lakehouse partitions the table and the
+// upload's rows came back to a partition after another: send them grouped
+// by partition, e.g. sorted by the partition columns; nothing is written);
+// write_failed is 500; outcome_unknown is 503.
 //
 // The handler keeps no global state and starts no goroutines; the pool,
 // ledger, lakehouse and allocator belong to the caller.

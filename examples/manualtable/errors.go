@@ -27,6 +27,7 @@ const (
 	CodeBusy           = "busy"               // 409: another write of the dataset stayed open past the wait budget
 	CodeConflict       = "conflict"           // 409: the catalog commit conflicted; nothing written, retry
 	CodeVetoed         = "vetoed"             // 422: a ledger expectation refused the commit
+	CodePartitionOrder = "partition_order"    // 422: the table is partitioned and the rows were not grouped by partition
 	CodeWriteFailed    = "write_failed"       // 500: the write failed; nothing written, intent aborted
 	CodeOutcomeUnknown = "outcome_unknown"    // 503: the commit may or may not have landed; intent left open
 )

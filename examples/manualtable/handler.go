@@ -499,6 +499,10 @@ func classify(err error) (int, Problem) {
 		return http.StatusBadRequest, Problem{Detail: err.Error(), Code: CodeBadRequest}
 	case errors.Is(err, ledger.ErrVetoed):
 		return http.StatusUnprocessableEntity, Problem{Detail: err.Error(), Code: CodeVetoed}
+	case errors.Is(err, facade.ErrPartitionOrder):
+		return http.StatusUnprocessableEntity, Problem{Code: CodePartitionOrder,
+			Detail: "the table is partitioned and the upload's rows are not grouped by partition: send the rows of each partition together " +
+				"(for example sorted by the partition columns); nothing was written: " + err.Error()}
 	}
 	return http.StatusInternalServerError, Problem{Detail: err.Error(), Code: CodeWriteFailed}
 }

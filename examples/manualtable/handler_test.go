@@ -55,6 +55,8 @@ type envOptions struct {
 	// its own), to measure what the handler alone holds.
 	handlerMem memory.Allocator
 	authorize  func(r *http.Request, datasetID string, action manualtable.Action) (string, error)
+	// partitionFor is the real facade's Config.PartitionFor.
+	partitionFor func(datasetID string) (facade.Partitioning, bool)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -80,7 +82,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, cat.Close()) })
-		e.facade, err = facade.New(cat, &facade.Config{Allocator: mem})
+		e.facade, err = facade.New(cat, &facade.Config{Allocator: mem, PartitionFor: o.partitionFor})
 		require.NoError(t, err)
 		lh = e.facade
 	}
@@ -798,4 +800,27 @@ func TestUploadIsStreamed(t *testing.T) {
 	assert.Less(t, pa.peak, 1<<20, "peak Arrow memory of the handler")
 	t.Logf("handler peak Arrow memory: %d bytes for %d rows", pa.peak, rows)
 	assert.EqualValues(t, rows, e.dataset("s").RowCount)
+}
+
+// An upload to a partitioned table whose rows come back to a partition
+// after another answers 422 partition_order, a problem document saying how
+// to send the rows; nothing is written and the intent is aborted. The same
+// rows grouped by partition land.
+func TestPartitionOrderProblem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{partitionFor: func(id string) (facade.Partitioning, bool) {
+		return facade.Partitioning{Fields: []facade.PartitionField{{Column: "cat"}}}, id == "p"
+	}})
+	require.Equal(t, http.StatusCreated, e.declare("p", "id bigint", "cat text").status)
+	first := e.uploadCSV("p", "", "id,cat\n1,a\n2,a\n3,b\n").result(t)
+	eb := e.uploadCSV("p", "", "id,cat\n1,a\n2,b\n3,a\n").error(t, http.StatusUnprocessableEntity, manualtable.CodePartitionOrder)
+	assert.Contains(t, eb.Detail, "not grouped by partition")
+	assert.Contains(t, eb.Detail, "nothing was written")
+	assert.Equal(t, "/datasets/p/rows", eb.Instance)
+	assert.Equal(t, ledger.StatusAborted, e.txn(eb.TxnID).Status)
+	assert.Equal(t, first.SnapshotID, e.currentSnapshot("p"))
+	assert.ElementsMatch(t, [][]string{{"1", "a"}, {"2", "a"}, {"3", "b"}}, e.rows("p"))
+
+	e.uploadCSV("p", "", "id,cat\n1,a\n3,a\n2,b\n").result(t)
+	assert.ElementsMatch(t, [][]string{{"1", "a"}, {"3", "a"}, {"2", "b"}}, e.rows("p"))
 }

@@ -560,15 +560,29 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 				return
 			}
 		}
+		filter, err := bindFilter(snap.Schema, opts.Filter)
+		if err != nil {
+			yield(nil, fmt.Errorf("dataset %q: %w", datasetID, err))
+			return
+		}
 		fields := make([]arrow.Field, len(idx))
 		for j, i := range idx {
 			fields[j] = snap.Schema.Field(i)
 		}
 		outSchema := arrow.NewSchema(fields, nil)
-		for _, b := range batches {
+		for k, b := range batches {
 			if err := context.Cause(ctx); err != nil {
 				yield(nil, err)
 				return
+			}
+			if len(filter) > 0 {
+				fb, err := filterBatch(ctx, l.mem, b, filter)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				b.Release() // the filtered batch replaces b, released by the deferred loop
+				b, batches[k] = fb, fb
 			}
 			cols := make([]arrow.Array, len(idx))
 			for j, i := range idx {

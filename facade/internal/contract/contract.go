@@ -63,6 +63,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		"ConcurrentAppends":       testConcurrentAppends,
 		"ConcurrentReplaceAppend": testConcurrentReplaceAppend,
 		"Maintain":                testMaintain,
+		"ScanFilter":              testScanFilter,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {
