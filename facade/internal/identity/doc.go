@@ -4,6 +4,8 @@
 // makes under a SchemaPolicy, the row hash behind __row_id and the
 // checksum, and the stamper that converts request batches to the table
 // schema and stamps the identity columns. Package facade re-exports the
-// names users see (the identity column names, the errors, Checksum,
-// SchemaPolicy, SchemaChange); everything else here is not public API.
+// names users see: the identity column names, the sentinel errors, the
+// error types (as aliases); its Checksum, SchemaPolicy and SchemaChange are
+// struct types of the same fields, converted at the boundary. Nothing else
+// here is public API.
 package identity

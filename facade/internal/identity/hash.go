@@ -266,7 +266,8 @@ func (rh *rowHasher) hash(rec arrow.RecordBatch, h []uint64) ([]uint64, error) {
 	return h, nil
 }
 
-// Checksum is an order-independent fingerprint of a set of rows: the row
+// Checksum is an order-independent fingerprint of a set of rows
+// (facade.Checksum has the same fields and converts from it): the row
 // count and two independent 64-bit sums of the row hashes over the business
 // columns (identity columns excluded). Equal multisets of rows give equal
 // checksums whatever the order or batching.

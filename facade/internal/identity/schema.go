@@ -241,7 +241,8 @@ func IcebergCols(s *iceberg.Schema) []TableCol {
 // dataset's SchemaPolicy refuses. Nothing was written.
 var ErrSchemaChange = errors.New("facade: schema change refused")
 
-// SchemaPolicy restricts how a write may change a table's schema. The zero
+// SchemaPolicy restricts how a write may change a table's schema
+// (facade.SchemaPolicy has the same fields and converts to it). The zero
 // value allows every change a write can make: a replace may add, drop,
 // promote, retype and reorder columns (it rewrites every row); an append
 // may add nullable columns (existing rows read NULL) and promote types.
@@ -278,7 +279,8 @@ func (e *SchemaChangeError) Error() string {
 // Is reports whether target is ErrSchemaChange.
 func (e *SchemaChangeError) Is(target error) bool { return target == ErrSchemaChange }
 
-// SchemaChange is what a write changed in the table schema, as recorded
+// SchemaChange is what a write changed in the table schema (facade.SchemaChange
+// has the same fields and converts from it), as recorded
 // under SummarySchemaChange (JSON) and logged. Column names only.
 type SchemaChange struct {
 	// Added columns: new field ids. An append adds them as optional.
