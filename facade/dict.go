@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // dictColumnKey prefixes iceberg-go's per-column dictionary switch
@@ -74,13 +76,13 @@ func dictionaryOff(rec arrow.RecordBatch, tableProps iceberg.Properties) iceberg
 	n := int(rec.NumRows())
 	vals := make([]uint64, n)
 	for i, f := range rec.Schema().Fields() {
-		if isIdentity(f.Name) || !dictCandidate(f.Type) {
+		if identity.IsIdentity(f.Name) || !dictCandidate(f.Type) {
 			continue
 		}
 		if _, ok := tableProps[dictColumnKey+f.Name]; ok {
 			continue
 		}
-		if err := valueHashes(f, rec.Column(i), vals); err != nil {
+		if err := identity.ValueHashes(f, rec.Column(i), vals); err != nil {
 			continue // the stamper reports it
 		}
 		slices.Sort(vals)

@@ -3,9 +3,10 @@ package facade
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/apache/iceberg-go/catalog/rest"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
@@ -15,7 +16,7 @@ var (
 	ErrInvalidDatasetID = errors.New("facade: invalid dataset id")
 	// ErrInvalidRequest: the write request itself is malformed (no schema,
 	// no rows, unknown mode, reserved column names).
-	ErrInvalidRequest = errors.New("facade: invalid write request")
+	ErrInvalidRequest = identity.ErrInvalidRequest
 	// ErrTableNotFound: the dataset has no Iceberg table (yet): it was never
 	// written through the facade, or its table was dropped. Whether the
 	// dataset is registered is the ledger's business
@@ -48,38 +49,18 @@ var (
 )
 
 // SchemaMismatchError reports columns of an append whose names or types do
-// not match the table. Columns lists the offending business columns.
-type SchemaMismatchError struct {
-	Dataset string
-	Columns []string
-	Detail  string
-}
-
-func (e *SchemaMismatchError) Error() string {
-	return fmt.Sprintf("facade: schema of dataset %q does not match the write: columns %s: %s",
-		e.Dataset, strings.Join(e.Columns, ", "), e.Detail)
-}
+// not match the table. Fields: Dataset, Columns (the offending business
+// columns), Detail.
+type SchemaMismatchError = identity.SchemaMismatchError
 
 // UnsupportedTypeError reports a column whose Arrow type has no Iceberg
-// mapping.
-type UnsupportedTypeError struct {
-	Column string
-	Type   string
-}
-
-func (e *UnsupportedTypeError) Error() string {
-	return fmt.Sprintf("facade: column %q: type %s has no Iceberg mapping", e.Column, e.Type)
-}
+// mapping. Fields: Column, Type.
+type UnsupportedTypeError = identity.UnsupportedTypeError
 
 // NullInRequiredError reports a NULL value in a column the table declares
 // required (iceberg-go v0.7.0 would silently store it as a zero value).
-type NullInRequiredError struct {
-	Column string
-}
-
-func (e *NullInRequiredError) Error() string {
-	return fmt.Sprintf("facade: NULL in required column %q", e.Column)
-}
+// Field: Column.
+type NullInRequiredError = identity.NullInRequiredError
 
 // CommitError carries the dataset and the attempt count of a failed commit.
 // It wraps ErrCommitConflict or ErrCommitStateUnknown and the catalog's

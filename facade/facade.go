@@ -21,6 +21,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // Facade is the iceberg-go implementation of Lakehouse. It is safe for
@@ -109,7 +111,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
-	cols, rowIDIdx, createdIdx, err := requestColumns(req.Schema)
+	cols, rowIDIdx, createdIdx, err := identity.RequestColumns(req.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +164,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	}
 	required := map[string]bool{}
 	for _, fld := range stagedTbl.Schema().Fields() {
-		if fld.Required && !isIdentity(fld.Name) {
+		if fld.Required && !identity.IsIdentity(fld.Name) {
 			required[fld.Name] = true
 		}
 	}
@@ -174,7 +176,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	}
 	createdAt := f.s.Now().UTC().Truncate(time.Microsecond)
 	writeID := uuid.New()
-	st := newStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
+	st := identity.NewStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
 		rowBase, createdAt.UnixMicro(), f.s.OrdinalSlots)
 
 	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
@@ -184,8 +186,8 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	}
 	info := StageInfo{
 		DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID.String(), Mode: req.Mode,
-		Rows: st.sum.Rows, BaseSnapshotID: -1, Schema: withPgMetadata(writeSchema, stagedTbl.Schema()),
-		Checksum: st.sum, CreatedAt: createdAt,
+		Rows: st.Checksum().Rows, BaseSnapshotID: -1, Schema: identity.WithPgMetadata(writeSchema, stagedTbl.Schema()),
+		Checksum: Checksum(st.Checksum()), CreatedAt: createdAt,
 	}
 	if snap := tbl.CurrentSnapshot(); snap != nil {
 		info.BaseSnapshotID = snap.SnapshotID
@@ -231,7 +233,7 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 	return p
 }
 
-func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []column) (*table.Table, error) {
+func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (*table.Table, error) {
 	tbl, err := f.cat.LoadTable(ctx, ident)
 	if err == nil {
 		return tbl, nil
@@ -259,7 +261,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	maps.Copy(props, f.s.TableProperties)
 	// the lifecycle policy owns the metadata retention properties
 	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.Now()))
-	sc := newTableSchema(cols)
+	sc := identity.NewTableSchema(cols)
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
 	if p, ok := f.partitioning(datasetID); ok {
 		spec, order, err := layout(sc, p)
@@ -287,9 +289,9 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 }
 
 // prepareSchema evolves the table schema in txn for the write's business
-// columns (as planChange decides, under the dataset's SchemaPolicy), keeps
-// the table's schema.name-mapping.default current, and returns what
-// changed.
+// columns (as identity.PlanChange decides, under the dataset's
+// SchemaPolicy), keeps the table's schema.name-mapping.default current,
+// and returns what changed.
 //
 // A replace keeps a column's field id when its type is promoted the way
 // Iceberg allows (int to long, float to double, decimal precision
@@ -299,18 +301,19 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 // order, before the identity columns, except incompatibly retyped ones,
 // which land after them. An append promotes in place and adds the columns
 // the table lacks as optional columns, before the identity columns.
-func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode WriteMode, cols []column) (SchemaChange, error) {
-	ch, err := planChange(dataset, mode, f.schemaPolicy(dataset), icebergCols(cur), cols)
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode WriteMode, cols []identity.Column) (SchemaChange, error) {
+	plan, err := identity.PlanChange(dataset, mode, identity.SchemaPolicy(f.schemaPolicy(dataset)), identity.IcebergCols(cur), cols)
+	ch := SchemaChange(plan)
 	if err != nil {
 		return ch, err
 	}
-	want := map[string]column{}
+	want := map[string]identity.Column{}
 	for _, c := range cols {
-		want[c.field.Name] = c
+		want[c.Field.Name] = c
 	}
 	if mode == Append {
 		var missing []string
-		for _, id := range identityFields() {
+		for _, id := range identity.IdentityFields() {
 			if _, ok := cur.FindFieldByName(id.Name); !ok {
 				missing = append(missing, id.Name)
 			}
@@ -323,14 +326,14 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 			for _, name := range ch.Promoted {
 				c := want[name]
 				upd.UpdateColumn([]string{name}, table.ColumnUpdate{
-					FieldType: iceberg.Optional[iceberg.Type]{Val: c.typ, Valid: true},
-					Doc:       iceberg.Optional[string]{Val: docFor(c), Valid: true},
+					FieldType: iceberg.Optional[iceberg.Type]{Val: c.Type, Valid: true},
+					Doc:       iceberg.Optional[string]{Val: identity.DocFor(c), Valid: true},
 				})
 			}
 			for _, name := range ch.Added {
 				c := want[name]
 				// optional: the rows already in the table read NULL
-				upd.AddColumn([]string{name}, c.typ, docFor(c), false, nil)
+				upd.AddColumn([]string{name}, c.Type, identity.DocFor(c), false, nil)
 				upd.MoveBefore([]string{name}, []string{ColRowIndex})
 			}
 			if err := upd.Commit(); err != nil {
@@ -350,16 +353,16 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 	var order []string
 	for _, fld := range cur.Fields() {
 		_, ok := want[fld.Name]
-		if isIdentity(fld.Name) || (ok && !readd[fld.Name]) {
+		if identity.IsIdentity(fld.Name) || (ok && !readd[fld.Name]) {
 			order = append(order, fld.Name)
 		}
 	}
 	for _, c := range cols {
-		if _, ok := cur.FindFieldByName(c.field.Name); !ok || readd[c.field.Name] {
-			order = append(order, c.field.Name)
+		if _, ok := cur.FindFieldByName(c.Field.Name); !ok || readd[c.Field.Name] {
+			order = append(order, c.Field.Name)
 		}
 	}
-	for _, id := range identityFields() {
+	for _, id := range identity.IdentityFields() {
 		if _, ok := cur.FindFieldByName(id.Name); !ok {
 			order = append(order, id.Name)
 			identityMissing = true
@@ -367,14 +370,14 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 	}
 	target := make([]string, 0, len(cols)+3)
 	for _, c := range cols {
-		target = append(target, c.field.Name)
+		target = append(target, c.Field.Name)
 	}
 	for _, fld := range cur.Fields() {
-		if isIdentity(fld.Name) {
+		if identity.IsIdentity(fld.Name) {
 			target = append(target, fld.Name)
 		}
 	}
-	for _, id := range identityFields() {
+	for _, id := range identity.IdentityFields() {
 		if _, ok := cur.FindFieldByName(id.Name); !ok {
 			target = append(target, id.Name)
 		}
@@ -394,10 +397,10 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 	for _, name := range ch.Promoted {
 		c := want[name]
 		u := table.ColumnUpdate{
-			FieldType: iceberg.Optional[iceberg.Type]{Val: c.typ, Valid: true},
-			Doc:       iceberg.Optional[string]{Val: docFor(c), Valid: true},
+			FieldType: iceberg.Optional[iceberg.Type]{Val: c.Type, Valid: true},
+			Doc:       iceberg.Optional[string]{Val: identity.DocFor(c), Valid: true},
 		}
-		if fld, _ := cur.FindFieldByName(name); fld.Required && !c.required {
+		if fld, _ := cur.FindFieldByName(name); fld.Required && !c.Required {
 			u.Required = iceberg.Optional[bool]{Val: false, Valid: true}
 		}
 		upd.UpdateColumn([]string{name}, u)
@@ -408,14 +411,14 @@ func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, data
 		changed = true
 	}
 	for _, c := range cols {
-		if _, ok := cur.FindFieldByName(c.field.Name); ok && !readd[c.field.Name] {
+		if _, ok := cur.FindFieldByName(c.Field.Name); ok && !readd[c.Field.Name] {
 			continue
 		}
-		upd.AddColumn([]string{c.field.Name}, c.typ, docFor(c), c.required, nil)
+		upd.AddColumn([]string{c.Field.Name}, c.Type, identity.DocFor(c), c.Required, nil)
 		changed = true
 	}
 	if identityMissing {
-		for _, id := range identityFields() {
+		for _, id := range identity.IdentityFields() {
 			if _, ok := cur.FindFieldByName(id.Name); !ok {
 				upd.AddColumn([]string{id.Name}, id.Type, id.Doc, true, nil)
 			}
@@ -525,7 +528,7 @@ func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 // leaking as an orphan (iceberg-go can leave a complete data file behind
 // when its input fails mid-stream).
 func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema,
-	rows iter.Seq2[arrow.RecordBatch, error], st *stamper, writeID uuid.UUID) ([]iceberg.DataFile, error) {
+	rows iter.Seq2[arrow.RecordBatch, error], st *identity.Stamper, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)
 	// A partitioned table is written by one clustered writer (partition.go).
 	cc, err := newClusterCheck(datasetOf(tbl), tbl)
@@ -591,7 +594,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			if rec.NumRows() == 0 {
 				continue
 			}
-			out, err := st.stamp(rec)
+			out, err := st.Stamp(rec)
 			if err != nil {
 				return err
 			}
@@ -737,7 +740,7 @@ type icebergStaged struct {
 	target  Target
 	ident   table.Identifier
 	req     WriteRequest
-	cols    []column
+	cols    []identity.Column
 	base    *table.Table
 	rowBase int64
 	files   []iceberg.DataFile

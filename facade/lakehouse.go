@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
@@ -28,9 +29,9 @@ const (
 
 // Identity column names stamped on every row.
 const (
-	ColRowIndex  = "__row_index"  // int64: 0..n-1 (replace); after the current max (append)
-	ColRowID     = "__row_id"     // int64: deterministic from dataset id, row content and ordinal among equal rows
-	ColCreatedAt = "__created_at" // timestamp[us, UTC]: the write's commit time (see doc.go)
+	ColRowIndex  = identity.ColRowIndex  // "__row_index", int64: 0..n-1 (replace); after the current max (append)
+	ColRowID     = identity.ColRowID     // "__row_id", int64: deterministic from dataset id, row content and ordinal among equal rows
+	ColCreatedAt = identity.ColCreatedAt // "__created_at", timestamp[us, UTC]: the write's commit time (see doc.go)
 )
 
 // Snapshot summary keys written by lakewrite. Caller metadata is stored

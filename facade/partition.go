@@ -13,6 +13,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // ErrPartitionOrder: the rows of a write to a partitioned table were not
@@ -512,7 +514,7 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 			if _, ok := t.(iceberg.BucketTransform); ok {
 				return nil, bucketOrderError(datasetID, pf.Column)
 			}
-			if !isIdentity(pf.Column) {
+			if !identity.IsIdentity(pf.Column) {
 				keys = append(keys, OrderKey{Column: pf.Column})
 			}
 		}
@@ -521,7 +523,7 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 			if err != nil {
 				return nil, err
 			}
-			if _, ok := t.(iceberg.BucketTransform); !ok && !isIdentity(sf.Column) {
+			if _, ok := t.(iceberg.BucketTransform); !ok && !identity.IsIdentity(sf.Column) {
 				keys = append(keys, OrderKey{Column: sf.Column, Descending: sf.Descending, NullsFirst: sf.NullsFirst})
 			}
 		}
@@ -543,13 +545,13 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 		if _, ok := pf.Transform.(iceberg.BucketTransform); ok {
 			return nil, bucketOrderError(datasetID, name)
 		}
-		if !isIdentity(name) {
+		if !identity.IsIdentity(name) {
 			keys = append(keys, OrderKey{Column: name})
 		}
 	}
 	for _, sf := range order.Fields() {
 		name, ok := sc.FindColumnName(sf.SourceID())
-		if _, bucket := sf.Transform.(iceberg.BucketTransform); !ok || bucket || isIdentity(name) {
+		if _, bucket := sf.Transform.(iceberg.BucketTransform); !ok || bucket || identity.IsIdentity(name) {
 			continue
 		}
 		keys = append(keys, OrderKey{Column: name, Descending: sf.Direction == table.SortDESC, NullsFirst: sf.NullOrder == table.NullsFirst})

@@ -16,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // FindTxn looks for the newest snapshot whose summary carries
@@ -146,26 +148,7 @@ func snapshotSchema(tbl *table.Table, snap *table.Snapshot) *arrow.Schema {
 	if err != nil {
 		return nil
 	}
-	return withPgMetadata(asc, sc)
-}
-
-// withPgMetadata returns sc with field-id metadata dropped and the
-// Postgres type recorded in the Iceberg docs restored as field metadata.
-func withPgMetadata(sc *arrow.Schema, isc *iceberg.Schema) *arrow.Schema {
-	fields := make([]arrow.Field, sc.NumFields())
-	for i, fld := range sc.Fields() {
-		fld.Metadata = arrow.Metadata{}
-		if nf, ok := isc.FindFieldByName(fld.Name); ok && strings.HasPrefix(nf.Doc, docPrefix) {
-			pg := strings.TrimPrefix(nf.Doc, docPrefix)
-			if pg == "json" || pg == "jsonb" {
-				fld.Metadata = arrow.NewMetadata([]string{metaPGType, metaJSON}, []string{pg, "true"})
-			} else {
-				fld.Metadata = arrow.NewMetadata([]string{metaPGType}, []string{pg})
-			}
-		}
-		fields[i] = fld
-	}
-	return arrow.NewSchema(fields, nil)
+	return identity.WithPgMetadata(asc, sc)
 }
 
 // Scan reads a snapshot of the dataset (see Lakehouse.Scan). Batches carry
@@ -195,7 +178,7 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 				return
 			}
 			if outSchema == nil || !sameFields(outSchema, rec.Schema()) {
-				outSchema = withPgMetadata(rec.Schema(), isc)
+				outSchema = identity.WithPgMetadata(rec.Schema(), isc)
 			}
 			out := array.NewRecordBatch(outSchema, rec.Columns(), rec.NumRows())
 			rec.Release()
@@ -236,7 +219,7 @@ func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOption
 		if opts.Columns != nil && !slices.Contains(opts.Columns, fld.Name) {
 			continue
 		}
-		if opts.ExcludeIdentity && isIdentity(fld.Name) {
+		if opts.ExcludeIdentity && identity.IsIdentity(fld.Name) {
 			continue
 		}
 		cols = append(cols, fld.Name)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 
 	"github.com/lakewrite/lakewrite/cursor"
 )
@@ -82,9 +83,9 @@ func TestRowIDsAndChecksumFrozen(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	rec := goldenBatch(mem)
 	defer rec.Release()
-	tsc, _, err := facade.PlanSchema("golden", facade.Replace, facade.SchemaPolicy{}, nil, rec.Schema())
+	tsc, _, err := identity.PlanSchema("golden", facade.Replace, identity.SchemaPolicy{}, nil, rec.Schema())
 	require.NoError(t, err)
-	st, err := facade.NewIdentityStamper(mem, "golden", rec.Schema(), tsc, 0, time.Unix(0, 0))
+	st, err := identity.NewTableStamper(mem, "golden", rec.Schema(), tsc, 0, time.Unix(0, 0))
 	require.NoError(t, err)
 	out, err := st.Stamp(rec)
 	require.NoError(t, err)

@@ -2,236 +2,12 @@ package facade
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
 
-	"github.com/lakewrite/lakewrite/internal/vocab"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
-
-// The Arrow field metadata keys the facade reads are the cursor's
-// (cursor.MetaPGType, cursor.MetaJSON), defined once in package vocab.
-const (
-	metaPGType = vocab.MetaPGType
-	metaJSON   = vocab.MetaJSON
-)
-
-// docPrefix marks the Postgres type in an Iceberg field's doc, so the type
-// survives the round trip through the table and comes back as metadata.
-const docPrefix = "lakewrite.pg_type="
-
-func pgTypeOf(f arrow.Field) string {
-	if v, ok := f.Metadata.GetValue(metaPGType); ok {
-		return v
-	}
-	return ""
-}
-
-// isUUIDField reports whether f holds UUIDs (extension type, or fixed[16] /
-// string tagged pg_type=uuid).
-func isUUIDField(f arrow.Field) bool {
-	if _, ok := f.Type.(*extensions.UUIDType); ok {
-		return true
-	}
-	if pgTypeOf(f) != "uuid" {
-		return false
-	}
-	switch t := f.Type.(type) {
-	case *arrow.FixedSizeBinaryType:
-		return t.ByteWidth == 16
-	case *arrow.StringType:
-		return true
-	}
-	return false
-}
-
-// icebergType maps an Arrow field to an Iceberg type. nextID assigns ids to
-// nested fields (list elements).
-func icebergType(f arrow.Field, nextID func() int) (iceberg.Type, error) {
-	unsupported := &UnsupportedTypeError{Column: f.Name, Type: f.Type.String()}
-	if isUUIDField(f) {
-		return iceberg.PrimitiveTypes.UUID, nil
-	}
-	switch t := f.Type.(type) {
-	case *arrow.BooleanType:
-		return iceberg.PrimitiveTypes.Bool, nil
-	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Uint8Type, *arrow.Uint16Type:
-		return iceberg.PrimitiveTypes.Int32, nil
-	case *arrow.Int64Type, *arrow.Uint32Type:
-		return iceberg.PrimitiveTypes.Int64, nil
-	case *arrow.Float32Type:
-		return iceberg.PrimitiveTypes.Float32, nil
-	case *arrow.Float64Type:
-		return iceberg.PrimitiveTypes.Float64, nil
-	case *arrow.Decimal128Type:
-		if t.Precision < 1 || t.Precision > 38 || t.Scale < 0 || t.Scale > t.Precision {
-			return nil, unsupported
-		}
-		return iceberg.DecimalTypeOf(int(t.Precision), int(t.Scale)), nil
-	case *arrow.StringType:
-		return iceberg.PrimitiveTypes.String, nil
-	case *arrow.BinaryType:
-		return iceberg.PrimitiveTypes.Binary, nil
-	case *arrow.FixedSizeBinaryType:
-		return iceberg.FixedTypeOf(t.ByteWidth), nil
-	case *arrow.Date32Type:
-		return iceberg.PrimitiveTypes.Date, nil
-	case *arrow.TimestampType:
-		if t.Unit != arrow.Microsecond {
-			return nil, unsupported
-		}
-		if t.TimeZone == "" {
-			return iceberg.PrimitiveTypes.Timestamp, nil
-		}
-		// Arrow stores UTC instants whatever the zone label.
-		return iceberg.PrimitiveTypes.TimestampTz, nil
-	case *arrow.Time64Type:
-		if t.Unit != arrow.Microsecond {
-			return nil, unsupported
-		}
-		return iceberg.PrimitiveTypes.Time, nil
-	case *arrow.ListType:
-		elem := t.ElemField()
-		elem.Name = f.Name + ".element"
-		et, err := icebergType(elem, nextID)
-		if err != nil {
-			var ut *UnsupportedTypeError
-			if ok := asUnsupported(err, &ut); ok {
-				return nil, &UnsupportedTypeError{Column: f.Name, Type: f.Type.String()}
-			}
-			return nil, err
-		}
-		return &iceberg.ListType{ElementID: nextID(), Element: et, ElementRequired: false}, nil
-	}
-	return nil, unsupported
-}
-
-func asUnsupported(err error, target **UnsupportedTypeError) bool {
-	ut, ok := err.(*UnsupportedTypeError)
-	if ok {
-		*target = ut
-	}
-	return ok
-}
-
-// column is one business column of a write.
-type column struct {
-	field    arrow.Field
-	typ      iceberg.Type
-	required bool // Arrow field declared non-nullable
-	pgType   string
-}
-
-// requestColumns splits a request schema into business columns (mapped to
-// Iceberg types) and the indices of the optional identity-preserving
-// columns (-1 when absent).
-func requestColumns(sc *arrow.Schema) (cols []column, rowIDIdx, createdIdx int, err error) {
-	rowIDIdx, createdIdx = -1, -1
-	seen := map[string]bool{}
-	id := 0
-	nextID := func() int { id++; return id }
-	for i, f := range sc.Fields() {
-		if f.Name == "" {
-			return nil, 0, 0, fmt.Errorf("%w: column %d has no name", ErrInvalidRequest, i)
-		}
-		if seen[f.Name] {
-			return nil, 0, 0, fmt.Errorf("%w: duplicate column %q", ErrInvalidRequest, f.Name)
-		}
-		seen[f.Name] = true
-		switch f.Name {
-		case ColRowIndex:
-			return nil, 0, 0, fmt.Errorf("%w: column %s is stamped by the facade and cannot be supplied", ErrInvalidRequest, ColRowIndex)
-		case ColRowID:
-			if f.Type.ID() != arrow.INT64 {
-				return nil, 0, 0, fmt.Errorf("%w: preserved %s must be int64, got %s", ErrInvalidRequest, ColRowID, f.Type)
-			}
-			rowIDIdx = i
-			continue
-		case ColCreatedAt:
-			if ts, ok := f.Type.(*arrow.TimestampType); !ok || ts.Unit != arrow.Microsecond || ts.TimeZone == "" {
-				return nil, 0, 0, fmt.Errorf("%w: preserved %s must be timestamp[us, UTC], got %s", ErrInvalidRequest, ColCreatedAt, f.Type)
-			}
-			createdIdx = i
-			continue
-		}
-		t, err := icebergType(f, nextID)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		cols = append(cols, column{field: f, typ: t, required: !f.Nullable, pgType: pgTypeOf(f)})
-	}
-	return cols, rowIDIdx, createdIdx, nil
-}
-
-func identityFields() []iceberg.NestedField {
-	return []iceberg.NestedField{
-		{Name: ColRowIndex, Type: iceberg.PrimitiveTypes.Int64, Required: true, Doc: "lakewrite identity: output ordinal"},
-		{Name: ColRowID, Type: iceberg.PrimitiveTypes.Int64, Required: true, Doc: "lakewrite identity: deterministic row id"},
-		{Name: ColCreatedAt, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true, Doc: "lakewrite identity: commit time"},
-	}
-}
-
-func isIdentity(name string) bool {
-	return name == ColRowIndex || name == ColRowID || name == ColCreatedAt
-}
-
-func docFor(c column) string {
-	if c.pgType == "" {
-		return ""
-	}
-	return docPrefix + c.pgType
-}
-
-// newTableSchema builds the Iceberg schema of a new table: business
-// columns then identity columns, with fresh ids.
-func newTableSchema(cols []column) *iceberg.Schema {
-	id := 0
-	nextID := func() int { id++; return id }
-	fields := make([]iceberg.NestedField, 0, len(cols)+3)
-	for _, c := range cols {
-		fields = append(fields, iceberg.NestedField{ID: nextID(), Name: c.field.Name, Required: c.required, Doc: docFor(c)})
-	}
-	for _, f := range identityFields() {
-		f.ID = nextID()
-		fields = append(fields, f)
-	}
-	// Nested ids come after the top-level ones.
-	for i, c := range cols {
-		t, _ := icebergType(c.field, nextID)
-		fields[i].Type = t
-	}
-	return iceberg.NewSchema(0, fields...)
-}
-
-// sameType compares Iceberg types ignoring nested field ids.
-func sameType(a, b iceberg.Type) bool {
-	la, okA := a.(*iceberg.ListType)
-	lb, okB := b.(*iceberg.ListType)
-	if okA || okB {
-		return okA && okB && sameType(la.Element, lb.Element)
-	}
-	return a.Equals(b)
-}
-
-// tableCol is one column of the current table schema.
-type tableCol struct {
-	name     string
-	typ      iceberg.Type
-	required bool
-}
-
-func icebergCols(s *iceberg.Schema) []tableCol {
-	out := make([]tableCol, 0, len(s.Fields()))
-	for _, f := range s.Fields() {
-		out = append(out, tableCol{name: f.Name, typ: f.Type, required: f.Required})
-	}
-	return out
-}
 
 // SummarySchemaChange is the snapshot summary key recording the schema
 // change a write made: SchemaChange as JSON. Absent when the write left the
@@ -240,7 +16,7 @@ const SummarySchemaChange = "lakewrite.schema-change"
 
 // ErrSchemaChange: a write would change the table schema in a way the
 // dataset's SchemaPolicy refuses. Nothing was written.
-var ErrSchemaChange = errors.New("facade: schema change refused")
+var ErrSchemaChange = identity.ErrSchemaChange
 
 // SchemaPolicy restricts how a write may change a table's schema. The zero
 // value allows every change a write can make: a replace may add, drop,
@@ -264,20 +40,10 @@ type SchemaPolicy struct {
 }
 
 // SchemaChangeError reports the columns a replace would drop or retype
-// against the dataset's SchemaPolicy. It matches ErrSchemaChange.
-type SchemaChangeError struct {
-	Dataset string
-	Dropped []string // columns the write leaves out (RefuseDrops)
-	Retyped []string // columns with an incompatible new type (RefuseIncompatible)
-	Detail  string
-}
-
-func (e *SchemaChangeError) Error() string {
-	return fmt.Sprintf("%v: dataset %q: %s", ErrSchemaChange, e.Dataset, e.Detail)
-}
-
-// Is reports whether target is ErrSchemaChange.
-func (e *SchemaChangeError) Is(target error) bool { return target == ErrSchemaChange }
+// against the dataset's SchemaPolicy. It matches ErrSchemaChange. Fields:
+// Dataset, Dropped (columns the write leaves out, RefuseDrops), Retyped
+// (columns with an incompatible new type, RefuseIncompatible), Detail.
+type SchemaChangeError = identity.SchemaChangeError
 
 // SchemaChange is what a write changed in the table schema, as recorded
 // under SummarySchemaChange (JSON) and logged. Column names only.
@@ -300,146 +66,10 @@ type SchemaChange struct {
 }
 
 // Empty reports whether the write left the schema as it was.
-func (c SchemaChange) Empty() bool {
-	return len(c.Added)+len(c.Dropped)+len(c.Promoted)+len(c.Retyped)+len(c.Relaxed) == 0 && !c.Reordered
-}
+func (c SchemaChange) Empty() bool { return identity.SchemaChange(c).Empty() }
 
 // String is the JSON recorded under SummarySchemaChange.
-func (c SchemaChange) String() string {
-	b, _ := json.Marshal(c)
-	return string(b)
-}
-
-// promotable reports whether Iceberg allows promoting from to to in place
-// (same field id): int to long, float to double, decimal(P,S) to
-// decimal(P2,S) with P2 > P.
-func promotable(from, to iceberg.Type) bool {
-	switch f := from.(type) {
-	case iceberg.Int32Type:
-		_, ok := to.(iceberg.Int64Type)
-		return ok
-	case iceberg.Float32Type:
-		_, ok := to.(iceberg.Float64Type)
-		return ok
-	case iceberg.DecimalType:
-		t, ok := to.(iceberg.DecimalType)
-		return ok && t.Scale() == f.Scale() && t.Precision() > f.Precision()
-	}
-	return false
-}
-
-// planChange classifies how a write of cols changes the table whose
-// columns are cur (identity columns ignored) and applies the policy: the
-// one place both backends decide what a write may do to a schema.
-//
-// An append adds the columns the table lacks (optional), promotes the ones
-// whose type Iceberg can widen to the write's, and writes a narrower type
-// that widens to the table's as the table's type; any other type, or a
-// required table column the write leaves out, is a *SchemaMismatchError.
-func planChange(dataset string, mode WriteMode, p SchemaPolicy, cur []tableCol, cols []column) (SchemaChange, error) {
-	var ch SchemaChange
-	have := map[string]tableCol{}
-	for _, f := range cur {
-		if !isIdentity(f.name) {
-			have[f.name] = f
-		}
-	}
-	want := map[string]column{}
-	for _, c := range cols {
-		want[c.field.Name] = c
-	}
-	if mode == Append {
-		var bad, details []string
-		for _, c := range cols {
-			name := c.field.Name
-			f, ok := have[name]
-			switch {
-			case !ok && p.RefuseAppendAdds:
-				bad = append(bad, name)
-				details = append(details, name+": not in table (SchemaPolicy.RefuseAppendAdds)")
-			case !ok:
-				ch.Added = append(ch.Added, name)
-			case sameType(f.typ, c.typ), promotable(c.typ, f.typ):
-				// written as the table's type
-			case promotable(f.typ, c.typ):
-				ch.Promoted = append(ch.Promoted, name)
-			default:
-				bad = append(bad, name)
-				details = append(details, fmt.Sprintf("%s: table %s, write %s", name, f.typ, c.typ))
-			}
-		}
-		for _, f := range cur {
-			if _, ok := want[f.name]; !ok && f.required && !isIdentity(f.name) {
-				bad = append(bad, f.name)
-				details = append(details, f.name+": required in table, missing in write")
-			}
-		}
-		if len(bad) > 0 {
-			slices.Sort(bad)
-			slices.Sort(details)
-			return SchemaChange{}, &SchemaMismatchError{Dataset: dataset, Columns: bad, Detail: strings.Join(details, "; ")}
-		}
-		return ch, nil
-	}
-	for _, f := range cur {
-		if isIdentity(f.name) {
-			continue
-		}
-		c, ok := want[f.name]
-		switch {
-		case !ok:
-			ch.Dropped = append(ch.Dropped, f.name)
-		case sameType(f.typ, c.typ):
-			if f.required && !c.required {
-				ch.Relaxed = append(ch.Relaxed, f.name)
-			}
-		case promotable(f.typ, c.typ):
-			ch.Promoted = append(ch.Promoted, f.name)
-		default:
-			ch.Retyped = append(ch.Retyped, f.name)
-		}
-	}
-	var keptOld, keptNew []string
-	for _, f := range cur {
-		if _, ok := want[f.name]; ok && !slices.Contains(ch.Retyped, f.name) {
-			keptOld = append(keptOld, f.name)
-		}
-	}
-	for _, c := range cols {
-		if _, ok := have[c.field.Name]; !ok {
-			ch.Added = append(ch.Added, c.field.Name)
-		} else if !slices.Contains(ch.Retyped, c.field.Name) {
-			keptNew = append(keptNew, c.field.Name)
-		}
-	}
-	// Reordered: the columns the write keeps (same field id) change their
-	// relative order.
-	ch.Reordered = !slices.Equal(keptOld, keptNew)
-	if err := checkPolicy(dataset, p, ch); err != nil {
-		return SchemaChange{}, err
-	}
-	return ch, nil
-}
-
-// checkPolicy refuses a replace's change when the policy says so.
-func checkPolicy(dataset string, p SchemaPolicy, c SchemaChange) error {
-	e := &SchemaChangeError{Dataset: dataset}
-	var details []string
-	if p.RefuseDrops && len(c.Dropped) > 0 {
-		e.Dropped = c.Dropped
-		details = append(details, "drops columns "+strings.Join(c.Dropped, ", ")+" (SchemaPolicy.RefuseDrops)")
-	}
-	if p.RefuseIncompatible && len(c.Retyped) > 0 {
-		e.Retyped = c.Retyped
-		details = append(details, "changes the type of columns "+strings.Join(c.Retyped, ", ")+
-			" incompatibly (SchemaPolicy.RefuseIncompatible)")
-	}
-	if len(details) == 0 {
-		return nil
-	}
-	e.Detail = "the write " + strings.Join(details, "; ")
-	return e
-}
+func (c SchemaChange) String() string { return identity.SchemaChange(c).String() }
 
 // nameMappingJSON is the schema.name-mapping.default value of s.
 func nameMappingJSON(s *iceberg.Schema) (string, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // Config configures the double; the zero value is usable.
@@ -219,12 +220,12 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 			pol = p
 		}
 	}
-	sc, change, err := facade.PlanSchema(target.DatasetID, req.Mode, pol, cur, req.Schema)
+	sc, plan, err := identity.PlanSchema(target.DatasetID, req.Mode, identity.SchemaPolicy(pol), cur, req.Schema)
 	if err != nil {
 		return nil, err
 	}
 	createdAt := l.now().UTC().Truncate(time.Microsecond)
-	st, err := facade.NewIdentityStamper(l.mem, target.DatasetID, req.Schema, sc, base, createdAt)
+	st, err := identity.NewTableStamper(l.mem, target.DatasetID, req.Schema, sc, base, createdAt)
 	if err != nil {
 		return nil, err
 	}
@@ -261,13 +262,13 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 		release()
 		return nil, err
 	}
-	sum := st.Checksum()
+	sum := facade.Checksum(st.Checksum())
 	files := []facade.DataFile{}
 	if sum.Rows > 0 {
 		files = append(files, facade.DataFile{Path: "mem://" + target.DatasetID + "/" + writeID, Rows: sum.Rows})
 	}
 	return &staged{l: l, target: target, req: req, batches: out, fault: fault, base: base, next: st.Next(), schema: sc,
-		from: cur, change: change,
+		from: cur, change: facade.SchemaChange(plan),
 		info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID, Mode: req.Mode,
 			Rows: sum.Rows, BaseSnapshotID: baseSnap, DataFiles: files, Schema: sc, Checksum: sum, CreatedAt: createdAt}}, nil
 }

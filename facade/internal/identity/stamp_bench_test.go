@@ -1,4 +1,4 @@
-package facade
+package identity
 
 import (
 	"fmt"
@@ -45,12 +45,12 @@ func BenchmarkStamp(b *testing.B) {
 	}
 	rec := rb.NewRecordBatch()
 	defer rec.Release()
-	st := newStamper(mem, "bench", in, out, nil, -1, -1, 0, 1_700_000_000_000_000, 0)
+	st := NewStamper(mem, "bench", in, out, nil, -1, -1, 0, 1_700_000_000_000_000, 0)
 	b.SetBytes(n) // MB/s reads as million rows per second
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		o, err := st.stamp(rec)
+		o, err := st.Stamp(rec)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package facade
+package identity
 
 import (
 	"encoding/binary"
@@ -71,7 +71,7 @@ const (
 // hashColumn folds the values of arr into h (len(h) == arr.Len()), using
 // vals (same length) as scratch.
 func hashColumn(f arrow.Field, colSeed uint64, arr arrow.Array, h, vals []uint64) error {
-	if err := valueHashes(f, arr, vals); err != nil {
+	if err := ValueHashes(f, arr, vals); err != nil {
 		return err
 	}
 	vals = vals[:len(h)]
@@ -81,8 +81,8 @@ func hashColumn(f arrow.Field, colSeed uint64, arr arrow.Array, h, vals []uint64
 	return nil
 }
 
-// valueHashes writes one hash per value of arr into out.
-func valueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
+// ValueHashes writes one hash per value of arr into out.
+func ValueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
 	if ext, ok := arr.(array.ExtensionArray); ok {
 		if _, isUUID := arr.DataType().(*extensions.UUIDType); isUUID {
 			return fixedHashes(ext.Storage().(*array.FixedSizeBinary), tagUUID, out)
@@ -172,7 +172,7 @@ func valueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
 		ef.Name = f.Name
 		ef.Metadata = f.Metadata // element inherits the column's pg tags (uuid[])
 		ch := make([]uint64, child.Len())
-		if err := valueHashes(ef, child, ch); err != nil {
+		if err := ValueHashes(ef, child, ch); err != nil {
 			return err
 		}
 		for i := range out {
@@ -237,7 +237,7 @@ type rowHasher struct {
 func newRowHasher(sc *arrow.Schema) *rowHasher {
 	var order []int
 	for i, f := range sc.Fields() {
-		if !isIdentity(f.Name) {
+		if !IsIdentity(f.Name) {
 			order = append(order, i)
 		}
 	}
@@ -266,7 +266,8 @@ func (rh *rowHasher) hash(rec arrow.RecordBatch, h []uint64) ([]uint64, error) {
 	return h, nil
 }
 
-// Checksum is an order-independent fingerprint of a set of rows: the row
+// Checksum is an order-independent fingerprint of a set of rows
+// (facade.Checksum has the same fields and converts from it): the row
 // count and two independent 64-bit sums of the row hashes over the business
 // columns (identity columns excluded). Equal multisets of rows give equal
 // checksums whatever the order or batching.
@@ -292,7 +293,7 @@ func (c Checksum) String() string {
 // ChecksumBatches computes the checksum of a stream of batches (for
 // example rows read from Postgres by the cursor package). Batches are
 // borrowed, never released. Identity columns present in the batches are
-// ignored, so the result compares with (*Facade).Checksum.
+// ignored. facade.ChecksumBatches is this function.
 func ChecksumBatches(batches iter.Seq2[arrow.RecordBatch, error]) (Checksum, error) {
 	var (
 		c  Checksum

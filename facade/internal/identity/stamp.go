@@ -1,4 +1,4 @@
-package facade
+package identity
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ const DefaultOrdinalSlots = 1 << 20
 // used before it allocates the ordinal table (same ordinals either way).
 const sparseRows = 16 << 10
 
-// stamper turns request batches into table batches: business columns
+// Stamper turns request batches into table batches: business columns
 // converted to the table's Arrow types, identity columns stamped, required
 // columns checked, the checksum of the business columns accumulated.
 //
@@ -28,7 +28,7 @@ const sparseRows = 16 << 10
 // input; an unrelated row colliding into an earlier slot shifts a row's
 // ordinal, so ids are not guaranteed stable across different inputs (use
 // identity preservation for that).
-type stamper struct {
+type Stamper struct {
 	mem       memory.Allocator
 	out       *arrow.Schema
 	in        *arrow.Schema
@@ -52,8 +52,13 @@ type stamper struct {
 	sum    Checksum
 }
 
-func newStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, requiredNames map[string]bool,
-	rowIDIdx, createdIdx int, base int64, createdAtMicros int64, slots int) *stamper {
+// NewStamper stamps batches of in into out: requiredNames are the
+// business columns of out that must not hold NULL, rowIDIdx and createdIdx
+// the request's preserved identity columns (-1 when absent), base the
+// __row_index of the first row, slots the ordinal table size (0 =
+// DefaultOrdinalSlots).
+func NewStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, requiredNames map[string]bool,
+	rowIDIdx, createdIdx int, base int64, createdAtMicros int64, slots int) *Stamper {
 	if slots <= 0 {
 		slots = DefaultOrdinalSlots
 	}
@@ -62,7 +67,7 @@ func newStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, r
 	for p < slots {
 		p <<= 1
 	}
-	s := &stamper{
+	s := &Stamper{
 		mem: mem, out: out, in: in, hasher: newRowHasher(in),
 		// The append's starting index is part of the seed: equal rows
 		// appended by two writes get different ids; a replace starts at 0.
@@ -96,8 +101,10 @@ func newStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, r
 	return s
 }
 
-// stamp returns a new batch (owned by the caller) for rec (borrowed).
-func (s *stamper) stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+// Stamp returns a new batch (owned by the caller) for rec (borrowed).
+// Typed errors: *NullInRequiredError, *UnsupportedTypeError,
+// ErrInvalidRequest.
+func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	if !rec.Schema().Equal(s.in) {
 		return nil, fmt.Errorf("%w: batch schema %s differs from the request schema %s", ErrInvalidRequest, rec.Schema(), s.in)
 	}
@@ -192,6 +199,12 @@ func (s *stamper) stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	s.next += int64(n)
 	return array.NewRecordBatch(s.out, cols, int64(n)), nil
 }
+
+// Checksum of the business columns of the rows stamped so far.
+func (s *Stamper) Checksum() Checksum { return s.sum }
+
+// Next is the __row_index the next stamped row gets.
+func (s *Stamper) Next() int64 { return s.next }
 
 // int64Array builds a non-null 8-byte fixed-width array of type t.
 func int64Array(mem memory.Allocator, t arrow.DataType, n int, fill func([]int64)) arrow.Array {

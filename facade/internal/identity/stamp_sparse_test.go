@@ -1,4 +1,4 @@
-package facade
+package identity
 
 import (
 	"testing"
@@ -42,13 +42,13 @@ func TestStampSparseOrdinals(t *testing.T) {
 		}
 	}()
 	ids := func(dense bool) []int64 {
-		st := newStamper(mem, "ds", in, out, nil, -1, -1, 0, 0, 0)
+		st := NewStamper(mem, "ds", in, out, nil, -1, -1, 0, 0, 0)
 		if dense {
 			st.counts = make([]uint32, st.slots)
 		}
 		var got []int64
 		for _, r := range recs {
-			o, err := st.stamp(r)
+			o, err := st.Stamp(r)
 			require.NoError(t, err)
 			got = append(got, o.Column(2).(*array.Int64).Int64Values()...)
 			o.Release()
