@@ -184,12 +184,18 @@
 //     (ErrCatalogAuth) with nothing committed.
 //
 // S3Properties configures S3-compatible storage (S3, R2, MinIO: endpoint,
-// region, path style) for any of them, with an s3:// warehouse. With a
-// catalog that commits several tables atomically (SupportsAtomicCommit:
+// region, path style, credentials) for any of them, with an s3://
+// warehouse; the program registers the s3 scheme by importing iceberg-go's
+// gocloud IO (import _ "github.com/apache/iceberg-go/io/gocloud/s3"). With
+// a catalog that commits several tables atomically (SupportsAtomicCommit:
 // REST, PostgresCatalog), CommitAll commits the staged writes of several
 // datasets, e.g. a split pair, in one transaction. Config.Naming maps
 // dataset ids to table identifiers (default: namespace "lakewrite", table =
-// id, ids limited to [A-Za-z0-9_-]).
+// id, ids limited to [A-Za-z0-9_-]). The REST path is tested through
+// iceberg-go's REST client against a server written from the Iceberg REST
+// specification, on a local warehouse and an S3-compatible fake; not
+// exercised: a real REST service, vended storage credentials, SigV4, and
+// real S3 or R2.
 //
 // # Memory and ownership
 //
