@@ -29,7 +29,8 @@ type OpenConfig struct {
 	// discard.
 	Logger *slog.Logger
 
-	// Ledger configures the ledger (schema, timeouts, expectations).
+	// Ledger configures the ledger (schema, timeouts, expectations). The
+	// writer flags live in the same schema.
 	Ledger *ledger.Config
 	// Resolver configures the flag resolution (cache TTL and size).
 	Resolver *sink.ResolverConfig
