@@ -66,7 +66,11 @@
 // # Where to start
 //
 //   - go run ./examples/quickstart: the main job on the embedded default.
-//   - writestrategy.ExampleDispatcher: the wiring a pipeline service does.
+//   - writestrategy.Open (ExampleOpen): the common wiring in one call, all
+//     on one pool; writestrategy.ExampleDispatcher: the same wiring
+//     constructor by constructor, for a service with its own catalog.
+//   - facade's Example: Arrow batches written as Iceberg snapshots and read
+//     back, without the rest.
 //   - examples/manualtable: an HTTP upload handler writing natively.
 //   - examples/canary: the operator runbook (check, set, deploy, verify, revert).
 //   - facade/facadetest and ledger/ledgertest: doubles and assertions for

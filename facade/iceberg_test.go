@@ -24,7 +24,8 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain gives the Examples a database in DATABASE_URL.
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
 
 // faultCatalog wraps a real catalog and fails CommitTable on demand.
 type faultCatalog struct {

@@ -720,8 +720,8 @@ func (b *bench) plainParquet(ctx context.Context) (int64, int64, error) {
 	return n, out.n.Load(), nil
 }
 
-// naiveIceberg is iceberg-go on its own, as the dependency notes' probe
-// used it: the cursor's RecordReader into Transaction.Append of a fresh
+// naiveIceberg is iceberg-go on its own, as a first try would use it:
+// the cursor's RecordReader into Transaction.Append of a fresh
 // table with iceberg-go's default table properties (zstd at its default
 // level, dictionaries tried on every column, a 64-batch queue) and no
 // stamping, ledger or bound on memory. A reference point, not a target.

@@ -3,7 +3,7 @@
 // control-plane schema migrated, the Iceberg catalog in the same database
 // on the same pool (facade.PostgresCatalog, so a write's snapshots and its
 // ledger commit land in one transaction) with a local warehouse directory,
-// and a write dispatcher.
+// and a write dispatcher: writestrategy.Open on a pool of its own.
 package embedded
 
 import (
@@ -107,36 +107,18 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := e.Pool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
 	}
-	if _, err := ledger.Migrate(ctx, e.Pool, ""); err != nil {
-		return nil, err
-	}
-	if e.Ledger, err = ledger.New(e.Pool, &ledger.Config{Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	if e.Flags, err = sink.NewFlags(e.Pool, nil); err != nil {
-		return nil, err
-	}
-	if e.Resolver, err = sink.NewResolver(e.Flags, &sink.ResolverConfig{Logger: o.Logger}); err != nil {
-		return nil, err
-	}
-	if e.Catalog, err = facade.NewPostgresCatalog(ctx, e.Pool, facade.PostgresCatalogConfig{Warehouse: e.Warehouse}); err != nil {
-		return nil, err
-	}
-	fc := o.Facade
-	if fc == nil {
-		fc = &facade.Config{}
-	}
-	if fc.Logger == nil {
-		fc.Logger = o.Logger
-	}
-	if e.Facade, err = facade.New(e.Catalog, fc); err != nil {
-		return nil, err
-	}
-	e.Dispatcher, err = writestrategy.NewDispatcher(e.Pool, &writestrategy.DispatchConfig{
-		Ledger: e.Ledger, Resolver: e.Resolver, Lakehouse: e.Facade, Workspace: "embedded", Logger: o.Logger})
+	st, err := writestrategy.Open(ctx, e.Pool, &writestrategy.OpenConfig{
+		Warehouse: e.Warehouse,
+		Migrate:   true,
+		Logger:    o.Logger,
+		Facade:    o.Facade,
+		Dispatch:  &writestrategy.DispatchConfig{Workspace: "embedded"},
+	})
 	if err != nil {
 		return nil, err
 	}
+	e.Ledger, e.Flags, e.Resolver = st.Ledger, st.Flags, st.Resolver
+	e.Catalog, e.Facade, e.Dispatcher = st.Catalog, st.Facade, st.Dispatcher
 	return e, nil
 }
 
