@@ -123,6 +123,10 @@ func datasetsOf(ws []*icebergStaged) string {
 func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog, ws []*icebergStaged) ([]CommitResult, error) {
 	tbls := make([]*table.Table, len(ws))
 	for i, s := range ws {
+		if err := f.createPending(ctx, s); err != nil {
+			f.deleteAll(ws)
+			return nil, err
+		}
 		tbls[i] = s.base
 	}
 	// replayed[i]: the append's txn id landed meanwhile; its result.
