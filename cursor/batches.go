@@ -77,8 +77,20 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 		return nil, nil, err
 	}
 	conn := s.conn
+	if s.callerTx != nil {
+		defer s.release(ctx, false) // the caller's connection: nothing to give back
+		conn = s.callerTx.Conn()
+		if sql, _, err = rewrite(ctx, conn, sql, args); err != nil {
+			return nil, nil, err
+		}
+		sd, err := prepareInSavepoint(ctx, conn.PgConn(), sql)
+		if err != nil {
+			return nil, nil, &QueryError{Op: "describe", Err: err}
+		}
+		return lookupFields(ctx, conn, sd)
+	}
 	var tx pgx.Tx
-	if s.callerTx != nil || s.beginner != nil {
+	if s.beginner != nil {
 		if tx, err = s.begin(ctx, pgx.TxOptions{}); err != nil {
 			s.release(ctx, false)
 			return nil, nil, &QueryError{Op: "describe", Err: err}
@@ -107,6 +119,11 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 	if err != nil {
 		return nil, nil, &QueryError{Op: "describe", Err: err}
 	}
+	return lookupFields(ctx, conn, sd)
+}
+
+// lookupFields loads the pg_type rows of the result columns of sd.
+func lookupFields(ctx context.Context, conn *pgx.Conn, sd *pgconn.StatementDescription) ([]pgconn.FieldDescription, map[uint32]*pgType, error) {
 	oids := make([]uint32, len(sd.Fields))
 	for i, f := range sd.Fields {
 		oids[i] = f.DataTypeOID
@@ -116,6 +133,67 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 		return nil, nil, &QueryError{Op: "describe", Err: err}
 	}
 	return sd.Fields, types, nil
+}
+
+// describeSavepoint is the savepoint prepareInSavepoint takes.
+const describeSavepoint = "lakewrite_cursor_describe"
+
+// prepareInSavepoint prepares sql as the unnamed statement inside a
+// savepoint of the transaction conn is in, so that a bad query does not
+// abort that transaction: savepoint, prepare and release go in one round
+// trip; a failed prepare costs a second one (rollback to the savepoint).
+func prepareInSavepoint(ctx context.Context, conn *pgconn.PgConn, sql string) (*pgconn.StatementDescription, error) {
+	p := conn.StartPipeline(ctx)
+	p.SendQueryParams(`SAVEPOINT `+describeSavepoint, nil, nil, nil, nil)
+	p.SendPrepare("", sql, nil)
+	p.SendQueryParams(`RELEASE SAVEPOINT `+describeSavepoint, nil, nil, nil, nil)
+	if err := p.Sync(); err != nil {
+		return nil, errors.Join(err, p.Close())
+	}
+	var sd *pgconn.StatementDescription
+	var first error
+	for done := false; !done; {
+		res, err := p.GetResults()
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) {
+				break
+			}
+			continue
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			if _, err := r.Close(); err != nil && first == nil {
+				first = err
+			}
+		case *pgconn.StatementDescription:
+			sd = r
+		case *pgconn.PipelineSync, nil:
+			done = true
+		}
+	}
+	if err := p.Close(); err != nil && first == nil {
+		first = err
+	}
+	if first == nil && sd == nil {
+		first = errors.New("no statement description")
+	}
+	if first == nil {
+		return sd, nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(first, &pgErr) && !conn.IsClosed() {
+		// The transaction is aborted inside the savepoint: back to it.
+		cctx, cancel := cleanupContext(ctx, DefaultCleanupTimeout)
+		defer cancel()
+		if err := conn.Exec(cctx, `ROLLBACK TO SAVEPOINT `+describeSavepoint+`; RELEASE SAVEPOINT `+describeSavepoint).Close(); err != nil {
+			return nil, errors.Join(first, err)
+		}
+	}
+	return nil, first
 }
 
 // Schema is the Arrow schema of every batch: one nullable field per result

@@ -71,7 +71,8 @@ type column struct {
 }
 
 // lookupTypes loads the pg_type rows for oids, following domains and array
-// elements, in as few round trips as the nesting needs.
+// elements, in as few round trips as the nesting needs: none when every
+// type is one of builtinTypes.
 func lookupTypes(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, oids []uint32) (map[uint32]*pgType, error) {
@@ -80,9 +81,17 @@ func lookupTypes(ctx context.Context, q interface {
 	for len(want) > 0 {
 		ids := make([]int64, 0, len(want))
 		for _, o := range want {
-			if _, ok := types[o]; !ok && o != 0 {
-				ids = append(ids, int64(o))
+			if _, ok := types[o]; ok || o == 0 {
+				continue
 			}
+			if t, ok := builtinTypes[o]; ok {
+				types[o] = t
+				if e := builtinTypes[t.elem]; e != nil && t.category == 'A' {
+					types[e.oid] = e // the element of a built-in array is built in
+				}
+				continue
+			}
+			ids = append(ids, int64(o))
 		}
 		if len(ids) == 0 {
 			break

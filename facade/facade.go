@@ -102,7 +102,8 @@ func validateRequest(req WriteRequest) error {
 // Stage writes the data files of req and prepares its snapshot. Input
 // errors, a failing stream and context cancellation leave the table
 // untouched and delete the files written so far. The first write of a
-// dataset creates its table (with no snapshot) before writing.
+// dataset creates its table (with no snapshot) before writing; on a
+// PostgresCatalog its commit creates it, with its snapshot.
 func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (Staged, error) {
 	ident, err := f.s.Naming(target.DatasetID)
 	if err != nil {
@@ -129,7 +130,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 				Rows: res.Rows, DataFiles: res.DataFiles, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
 		}
 	}
-	tbl, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
+	tbl, create, createNS, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +199,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	staged := &icebergStaged{
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
 		files: files, info: info, props: f.summary(target, req, info, rowBase, tbl.CurrentSnapshot()),
+		create: create, createNS: createNS,
 	}
 	if tc, ok := f.cat.(TxCatalog); ok {
 		return &icebergTxStaged{icebergStaged: staged, cat: tc}, nil
@@ -233,13 +235,16 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 	return p
 }
 
-func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (*table.Table, error) {
-	tbl, err := f.cat.LoadTable(ctx, ident)
+// loadOrCreate loads the dataset's table or creates it. On a
+// PostgresCatalog a new table is only pending (see pendingTable): create
+// is then the catalog and createNS the namespace key its commit needs.
+func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (tbl *table.Table, create *PostgresCatalog, createNS string, err error) {
+	tbl, err = f.cat.LoadTable(ctx, ident)
 	if err == nil {
-		return tbl, nil
+		return tbl, nil, "", nil
 	}
 	if !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) {
-		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
+		return nil, nil, "", authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
 	}
 	props := iceberg.Properties{
 		table.PropertyFormatVersion: "2",
@@ -266,26 +271,38 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	if p, ok := f.partitioning(datasetID); ok {
 		spec, order, err := layout(sc, p)
 		if err != nil {
-			return nil, fmt.Errorf("facade: dataset %q: %w", datasetID, err)
+			return nil, nil, "", fmt.Errorf("facade: dataset %q: %w", datasetID, err)
 		}
 		opts = append(opts, catalog.WithPartitionSpec(spec), catalog.WithSortOrder(order))
 	}
-	tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
+	pc, _ := f.cat.(*PostgresCatalog)
+	createTable := func() (*table.Table, error) {
+		if pc != nil {
+			t, ns, err := pc.pendingTable(ctx, ident, sc, opts...)
+			create, createNS = pc, ns
+			return t, err
+		}
+		return f.cat.CreateTable(ctx, ident, sc, opts...)
+	}
+	tbl, err = createTable()
 	if errors.Is(err, catalog.ErrNoSuchNamespace) {
 		// The namespace is created by the first write that needs it.
 		ns := catalog.NamespaceFromIdent(ident)
 		if err := f.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			return nil, authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
+			return nil, nil, "", authError("create namespace "+strings.Join(ns, "."), fmt.Errorf("facade: create namespace %s: %w", strings.Join(ns, "."), err))
 		}
-		tbl, err = f.cat.CreateTable(ctx, ident, sc, opts...)
+		tbl, err = createTable()
 	}
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
 		tbl, err = f.cat.LoadTable(ctx, ident) // a concurrent first write won
 	}
 	if err != nil {
-		return nil, authError("create table "+strings.Join(ident, "."), fmt.Errorf("facade: create table %s: %w", strings.Join(ident, "."), err))
+		return nil, nil, "", authError("create table "+strings.Join(ident, "."), fmt.Errorf("facade: create table %s: %w", strings.Join(ident, "."), err))
 	}
-	return tbl, nil
+	if pc == nil {
+		create, createNS = nil, ""
+	}
+	return tbl, create, createNS, nil
 }
 
 // prepareSchema evolves the table schema in txn for the write's business
@@ -750,6 +767,11 @@ type icebergStaged struct {
 	change     SchemaChange // of the last attempt (build)
 	fromSchema int          // the schema id it changed
 
+	// create: base is a pending table (see pendingTable) that the commit
+	// creates, in the namespace createNS of this catalog.
+	create   *PostgresCatalog
+	createNS string
+
 	mu   sync.Mutex
 	done bool
 	// inTx: committed into a caller's transaction that may still roll
@@ -892,6 +914,9 @@ func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.
 		}
 		attempts++
 		obs := &observedCatalog{Catalog: cat}
+		if s.create != nil && tbl == s.base {
+			obs.Catalog = creatingCatalog{Catalog: cat, pc: s.create, tx: tx, base: tbl.Metadata()}
+		}
 		t := table.New(s.ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
 		txn, err := s.build(ctx, t)
 		if err != nil {

@@ -123,6 +123,10 @@ func datasetsOf(ws []*icebergStaged) string {
 func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog, ws []*icebergStaged) ([]CommitResult, error) {
 	tbls := make([]*table.Table, len(ws))
 	for i, s := range ws {
+		if err := f.createPending(ctx, s); err != nil {
+			f.deleteAll(ws)
+			return nil, err
+		}
 		tbls[i] = s.base
 	}
 	// replayed[i]: the append's txn id landed meanwhile; its result.
@@ -226,7 +230,7 @@ func (f *Facade) refreshForRetry(ctx context.Context, s *icebergStaged) (retryRe
 	if err != nil {
 		return retryRefresh{}, err
 	}
-	if fresh.Schema().ID != s.base.Schema().ID {
+	if fresh.Schema().ID != s.base.Schema().ID || (s.create != nil && !samePendingLayout(s.base, fresh)) {
 		return retryRefresh{unsound: errors.New("table schema changed concurrently")}, nil
 	}
 	if s.req.Mode == Append {

@@ -306,43 +306,22 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, err
 	}
-	cfg := catalog.NewCreateTableCfg()
-	for _, o := range opts {
-		o(&cfg)
-	}
-	nsIdent := catalog.NamespaceFromIdent(ident)
-	name := catalog.TableNameFromIdent(ident)
-	nsKey, ok, err := c.resolveNamespace(ctx, c.db, nsIdent)
+	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-	}
-	loc := strings.TrimSuffix(cfg.Location, "/")
-	if loc == "" {
-		nsProps, err := c.namespaceProps(ctx, nsKey)
-		if err != nil {
-			return nil, err
-		}
-		if l := nsProps.Get("location", ""); l != "" {
-			loc, err = url.JoinPath(l, name)
-		} else {
-			loc, err = url.JoinPath(c.props.Get("warehouse", ""), nsKey+".db", name)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	provider, err := table.LoadLocationProvider(loc, cfg.Properties)
+	return c.registerTable(ctx, ident, nsKey, meta)
+}
+
+// registerTable writes meta as the first metadata file of table ident and
+// registers it.
+func (c *PostgresCatalog) registerTable(ctx context.Context, ident table.Identifier, nsKey string, meta table.Metadata) (*table.Table, error) {
+	name := catalog.TableNameFromIdent(ident)
+	provider, err := table.LoadLocationProvider(meta.Location(), meta.Properties())
 	if err != nil {
 		return nil, err
 	}
 	metaLoc, err := provider.NewTableMetadataFileLocation(0)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := table.NewMetadata(sc, cfg.PartitionSpec, cfg.SortOrder, loc, cfg.Properties)
 	if err != nil {
 		return nil, err
 	}
@@ -364,6 +343,43 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 	}
 	c.metas.put(metaLoc, meta)
 	return table.New(ident, meta, metaLoc, iceio.LoadFSFunc(c.props, metaLoc), c), nil
+}
+
+// newTableMetadata returns the namespace key and the first metadata of a
+// new table, as CreateTable writes it.
+func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
+	cfg := catalog.NewCreateTableCfg()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	name := catalog.TableNameFromIdent(ident)
+	nsKey, ok, err := c.resolveNamespace(ctx, c.db, catalog.NamespaceFromIdent(ident))
+	if err != nil {
+		return "", nil, err
+	}
+	if !ok {
+		return "", nil, fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
+	}
+	loc := strings.TrimSuffix(cfg.Location, "/")
+	if loc == "" {
+		nsProps, err := c.namespaceProps(ctx, nsKey)
+		if err != nil {
+			return "", nil, err
+		}
+		if l := nsProps.Get("location", ""); l != "" {
+			loc, err = url.JoinPath(l, name)
+		} else {
+			loc, err = url.JoinPath(c.props.Get("warehouse", ""), nsKey+".db", name)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	meta, err := table.NewMetadata(sc, cfg.PartitionSpec, cfg.SortOrder, loc, cfg.Properties)
+	if err != nil {
+		return "", nil, err
+	}
+	return nsKey, meta, nil
 }
 
 // insertTable registers a table row; an existing row is

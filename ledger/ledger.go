@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
@@ -334,9 +335,26 @@ func (i *Intent) validate() error {
 
 // setLockTimeout sets lock_timeout for the current transaction.
 func (l *Ledger) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
-		fmt.Sprintf("%dms", l.cfg.LockTimeout.Milliseconds()))
+	_, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, l.lockTimeoutSetting())
 	return err
+}
+
+// lockTimeoutSetting is the value of lock_timeout for the ledger's
+// transactions.
+func (l *Ledger) lockTimeoutSetting() string {
+	return fmt.Sprintf("%dms", l.cfg.LockTimeout.Milliseconds())
+}
+
+// autocommit reports whether a statement run on db is a transaction of
+// its own (a pool, or a connection outside any transaction block).
+func autocommit(db DB) bool {
+	switch c := db.(type) {
+	case *pgxpool.Pool:
+		return true
+	case *pgx.Conn:
+		return c.PgConn().TxStatus() == 'I'
+	}
+	return false
 }
 
 func (l *Ledger) table(name string) string { return l.schema + "." + name }

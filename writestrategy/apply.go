@@ -47,15 +47,17 @@ type WriteResult struct {
 
 // describe returns the columns of a SELECT without running it.
 func describe(ctx context.Context, tx pgx.Tx, sql string) (Schema, error) {
-	s, _, err := describeTypes(ctx, tx, sql)
+	s, _, _, err := describeTypes(ctx, tx, sql)
 	return s, err
 }
 
-// describeTypes is describe plus the columns' type oids.
-func describeTypes(ctx context.Context, tx pgx.Tx, sql string) (Schema, []uint32, error) {
+// describeTypes is describe plus the columns' type oids and the pg_type
+// rows of those types (and of the types they are built on), read in the
+// same statement as the columns' type names.
+func describeTypes(ctx context.Context, tx pgx.Tx, sql string) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
 	sd, err := tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
-		return Schema{}, nil, queryError("describe output", err)
+		return Schema{}, nil, nil, queryError("describe output", err)
 	}
 	oids := make([]uint32, len(sd.Fields))
 	mods := make([]int32, len(sd.Fields))
@@ -63,30 +65,32 @@ func describeTypes(ctx context.Context, tx pgx.Tx, sql string) (Schema, []uint32
 	for i, f := range sd.Fields {
 		oids[i], mods[i] = f.DataTypeOID, f.TypeModifier
 		if err := checkColumnName(f.Name); err != nil {
-			return Schema{}, nil, err
+			return Schema{}, nil, nil, err
 		}
 		s.Columns = append(s.Columns, Column{Name: f.Name})
 	}
 	if len(oids) == 0 {
-		return Schema{}, nil, fmt.Errorf("%w: the output has no columns", ErrInvalid)
+		return Schema{}, nil, nil, fmt.Errorf("%w: the output has no columns", ErrInvalid)
 	}
-	rows, err := tx.Query(ctx, `SELECT format_type(o, m) FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY AS t(o, m, n) ORDER BY n`, oids, mods)
+	rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
+	SELECT * FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY
+), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
 	if err != nil {
-		return Schema{}, nil, queryError("describe output", err)
+		return Schema{}, nil, nil, queryError("describe output", err)
 	}
-	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, _, types, err := readTypes(rows, len(oids), "describe output")
 	if err != nil {
-		return Schema{}, nil, queryError("describe output", err)
+		return Schema{}, nil, nil, err
 	}
 	seen := map[string]bool{}
 	for i := range s.Columns {
-		s.Columns[i].Type = types[i]
+		s.Columns[i].Type = names[i]
 		if seen[s.Columns[i].Name] {
-			return Schema{}, nil, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
+			return Schema{}, nil, nil, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
 		}
 		seen[s.Columns[i].Name] = true
 	}
-	return s, oids, nil
+	return s, oids, types, nil
 }
 
 func count(ctx context.Context, tx pgx.Tx, sql string, args []any) (int64, error) {
@@ -118,11 +122,11 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	results := make([]WriteResult, len(ps))
 	encs := make([]*rowEncoding, len(ps))
 	for i, p := range ps {
-		cols, oids, err := describeTypes(ctx, tx, p.sql)
+		cols, oids, types, err := describeTypes(ctx, tx, p.sql)
 		if err != nil {
 			return nil, err
 		}
-		if encs[i], err = encodingFor(ctx, tx, cols, oids); err != nil {
+		if encs[i], err = encodingFor(cols, oids, types); err != nil {
 			return nil, err
 		}
 		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols}
@@ -257,11 +261,11 @@ func upgradeRows(ctx context.Context, tx pgx.Tx, ctl, datasetID string, target *
 	if !old {
 		return nil
 	}
-	_, oids, err := declaredTypes(ctx, tx, target.schema)
+	_, oids, types, err := declaredTypes(ctx, tx, target.schema)
 	if err != nil {
 		return err
 	}
-	enc, err := encodingFor(ctx, tx, target.schema, oids)
+	enc, err := encodingFor(target.schema, oids, types)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := fmt.Sprintf("lw_native_%d_%s", n, hex.EncodeToString(suffix[:]))
-	types, _, err := declaredTypes(ctx, tx, s)
+	types, _, _, err := declaredTypes(ctx, tx, s)
 	if err != nil {
 		return nil, err
 	}

@@ -54,33 +54,63 @@ var jsonExact = map[uint32]bool{
 	pgtype.TimestampOID: true, pgtype.TimestamptzOID: true,
 }
 
-// pgTypes loads the pg_type rows of oids and of the types they are built
-// on (domains' base types, arrays' element types).
-func pgTypes(ctx context.Context, tx pgx.Tx, oids []uint32) (map[uint32]*pgTypeRow, error) {
-	rows, err := tx.Query(ctx, `WITH RECURSIVE t(oid, typtype, typbasetype, typelem, typcategory, typlen) AS (
-	SELECT oid, typtype, typbasetype, typelem, typcategory, typlen FROM pg_catalog.pg_type WHERE oid = ANY($1::oid[])
+// typeRowsCTE is the recursive CTE "t" of the pg_type rows of the oids
+// in column "o" of CTE "c", and of the types they are built on (domains'
+// base types, arrays' element types).
+const typeRowsCTE = `t(oid, typtype, typbasetype, typelem, typcategory, typlen) AS (
+	SELECT oid, typtype, typbasetype, typelem, typcategory, typlen FROM pg_catalog.pg_type WHERE oid IN (SELECT o FROM c)
 	UNION
 	SELECT p.oid, p.typtype, p.typbasetype, p.typelem, p.typcategory, p.typlen FROM pg_catalog.pg_type p JOIN t ON p.oid IN (t.typbasetype, t.typelem)
-) SELECT oid, typtype::text, typbasetype, typelem, typcategory::text, typlen FROM t`, oids)
-	if err != nil {
-		return nil, queryError("read column types", err)
-	}
-	out := map[uint32]*pgTypeRow{}
+)`
+
+// typeRowsSelect selects, after typeRowsCTE, the rows readTypes reads:
+// first one row per item of "c" (its ordinal "n", the text expression
+// itemText, its oid "o"), then the pg_type rows of "t".
+func typeRowsSelect(itemText string) string {
+	return `SELECT n::int8, ` + itemText + `, o, NULL::text, NULL::oid, NULL::oid, NULL::text, NULL::int2 FROM c
+UNION ALL SELECT NULL, NULL, oid, typtype::text, typbasetype, typelem, typcategory::text, typlen FROM t`
+}
+
+// readTypes reads the rows of typeRowsSelect: the text and oid of each of
+// the items items, in order, and the pg_type rows by oid.
+func readTypes(rows pgx.Rows, items int, what string) ([]string, []uint32, map[uint32]*pgTypeRow, error) {
+	texts := make([]string, items)
+	oids := make([]uint32, items)
+	types := map[uint32]*pgTypeRow{}
 	for rows.Next() {
-		var oid uint32
-		var typtype, cat string
-		r := &pgTypeRow{}
-		if err := rows.Scan(&oid, &typtype, &r.base, &r.elem, &cat, &r.length); err != nil {
+		var (
+			n            *int64
+			text         *string
+			oid          uint32
+			typtype, cat *string
+			base, elem   *uint32
+			length       *int16
+		)
+		if err := rows.Scan(&n, &text, &oid, &typtype, &base, &elem, &cat, &length); err != nil {
 			rows.Close()
-			return nil, queryError("read column types", err)
+			return nil, nil, nil, queryError(what, err)
 		}
-		r.typtype, r.category = typtype[0], cat[0]
-		out[oid] = r
+		if n != nil {
+			if *n < 1 || *n > int64(items) {
+				rows.Close()
+				return nil, nil, nil, queryError(what, fmt.Errorf("item %d of %d", *n, items))
+			}
+			if text != nil {
+				texts[*n-1] = *text
+			}
+			oids[*n-1] = oid
+			continue
+		}
+		if typtype == nil || cat == nil || base == nil || elem == nil || length == nil || *typtype == "" || *cat == "" {
+			rows.Close()
+			return nil, nil, nil, queryError(what, fmt.Errorf("incomplete pg_type row for oid %d", oid))
+		}
+		types[oid] = &pgTypeRow{typtype: (*typtype)[0], base: *base, elem: *elem, category: (*cat)[0], length: *length}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, queryError("read column types", err)
+		return nil, nil, nil, queryError(what, err)
 	}
-	return out, nil
+	return texts, oids, types, nil
 }
 
 // resolvedType is a column type with its domains resolved.
@@ -153,13 +183,10 @@ type rowEncoding struct {
 	textForm bool     // some column is stored as its text form
 }
 
-// encodingFor returns the encoding of rows with columns cols of types oids,
-// or an error wrapping ErrUnsupportedType.
-func encodingFor(ctx context.Context, tx pgx.Tx, cols Schema, oids []uint32) (*rowEncoding, error) {
-	types, err := pgTypes(ctx, tx, oids)
-	if err != nil {
-		return nil, err
-	}
+// encodingFor returns the encoding of rows with columns cols of types oids
+// (whose pg_type rows types holds), or an error wrapping
+// ErrUnsupportedType.
+func encodingFor(cols Schema, oids []uint32, types map[uint32]*pgTypeRow) (*rowEncoding, error) {
 	enc := &rowEncoding{}
 	for i, c := range cols.Columns {
 		r := resolveType(types, oids[i])
@@ -211,35 +238,33 @@ func floatDigits(ctx context.Context, tx pgx.Tx) (func(context.Context) error, e
 // declaredTypes resolves the declared column types of s (format_type
 // names) and returns them with their oids; a type that no longer exists
 // resolves to oid zero.
-func declaredTypes(ctx context.Context, tx pgx.Tx, s Schema) ([]resolvedType, []uint32, error) {
+func declaredTypes(ctx context.Context, tx pgx.Tx, s Schema) ([]resolvedType, []uint32, map[uint32]*pgTypeRow, error) {
 	names := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
 		names[i] = c.Type
 	}
-	rows, err := tx.Query(ctx, `SELECT coalesce(to_regtype(n)::oid, 0) FROM unnest($1::text[]) WITH ORDINALITY u(n, i) ORDER BY i`, names)
+	rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, n) AS (
+	SELECT coalesce(to_regtype(x)::oid, 0), i FROM unnest($1::text[]) WITH ORDINALITY u(x, i)
+), `+typeRowsCTE+" "+typeRowsSelect("NULL::text"), names)
 	if err != nil {
-		return nil, nil, queryError("read column types", err)
+		return nil, nil, nil, queryError("read column types", err)
 	}
-	oids, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	_, oids, types, err := readTypes(rows, len(names), "read column types")
 	if err != nil {
-		return nil, nil, queryError("read column types", err)
-	}
-	types, err := pgTypes(ctx, tx, oids)
-	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	out := make([]resolvedType, len(oids))
 	for i, o := range oids {
 		out[i] = resolveType(types, o)
 	}
-	return out, oids, nil
+	return out, oids, types, nil
 }
 
 // jsonColumns returns the columns of s whose declared type is json or
 // jsonb (or a domain over them): the row store holds them as their text
 // in new rows, which jsonb_to_record alone would read as a JSON string.
 func jsonColumns(ctx context.Context, tx pgx.Tx, s Schema) (map[string]bool, error) {
-	types, _, err := declaredTypes(ctx, tx, s)
+	types, _, _, err := declaredTypes(ctx, tx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -271,11 +296,11 @@ func RowStoreInsert(ctx context.Context, tx pgx.Tx, env *Env, datasetID, txnID, 
 	if err := checkDatasetID("dataset", datasetID); err != nil {
 		return 0, Schema{}, err
 	}
-	cols, oids, err := describeTypes(ctx, tx, selectSQL)
+	cols, oids, types, err := describeTypes(ctx, tx, selectSQL)
 	if err != nil {
 		return 0, Schema{}, err
 	}
-	enc, err := encodingFor(ctx, tx, cols, oids)
+	enc, err := encodingFor(cols, oids, types)
 	if err != nil {
 		return 0, Schema{}, err
 	}

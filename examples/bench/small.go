@@ -78,6 +78,22 @@ func (p *phaseTimes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 // TraceQueryEnd is part of pgx.QueryTracer.
 func (p *phaseTimes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchStart is part of pgx.BatchTracer: the statements of a batch
+// (one round trip) are recorded one by one, marked "(batch)".
+func (p *phaseTimes) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery records a statement of a batch (pgx.BatchTracer).
+func (p *phaseTimes) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stmts = append(p.stmts, "(batch) "+d.SQL)
+}
+
+// TraceBatchEnd is part of pgx.BatchTracer.
+func (p *phaseTimes) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (p *phaseTimes) PhaseStart(ctx context.Context, _ writestrategy.PhaseEvent) context.Context {
 	return ctx
 }
