@@ -48,7 +48,9 @@
 //
 //   - where a write goes, and the writer flag values: sink.Sink, with
 //     sink.Postgres ("pg") < sink.Iceberg ("iceberg_native"); ledger intents
-//     and writestrategy results carry it too.
+//     and writestrategy results carry it too. A dataset registered over an
+//     existing Postgres relation (writestrategy.RegisterRelation) lives in
+//     sink.Relation ("pg_relation"): read in place, never written.
 //   - how a write changes its dataset: facade.WriteMode, facade.Replace
 //     ("replace") or facade.Append ("append"); the ledger records the same
 //     type and adds ledger.Maintenance ("maintenance") for lifecycle work.
@@ -71,6 +73,9 @@
 //     constructor by constructor, for a service with its own catalog.
 //   - facade's Example: Arrow batches written as Iceberg snapshots and read
 //     back, without the rest.
+//   - writestrategy.Dispatcher.Load (ExampleDispatcher_Load) and
+//     writestrategy.RegisterRelation: bringing source rows in, from a
+//     query or Arrow batches, or reading a table or view in place.
 //   - examples/manualtable: an HTTP upload handler writing natively.
 //   - examples/canary: the operator runbook (check, set, deploy, verify, revert).
 //   - facade/facadetest and ledger/ledgertest: doubles and assertions for
