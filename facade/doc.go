@@ -52,7 +52,8 @@
 // the spec and sort order in the next write's snapshot (files already
 // written keep their spec). The facade does not sort: the declared sort
 // order is recorded, and WriteOrder gives the query order (partition keys,
-// then sort keys) the Dispatcher streams by. Maintain compacts a
+// then sort keys) the Dispatcher streams by; a bucket[N] key is ordered by
+// the bucket itself (OrderKey.Bucket), which the Dispatcher computes in SQL. Maintain compacts a
 // partitioned table within each partition, the files of an earlier spec
 // within their own spec and partition (so compaction, too, keeps one file
 // open at a time). ScanOptions.Filter (column Ranges) makes a Scan skip

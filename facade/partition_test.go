@@ -260,6 +260,25 @@ func TestPartitionedBucket(t *testing.T) {
 	require.Len(t, scanAll(t, e, "part-b"), n)
 }
 
+// TestWriteOrderBucket: WriteOrder gives a bucket[N] partition field as a
+// key ordered by the bucket (Bucket = N), in partition-field order, then
+// the sort keys; a bucket sort key is left out.
+func TestWriteOrderBucket(t *testing.T) {
+	t.Parallel()
+	e := partitionedEnv(t, facade.Partitioning{
+		Fields:    []facade.PartitionField{{Column: "name"}, {Column: "id", Transform: "bucket[8]"}, {Column: "ts", Transform: "day"}},
+		SortOrder: []facade.SortField{{Column: "name", Transform: "bucket[4]"}, {Column: "id", Descending: true, NullsFirst: true}},
+	})
+	keys, err := e.f.WriteOrder(context.Background(), "part-wo")
+	require.NoError(t, err)
+	require.Equal(t, []facade.OrderKey{
+		{Column: "name"},
+		{Column: "id", Bucket: 8},
+		{Column: "ts"},
+		{Column: "id", Descending: true, NullsFirst: true},
+	}, keys)
+}
+
 // TestPartitionedOutOfOrder: a stream that comes back to a partition whose
 // rows ended fails with ErrPartitionOrder; nothing is committed and no
 // data file is left behind.
