@@ -94,8 +94,8 @@ func orderRow(id int64) (name, category string, ts time.Time) {
 }
 
 // TestDispatchBucketPartitionedOutput: outputs partitioned by bucket[8] of
-// a bigint, identity(category) plus bucket[4] of a text column, and
-// bucket[5] of a timestamptz get their compute ordered by the Iceberg
+// a bigint, identity(category) plus bucket[4] of a text column, bucket[5]
+// of a timestamptz and bucket[3] of a smallint get their compute ordered by the Iceberg
 // bucket computed in SQL (iceberg_bucket): one data file per partition,
 // each recording the partition tuple iceberg-go computes for every one of
 // its rows, and the same checksum as the row-store output. A bucket of a
@@ -108,6 +108,7 @@ func TestDispatchBucketPartitionedOutput(t *testing.T) {
 		"b_id":     {{Column: "id", Transform: "bucket[8]"}},
 		"b_catnam": {{Column: "category"}, {Column: "name", Transform: "bucket[4]"}},
 		"b_ts":     {{Column: "ts", Transform: "bucket[5]"}},
+		"b_small":  {{Column: "small", Transform: "bucket[3]"}},
 		"b_amount": {{Column: "amount", Transform: "bucket[4]"}},
 	}
 	w := newWorldWith(t, nil, &facade.Config{PartitionFor: func(id string) (facade.Partitioning, bool) {
@@ -116,10 +117,11 @@ func TestDispatchBucketPartitionedOutput(t *testing.T) {
 	}}, nil, nil)
 	const n = 2000
 	seedWorld(t, w, n)
-	ensureOutputs(t, w.pool, "b_pg", "b_id", "b_catnam", "b_ts", "b_amount")
-	w.iceberg("b_id", "b_catnam", "b_ts", "b_amount")
+	ensureOutputs(t, w.pool, "b_pg", "b_id", "b_catnam", "b_ts", "b_small", "b_amount")
+	w.iceberg("b_id", "b_catnam", "b_ts", "b_small", "b_amount")
 	mk := func(out string) writestrategy.WriteStrategy {
-		return writestrategy.Transform{Output: out, Source: "orders"}
+		return writestrategy.Transform{Output: out, Source: "orders", Steps: []writestrategy.Step{
+			{Name: "s", SQL: `SELECT *, (id % 1000 - 500)::smallint AS small FROM source`}}}
 	}
 	w.mustWrite(mk("b_pg"))
 	want := w.checksum("b_pg")
@@ -138,8 +140,9 @@ func TestDispatchBucketPartitionedOutput(t *testing.T) {
 			_, _, ts := orderRow(id)
 			return []any{bucket(iceberg.PrimitiveTypes.TimestampTz, 5, iceberg.Timestamp(ts.UnixMicro()))}
 		},
+		"b_small": func(id int64) []any { return []any{bucket(iceberg.PrimitiveTypes.Int32, 3, int32(id%1000-500))} },
 	}
-	for _, out := range []string{"b_id", "b_catnam", "b_ts"} {
+	for _, out := range []string{"b_id", "b_catnam", "b_ts", "b_small"} {
 		res := w.mustWrite(mk(out))
 		require.EqualValues(t, n, res[0].Rows, out)
 		require.Equal(t, want, w.checksum(out), out)
