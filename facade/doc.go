@@ -84,7 +84,10 @@
 // Config.PartitionFor declares a dataset's Partitioning: identity, year,
 // month, day, hour, bucket[N] or truncate[W] fields, optionally a sort
 // order. The rows must arrive clustered by partition: order the query by
-// WriteOrder (partition keys, then sort keys), as the Dispatcher does. One
+// WriteOrder (partition keys, then sort keys), as the Dispatcher does; a
+// bucket[N] key is ordered by the bucket itself (OrderKey.Bucket), which
+// the Dispatcher computes in SQL. The facade does not sort: the declared
+// sort order is recorded and the rows are written in the order they come. One
 // data file is open at a time, so memory does not grow with the partition
 // count; a row returning to a partition that already ended fails the write
 // with ErrPartitionOrder, nothing committed. A changed declaration evolves

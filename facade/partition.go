@@ -486,19 +486,21 @@ type OrderKey struct {
 	Column     string
 	Descending bool
 	NullsFirst bool
+	// Bucket > 0 orders by the Iceberg bucket of Column into Bucket
+	// buckets (a bucket[Bucket] partition field), not by Column itself.
+	Bucket int
 }
 
 // WriteOrder returns the order in which a write's rows must arrive to be
 // clustered by partition, then sorted by the sort order: the source column
 // of each partition field (ascending: year, month, day, hour, truncate and
-// identity preserve the order of their source), followed by the sort
+// identity preserve the order of their source; a bucket[N] field is ordered
+// by the bucket of its source, OrderKey.Bucket = N), followed by the sort
 // order's keys. The layout is the dataset's declaration
 // (Config.PartitionFor), which the next write applies, else the table's
 // current one. It is empty for an unpartitioned, unsorted dataset.
 // Identity columns are left out (the facade stamps them; __created_at is
-// one value per write), and so are sort keys with a bucket transform. A
-// bucket partition field cannot be produced by ordering its source: the
-// error wraps ErrInvalidRequest.
+// one value per write), and so are sort keys with a bucket transform.
 func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, error) {
 	ident, err := f.s.Naming(datasetID)
 	if err != nil {
@@ -511,11 +513,8 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 			if err != nil {
 				return nil, err
 			}
-			if _, ok := t.(iceberg.BucketTransform); ok {
-				return nil, bucketOrderError(datasetID, pf.Column)
-			}
 			if !identity.IsIdentity(pf.Column) {
-				keys = append(keys, OrderKey{Column: pf.Column})
+				keys = append(keys, partitionOrderKey(pf.Column, t))
 			}
 		}
 		for _, sf := range p.SortOrder {
@@ -542,11 +541,8 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 		if !ok {
 			return nil, fmt.Errorf("facade: dataset %q: partition field %s: source column %d not in the table schema", datasetID, pf.Name, pf.SourceID())
 		}
-		if _, ok := pf.Transform.(iceberg.BucketTransform); ok {
-			return nil, bucketOrderError(datasetID, name)
-		}
 		if !identity.IsIdentity(name) {
-			keys = append(keys, OrderKey{Column: name})
+			keys = append(keys, partitionOrderKey(name, pf.Transform))
 		}
 	}
 	for _, sf := range order.Fields() {
@@ -559,8 +555,13 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 	return keys, nil
 }
 
-func bucketOrderError(datasetID, column string) error {
-	return fmt.Errorf("%w: dataset %q: a bucket partition of %q cannot be produced by ordering rows; the stream must be clustered by bucket", ErrInvalidRequest, datasetID, column)
+// partitionOrderKey is the order key clustering a partition field: its
+// source column ascending, or for a bucket[N] field the column's bucket.
+func partitionOrderKey(column string, t iceberg.Transform) OrderKey {
+	if b, ok := t.(iceberg.BucketTransform); ok {
+		return OrderKey{Column: column, Bucket: b.NumBuckets}
+	}
+	return OrderKey{Column: column}
 }
 
 // evolveLayout stages in txn the dataset's declared partition spec and

@@ -234,6 +234,7 @@ func TestPartitionedDay(t *testing.T) {
 
 // TestPartitionedBucket: bucket[4] on id; the stream clustered by bucket
 // makes one file per bucket with the Iceberg (Murmur3) bucket recorded.
+// WriteOrder of the table (declared or not) orders by that bucket.
 func TestPartitionedBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -258,6 +259,32 @@ func TestPartitionedBucket(t *testing.T) {
 	}
 	require.Equal(t, n, total)
 	require.Len(t, scanAll(t, e, "part-b"), n)
+
+	// undeclared, the table's spec gives the same order
+	f2, err := facade.New(e.cat, &facade.Config{Allocator: e.mem})
+	require.NoError(t, err)
+	keys, err := f2.WriteOrder(ctx, "part-b")
+	require.NoError(t, err)
+	require.Equal(t, []facade.OrderKey{{Column: "id", Bucket: 4}}, keys)
+}
+
+// TestWriteOrderBucket: WriteOrder gives a bucket[N] partition field as a
+// key ordered by the bucket (Bucket = N), in partition-field order, then
+// the sort keys; a bucket sort key is left out.
+func TestWriteOrderBucket(t *testing.T) {
+	t.Parallel()
+	e := partitionedEnv(t, facade.Partitioning{
+		Fields:    []facade.PartitionField{{Column: "name"}, {Column: "id", Transform: "bucket[8]"}, {Column: "ts", Transform: "day"}},
+		SortOrder: []facade.SortField{{Column: "name", Transform: "bucket[4]"}, {Column: "id", Descending: true, NullsFirst: true}},
+	})
+	keys, err := e.f.WriteOrder(context.Background(), "part-wo")
+	require.NoError(t, err)
+	require.Equal(t, []facade.OrderKey{
+		{Column: "name"},
+		{Column: "id", Bucket: 8},
+		{Column: "ts"},
+		{Column: "id", Descending: true, NullsFirst: true},
+	}, keys)
 }
 
 // TestPartitionedOutOfOrder: a stream that comes back to a partition whose

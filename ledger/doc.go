@@ -181,7 +181,12 @@
 // Migrate applies the embedded, numbered migrations under an advisory lock;
 // it is idempotent and safe to run from several processes at once. The
 // schema name is configurable (default "lakewrite"). Migrations returns the
-// raw SQL for teams that run their own migration tool.
+// raw SQL for teams that run their own migration tool. Besides the tables,
+// the schema holds iceberg_bucket(value, n), Iceberg's bucket[n] transform
+// (Murmur3) for smallint, integer, bigint, date, time, timestamp,
+// timestamptz, text and bytea values, which orders a write's rows by bucket
+// partition; it needs PostgreSQL 14 or later (SQL-standard function
+// bodies).
 //
 // Errors are typed and match sentinels with errors.Is: ErrBusy,
 // ErrDatasetNotFound (the same sentinel as sink's and writestrategy's),

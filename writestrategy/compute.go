@@ -80,8 +80,11 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 	}
 	out := make([]Computed, len(ps))
 	for i, p := range ps {
-		cols, err := describe(ctx, tx, p.sql)
+		cols, oids, _, err := describeTypes(ctx, tx, p.sql)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkBucketKeys(p.output, cols, oids, env.OrderBy[p.output]); err != nil {
 			return nil, err
 		}
 		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != ""}
@@ -95,7 +98,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if p.identitySQL != "" {
 			sql, args = p.identitySQL, p.identityArgs
 		}
-		sql = orderedSQL(sql, env.OrderBy[p.output])
+		sql = orderedSQL(sql, env.OrderBy[p.output], env.ctlSchema())
 		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
 			return nil, err
 		}

@@ -98,8 +98,12 @@
 // When the Lakehouse says in which order an output's rows must arrive (a
 // *facade.Facade's WriteOrder: the partition keys, then the sort order, of
 // a partitioned table), ComputeRows streams the output ORDER BY those
-// columns (Env.OrderBy); a bucket-partitioned output cannot be ordered by
-// the query and is refused before any file is written.
+// columns (Env.OrderBy); a bucket[N] partition key is ordered by
+// <control-plane schema>.iceberg_bucket(column, N), Iceberg's bucket
+// transform as a SQL function (installed by ledger.Migrate) for smallint,
+// integer, bigint, date, time, timestamp, timestamptz, text, varchar and
+// bytea columns. A bucket key over another type fails the write with a
+// *BucketTypeError before any file is written.
 //
 // # Loading rows and relation sources
 //

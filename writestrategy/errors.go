@@ -76,3 +76,21 @@ func queryError(op string, err error) error {
 	}
 	return &QueryError{Op: op, Err: err}
 }
+
+// BucketTypeError is returned when an output's bucket[N] partition column
+// has a Postgres type the SQL bucket function does not hash (numeric,
+// uuid, boolean, char(n), a domain, ...), before anything is written. It
+// matches ErrInvalid.
+type BucketTypeError struct {
+	Dataset string
+	Column  string
+	Type    string // the column's Postgres type, as format_type gives it
+}
+
+func (e *BucketTypeError) Error() string {
+	return fmt.Sprintf("writestrategy: dataset %q: bucket partition column %q has type %s; bucket[N] is computed in SQL for smallint, integer, bigint, date, time, timestamp, timestamptz, text, varchar and bytea only",
+		e.Dataset, e.Column, e.Type)
+}
+
+// Is reports ErrInvalid.
+func (e *BucketTypeError) Is(target error) bool { return target == ErrInvalid }

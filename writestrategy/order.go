@@ -41,8 +41,39 @@ func (d *Dispatcher) writeOrder(ctx context.Context, env *Env, intents map[strin
 	return nil
 }
 
-// orderedSQL wraps a compute query in an ORDER BY over its output columns.
-func orderedSQL(sql string, keys []facade.OrderKey) string {
+// bucketType reports whether iceberg_bucket hashes a column of this type
+// oid as Iceberg does: smallint, integer, bigint (as longs), date, time,
+// timestamp, timestamptz, text, varchar (UTF-8 bytes) and bytea. char(n)
+// is left out: its cast to text drops the padding the written value keeps.
+func bucketType(oid uint32) bool {
+	switch oid {
+	case 21, 23, 20, 1082, 1083, 1114, 1184, 25, 1043, 17:
+		return true
+	}
+	return false
+}
+
+// checkBucketKeys refuses bucket keys over a column whose type
+// iceberg_bucket does not hash. cols and oids describe the output; a key
+// naming no output column is left to the query to refuse.
+func checkBucketKeys(dataset string, cols Schema, oids []uint32, keys []facade.OrderKey) error {
+	for _, k := range keys {
+		if k.Bucket <= 0 {
+			continue
+		}
+		for i, c := range cols.Columns {
+			if c.Name == k.Column && i < len(oids) && !bucketType(oids[i]) {
+				return &BucketTypeError{Dataset: dataset, Column: c.Name, Type: c.Type}
+			}
+		}
+	}
+	return nil
+}
+
+// orderedSQL wraps a compute query in an ORDER BY over its output columns;
+// a bucket key orders by ctlSchema.iceberg_bucket(column, N) (ctlSchema
+// quoted).
+func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string) string {
 	if len(keys) == 0 {
 		return sql
 	}
@@ -54,7 +85,12 @@ func orderedSQL(sql string, keys []facade.OrderKey) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(pgx.Identifier{k.Column}.Sanitize())
+		col := pgx.Identifier{k.Column}.Sanitize()
+		if k.Bucket > 0 {
+			fmt.Fprintf(&b, "%s.iceberg_bucket(%s, %d)", ctlSchema, col, k.Bucket)
+		} else {
+			b.WriteString(col)
+		}
 		if k.Descending {
 			b.WriteString(" DESC")
 		} else {

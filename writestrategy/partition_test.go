@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -41,8 +43,7 @@ func fileIDs(t *testing.T, path string) []int64 {
 // ordered by the partition and sort keys (the source order interleaves the
 // categories, which the facade would refuse): one data file per
 // (category, day), rows sorted by id descending within each, the same
-// checksum as the row-store output. A bucket-partitioned output cannot be
-// ordered by the query: the write fails and nothing is committed.
+// checksum as the row-store output.
 func TestDispatchPartitionedOutput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -53,14 +54,12 @@ func TestDispatchPartitionedOutput(t *testing.T) {
 				Fields:    []facade.PartitionField{{Column: "category"}, {Column: "ts", Transform: "day"}},
 				SortOrder: []facade.SortField{{Column: "id", Descending: true}},
 			}, true
-		case "bucket_ice":
-			return facade.Partitioning{Fields: []facade.PartitionField{{Column: "id", Transform: "bucket[4]"}}}, true
 		}
 		return facade.Partitioning{}, false
 	}}, nil, nil)
 	seedWorld(t, w, 2000)
-	ensureOutputs(t, w.pool, "part_pg", "part_ice", "bucket_ice")
-	w.iceberg("part_ice", "bucket_ice")
+	ensureOutputs(t, w.pool, "part_pg", "part_ice")
+	w.iceberg("part_ice")
 	mk := func(out string) writestrategy.WriteStrategy {
 		return writestrategy.Transform{Output: out, Source: "orders"}
 	}
@@ -86,9 +85,103 @@ func TestDispatchPartitionedOutput(t *testing.T) {
 	}
 	require.Equal(t, 2000, total)
 
-	// bucket: refused before writing, nothing committed
-	_, err = w.write(mk("bucket_ice"))
-	require.ErrorIs(t, err, facade.ErrInvalidRequest)
-	_, err = w.lake.(*facade.Facade).LoadTable(ctx, "bucket_ice")
+}
+
+// orderRow is the orders fixture's row for id (ordersSQL).
+func orderRow(id int64) (name, category string, ts time.Time) {
+	return fmt.Sprintf("name %d", id%7), []string{"a", "b", "c"}[id%3],
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(id) * time.Minute)
+}
+
+// TestDispatchBucketPartitionedOutput: outputs partitioned by bucket[8] of
+// a bigint, identity(category) plus bucket[4] of a text column, bucket[5]
+// of a timestamptz and bucket[3] of a smallint get their compute ordered by the Iceberg
+// bucket computed in SQL (iceberg_bucket): one data file per partition,
+// each recording the partition tuple iceberg-go computes for every one of
+// its rows, and the same checksum as the row-store output. A bucket of a
+// numeric column has no SQL bucket function: the write fails with a
+// BucketTypeError and nothing is committed.
+func TestDispatchBucketPartitionedOutput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	layouts := map[string][]facade.PartitionField{
+		"b_id":     {{Column: "id", Transform: "bucket[8]"}},
+		"b_catnam": {{Column: "category"}, {Column: "name", Transform: "bucket[4]"}},
+		"b_ts":     {{Column: "ts", Transform: "bucket[5]"}},
+		"b_small":  {{Column: "small", Transform: "bucket[3]"}},
+		"b_amount": {{Column: "amount", Transform: "bucket[4]"}},
+	}
+	w := newWorldWith(t, nil, &facade.Config{PartitionFor: func(id string) (facade.Partitioning, bool) {
+		f, ok := layouts[id]
+		return facade.Partitioning{Fields: f}, ok
+	}}, nil, nil)
+	const n = 2000
+	seedWorld(t, w, n)
+	ensureOutputs(t, w.pool, "b_pg", "b_id", "b_catnam", "b_ts", "b_small", "b_amount")
+	w.iceberg("b_id", "b_catnam", "b_ts", "b_small", "b_amount")
+	mk := func(out string) writestrategy.WriteStrategy {
+		return writestrategy.Transform{Output: out, Source: "orders", Steps: []writestrategy.Step{
+			{Name: "s", SQL: `SELECT *, (id % 1000 - 500)::smallint AS small FROM source`}}}
+	}
+	w.mustWrite(mk("b_pg"))
+	want := w.checksum("b_pg")
+
+	bucket := func(src iceberg.Type, nb int, v any) any {
+		return iceberg.BucketTransform{NumBuckets: nb}.Transformer(src)(v).Val
+	}
+	// expected partition tuple of a row, by partition field name
+	tuple := map[string]func(id int64) []any{
+		"b_id": func(id int64) []any { return []any{bucket(iceberg.PrimitiveTypes.Int64, 8, id)} },
+		"b_catnam": func(id int64) []any {
+			name, cat, _ := orderRow(id)
+			return []any{cat, bucket(iceberg.PrimitiveTypes.String, 4, name)}
+		},
+		"b_ts": func(id int64) []any {
+			_, _, ts := orderRow(id)
+			return []any{bucket(iceberg.PrimitiveTypes.TimestampTz, 5, iceberg.Timestamp(ts.UnixMicro()))}
+		},
+		"b_small": func(id int64) []any { return []any{bucket(iceberg.PrimitiveTypes.Int32, 3, int32(id%1000-500))} },
+	}
+	for _, out := range []string{"b_id", "b_catnam", "b_ts", "b_small"} {
+		res := w.mustWrite(mk(out))
+		require.EqualValues(t, n, res[0].Rows, out)
+		require.Equal(t, want, w.checksum(out), out)
+
+		tbl, err := w.lake.(*facade.Facade).LoadTable(ctx, out)
+		require.NoError(t, err)
+		tasks, err := tbl.Scan().PlanFiles(ctx)
+		require.NoError(t, err)
+		wantParts := map[string]bool{}
+		for id := int64(1); id <= n; id++ {
+			wantParts[fmt.Sprint(tuple[out](id))] = true
+		}
+		require.Len(t, tasks, len(wantParts), "%s: one file per partition", out)
+		seen := map[string]bool{}
+		var total int
+		for _, task := range tasks {
+			var got []any
+			spec := tbl.Spec()
+			for _, pf := range spec.Fields() {
+				got = append(got, task.File.Partition()[pf.FieldID])
+			}
+			key := fmt.Sprint(got)
+			require.False(t, seen[key], "%s: one file per partition", out)
+			seen[key] = true
+			ids := fileIDs(t, task.File.FilePath())
+			for _, id := range ids {
+				require.Equal(t, tuple[out](id), got, "%s: row %d in the file of its partition", out, id)
+			}
+			total += len(ids)
+		}
+		require.Equal(t, n, total, out)
+	}
+
+	_, err := w.write(mk("b_amount"))
+	var bte *writestrategy.BucketTypeError
+	require.ErrorAs(t, err, &bte)
+	require.ErrorIs(t, err, writestrategy.ErrInvalid)
+	require.Equal(t, "amount", bte.Column)
+	require.Equal(t, "numeric(12,2)", bte.Type)
+	_, err = w.lake.(*facade.Facade).LoadTable(ctx, "b_amount")
 	require.ErrorIs(t, err, facade.ErrTableNotFound)
 }
