@@ -122,15 +122,39 @@ func datasetsOf(ws []*icebergStaged) string {
 
 func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog, ws []*icebergStaged) ([]CommitResult, error) {
 	tbls := make([]*table.Table, len(ws))
+	// replayed[i]: the append's txn id landed meanwhile; its result.
+	replayed := make([]*CommitResult, len(ws))
 	for i, s := range ws {
-		if err := f.createPending(ctx, s); err != nil {
+		existed, err := f.createPending(ctx, s)
+		if err != nil {
 			f.deleteAll(ws)
 			return nil, err
 		}
 		tbls[i] = s.base
+		if !existed {
+			continue
+		}
+		// Another write created the table first and may have committed
+		// onto it: the same decisions as a retry (a landed txn id is a
+		// replay; an append whose __row_index base moved cannot commit).
+		r, err := f.refreshForRetry(ctx, s)
+		if err != nil {
+			f.deleteAll(ws)
+			return nil, err
+		}
+		switch {
+		case r.replay != nil:
+			replayed[i] = r.replay
+			f.deleteFiles(s.base, s.files)
+			s.files = nil
+		case r.unsound != nil:
+			f.deleteAll(ws)
+			return nil, &CommitError{Dataset: datasetsOf(ws), Kind: ErrCommitConflict,
+				Err: fmt.Errorf("dataset %q: %w: %w", s.target.DatasetID, errRetryUnsound, r.unsound)}
+		default:
+			tbls[i] = r.table
+		}
 	}
-	// replayed[i]: the append's txn id landed meanwhile; its result.
-	replayed := make([]*CommitResult, len(ws))
 	var lastErr error
 	attempts := 0
 	for attempt := 0; attempt <= f.s.CommitRetries; attempt++ {

@@ -17,8 +17,11 @@ import (
 // writes it: Stage writes the data files against the table CreateTable
 // would create (pendingTable), and the commit registers the table with
 // that first snapshot (createTableTx), in the caller's transaction when
-// there is one. A write that fails or rolls back leaves no table behind,
-// and the table's first metadata file is the one of its first snapshot.
+// there is one. A write committed by Commit or CommitTx that fails or
+// rolls back leaves no table behind, and the table's first metadata file
+// is the one of its first snapshot. CommitAll registers the new tables
+// (empty) before its multi-table transaction, so a CommitAll that fails
+// may leave empty tables (never rows).
 
 // pendingTable returns the table CreateTable would create, with nothing
 // written or registered; its metadata location is empty.
@@ -113,22 +116,25 @@ func (c creatingCatalog) CommitTable(ctx context.Context, ident table.Identifier
 
 // createPending registers the pending table of s as CreateTable would
 // have (a table created meanwhile with the same schema and partition spec
-// is used instead), so that s commits onto an existing table.
-func (f *Facade) createPending(ctx context.Context, s *icebergStaged) error {
+// is used instead), so that s commits onto an existing table. existed
+// reports that the table was created meanwhile: it may already hold
+// snapshots, so s must be refreshed (refreshForRetry) before it commits.
+func (f *Facade) createPending(ctx context.Context, s *icebergStaged) (existed bool, err error) {
 	if s.create == nil {
-		return nil
+		return false, nil
 	}
 	tbl, err := s.create.registerTable(ctx, s.ident, s.createNS, s.base.Metadata())
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
+		existed = true
 		if tbl, err = f.load(ctx, s.target.DatasetID, s.ident); err == nil && !samePendingLayout(s.base, tbl) {
 			err = fmt.Errorf("%w: %q: table created concurrently with another schema or partition spec", ErrCommitConflict, s.target.DatasetID)
 		}
 	}
 	if err != nil {
-		return authError("create table "+strings.Join(s.ident, "."), fmt.Errorf("facade: create table %s: %w", strings.Join(s.ident, "."), err))
+		return existed, authError("create table "+strings.Join(s.ident, "."), fmt.Errorf("facade: create table %s: %w", strings.Join(s.ident, "."), err))
 	}
 	s.base, s.create = tbl, nil
-	return nil
+	return existed, nil
 }
 
 // samePendingLayout reports whether the data files written for the

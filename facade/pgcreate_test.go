@@ -113,3 +113,48 @@ func TestPostgresCatalogFirstCommitCreatesTable(t *testing.T) {
 		require.EqualValues(t, 10*(i+1), scanRows(t, e.pg, tbl.Identifier()))
 	}
 }
+
+// TestCommitAllOntoTableCreatedMeanwhile: two first appends of a dataset
+// are staged before either commits; the first creates the table, the
+// second goes through CommitAll. The second must not land its rows with
+// the __row_index base it staged with (they would repeat the first's):
+// it is a conflict, or, with the same txn id, a replay of the first.
+func TestCommitAllOntoTableCreatedMeanwhile(t *testing.T) {
+	e := newPGCatalogEnv(t, false)
+	ctx := context.Background()
+	rows := func(dataset string) int64 {
+		sum, err := e.viaPG.Checksum(ctx, dataset, 0)
+		require.NoError(t, err)
+		return sum.Rows
+	}
+
+	a := e.stage(t, "race", facade.Append, 100)
+	b := e.stage(t, "race", facade.Append, 50)
+	_, err := a.Commit(ctx)
+	require.NoError(t, err)
+	_, err = e.viaPG.CommitAll(ctx, b)
+	require.ErrorIs(t, err, facade.ErrCommitConflict)
+	require.EqualValues(t, 100, rows("race"))
+
+	stageTxn := func(n int) facade.Staged {
+		sc := contract.Schema()
+		bs := contract.Batches(e.mem, sc, 0, n, 100, n)
+		defer func() {
+			for _, b := range bs {
+				b.Release()
+			}
+		}()
+		st, err := e.viaPG.Stage(ctx, facade.Target{DatasetID: "replay", WriterID: "w"},
+			facade.WriteRequest{Mode: facade.Append, Schema: sc, Rows: contract.Seq(bs), TxnID: "txn-1"})
+		require.NoError(t, err)
+		return st
+	}
+	first, again := stageTxn(100), stageTxn(100)
+	res, err := first.Commit(ctx)
+	require.NoError(t, err)
+	got, err := e.viaPG.CommitAll(ctx, again)
+	require.NoError(t, err)
+	require.True(t, got[0].Replayed)
+	require.Equal(t, res.SnapshotID, got[0].SnapshotID)
+	require.EqualValues(t, 100, rows("replay"))
+}
