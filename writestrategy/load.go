@@ -237,7 +237,14 @@ func (b *batchLoad) stage(ctx context.Context, tx pgx.Tx) error {
 		src.pending = first
 	}
 	defer src.release()
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, append(names, "__ord"), src); err != nil {
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{name}, append(names, "__ord"), src)
+	if src.panicked != nil {
+		// pgx pulls the rows on a goroutine of its own: a panic of the
+		// caller's iterator was caught there and goes on here, on the
+		// caller's goroutine, where the caller can recover it.
+		panic(src.panicked.value)
+	}
+	if err != nil {
 		if src.err != nil {
 			return src.err
 		}
@@ -342,6 +349,21 @@ type loadRows struct {
 	ord     int64
 	vals    []any
 	err     error
+	// panicked holds a panic raised while pulling or converting rows
+	// (pgx calls Next and Values on a goroutine of its own).
+	panicked *loadPanic
+}
+
+type loadPanic struct{ value any }
+
+// catch turns a panic in Next or Values into an error that stops the
+// copy, keeping the panic's value for the caller's goroutine.
+func (l *loadRows) catch(fail func()) {
+	if r := recover(); r != nil {
+		l.panicked = &loadPanic{value: r}
+		l.err = fmt.Errorf("writestrategy: load %q: panic while reading the record batches: %v", l.output, r)
+		fail()
+	}
 }
 
 func (l *loadRows) release() {
@@ -351,7 +373,8 @@ func (l *loadRows) release() {
 	}
 }
 
-func (l *loadRows) Next() bool {
+func (l *loadRows) Next() (ok bool) {
+	defer l.catch(func() { ok = false })
 	for l.rec == nil || l.row+1 >= int(l.rec.NumRows()) {
 		l.release()
 		rec := l.pending
@@ -378,7 +401,8 @@ func (l *loadRows) Next() bool {
 	return true
 }
 
-func (l *loadRows) Values() ([]any, error) {
+func (l *loadRows) Values() (vals []any, err error) {
+	defer l.catch(func() { vals, err = nil, l.err })
 	l.vals = l.vals[:0]
 	for i, col := range l.rec.Columns() {
 		v, err := loadValue(col, l.row)

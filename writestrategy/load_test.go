@@ -312,3 +312,42 @@ func TestLoadCancelledMidStream(t *testing.T) {
 		require.Empty(t, ds.Sink)
 	}
 }
+
+// TestLoadIteratorPanics: a panic inside the caller's record batches
+// (pulled while rows are copied into Postgres) reaches the caller's
+// goroutine, where it can be recovered; nothing is visible and the next
+// load lands, on either sink.
+func TestLoadIteratorPanics(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	ensureOutputs(t, w.pool, "p_pg", "p_ice")
+	w.iceberg("p_ice")
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	for _, id := range []string{"p_pg", "p_ice"} {
+		_, err := w.load(writestrategy.LoadRequest{DatasetID: id, SQL: ordersSQL, Args: []any{20}})
+		require.NoError(t, err)
+		before := w.checksum(id)
+		panicking := func(yield func(arrow.RecordBatch, error) bool) {
+			rec := loadBatch(mem, 0, 10)
+			more := yield(rec, nil)
+			rec.Release()
+			if more {
+				rec = loadBatch(mem, 10, 20)
+				defer rec.Release()
+				panic("source exploded")
+			}
+		}
+		recovered := func() (r any) {
+			defer func() { r = recover() }()
+			_, _ = w.load(writestrategy.LoadRequest{DatasetID: id, Batches: panicking})
+			return nil
+		}()
+		require.Equal(t, "source exploded", recovered, id)
+		require.Equal(t, before, w.checksum(id), id)
+		res, err := w.load(writestrategy.LoadRequest{DatasetID: id, Batches: batchesOf(mem, 30, 10, nil)})
+		require.NoError(t, err, id)
+		require.EqualValues(t, 30, res.Rows, id)
+		require.Zero(t, w.openIntents(id), id)
+	}
+}
