@@ -129,16 +129,23 @@ func normalizeRelation(ctx context.Context, tx pgx.Tx, relation string) (string,
 		return "", err
 	}
 	q := pgx.Identifier(parts).Sanitize()
-	var kind *string
-	if err := tx.QueryRow(ctx, `SELECT c.relkind::text FROM pg_catalog.pg_class c WHERE c.oid = to_regclass($1)`, q).Scan(&kind); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	// The relation is stored schema-qualified, as it resolves now: later
+	// reads (on any session, whatever its search_path) read this one.
+	var kind, persistence, nsp, name *string
+	if err := tx.QueryRow(ctx, `SELECT c.relkind::text, c.relpersistence::text, n.nspname::text, c.relname::text
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.oid = to_regclass($1)`, q).Scan(&kind, &persistence, &nsp, &name); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return "", queryError("look up relation", err)
 	}
 	if kind == nil {
 		return "", fmt.Errorf("%w: relation %s does not exist (or is not visible on the search path)", ErrInvalid, q)
 	}
+	if *persistence == "t" {
+		return "", fmt.Errorf("%w: %s is a temporary table, which other sessions cannot read", ErrInvalid, q)
+	}
 	switch *kind {
 	case "r", "v", "m", "f", "p":
-		return q, nil
+		return pgx.Identifier{*nsp, *name}.Sanitize(), nil
 	}
 	return "", fmt.Errorf("%w: %s is not a table, view, materialized view or foreign table (relkind %s)", ErrInvalid, q, *kind)
 }

@@ -104,6 +104,22 @@ func TestRegisterRelation(t *testing.T) {
 		w.mustWrite(writestrategy.Transform{Output: "out", Source: "rel"})
 		require.Equal(t, rows, w.checksum("out").Rows, rel)
 	}
+	// A name is stored schema-qualified as it resolves at registration, so
+	// a session with another search_path (or a temporary table of the same
+	// name) reads the same relation; a temporary table is refused.
+	_, err := reg("rel", "mv")
+	require.NoError(t, err)
+	var stored string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT relation FROM lakewrite.datasets WHERE id = 'rel'`).Scan(&stored))
+	require.Equal(t, `"public"."mv"`, stored)
+	tx, err := w.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `CREATE TEMP TABLE mv AS SELECT 1::bigint AS id`)
+	require.NoError(t, err)
+	_, err = writestrategy.RegisterRelationTx(ctx, tx, nil, "rel_tmp", "mv")
+	require.ErrorIs(t, err, writestrategy.ErrInvalid)
+	require.NoError(t, tx.Rollback(ctx))
+
 	s, err := reg("rel", `SELECT id, name FROM "Sales"."Orders"`)
 	require.NoError(t, err)
 	require.Equal(t, writestrategy.Schema{Columns: []writestrategy.Column{{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"}}}, s)
@@ -168,7 +184,7 @@ func TestRegisterRelation(t *testing.T) {
 		require.ErrorIs(t, err, writestrategy.ErrRelationDataset)
 		require.Equal(t, int64(20), w.checksum("rel").Rows)
 	}
-	tx, err := w.pool.Begin(ctx)
+	tx, err = w.pool.Begin(ctx)
 	require.NoError(t, err)
 	_, err = writestrategy.Apply(ctx, tx, nil, writestrategy.Transform{Output: "rel", Source: "written"})
 	require.ErrorIs(t, err, writestrategy.ErrRelationDataset)
