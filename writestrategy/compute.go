@@ -80,7 +80,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 	}
 	out := make([]Computed, len(ps))
 	for i, p := range ps {
-		cols, oids, _, err := describeTypes(ctx, tx, p.sql)
+		cols, oids, types, err := describeTypes(ctx, tx, p.sql)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if p.identitySQL != "" {
 			sql, args = p.identitySQL, p.identityArgs
 		}
-		sql = orderedSQL(sql, env.OrderBy[p.output], env.ctlSchema())
+		sql = orderedSQL(sql, env.OrderBy[p.output], env.ctlSchema(), stringColumns(cols, oids, types))
 		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
 			return nil, err
 		}

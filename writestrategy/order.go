@@ -70,10 +70,32 @@ func checkBucketKeys(dataset string, cols Schema, oids []uint32, keys []facade.O
 	return nil
 }
 
+// stringColumns returns the output columns of a string type (text,
+// varchar, char, name, and domains over them: pg_type category S).
+func stringColumns(cols Schema, oids []uint32, types map[uint32]*pgTypeRow) map[string]bool {
+	out := map[string]bool{}
+	for i, c := range cols.Columns {
+		if i >= len(oids) {
+			break
+		}
+		t := types[oids[i]]
+		for t != nil && t.base != 0 {
+			t = types[t.base]
+		}
+		if t != nil && t.category == 'S' {
+			out[c.Name] = true
+		}
+	}
+	return out
+}
+
 // orderedSQL wraps a compute query in an ORDER BY over its output columns;
 // a bucket key orders by ctlSchema.iceberg_bucket(column, N) (ctlSchema
-// quoted).
-func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string) string {
+// quoted). A key over a string column (strs) orders by its bytes (COLLATE
+// "C"), the order Iceberg compares strings in, whatever the column's
+// collation: under a linguistic collation the rows of one truncate[W]
+// partition need not be adjacent ("ab" < "Ab" < "abc").
+func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string, strs map[string]bool) string {
 	if len(keys) == 0 {
 		return sql
 	}
@@ -90,6 +112,9 @@ func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string) string {
 			fmt.Fprintf(&b, "%s.iceberg_bucket(%s, %d)", ctlSchema, col, k.Bucket)
 		} else {
 			b.WriteString(col)
+			if strs[k.Column] {
+				b.WriteString(` COLLATE "C"`)
+			}
 		}
 		if k.Descending {
 			b.WriteString(" DESC")

@@ -185,3 +185,38 @@ func TestDispatchBucketPartitionedOutput(t *testing.T) {
 	_, err = w.lake.(*facade.Facade).LoadTable(ctx, "b_amount")
 	require.ErrorIs(t, err, facade.ErrTableNotFound)
 }
+
+// TestDispatchPartitionedTextUnderLinguisticCollation: an output
+// partitioned by truncate[2] of a text column whose collation is a
+// linguistic one (ICU: "ab" < "Ab" < "abc" < "Abd") is still written: the
+// compute orders text partition keys by their bytes (COLLATE "C", the
+// order Iceberg compares strings in), so each prefix arrives as one run.
+func TestDispatchPartitionedTextUnderLinguisticCollation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorldWith(t, nil, &facade.Config{PartitionFor: func(id string) (facade.Partitioning, bool) {
+		return facade.Partitioning{
+			Fields:    []facade.PartitionField{{Column: "label", Transform: "truncate[2]"}},
+			SortOrder: []facade.SortField{{Column: "label"}, {Column: "id"}},
+		}, id == "coll_ice"
+	}}, nil, nil)
+	var icu bool
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')`).Scan(&icu))
+	require.True(t, icu, "the test server has ICU collations")
+	seedWorld(t, w, 600)
+	ensureOutputs(t, w.pool, "coll_pg", "coll_ice")
+	w.iceberg("coll_ice")
+	mk := func(out string) writestrategy.WriteStrategy {
+		return writestrategy.Transform{Output: out, Source: "orders", Steps: []writestrategy.Step{{Name: "labelled",
+			SQL: `SELECT id, (CASE id % 6 WHEN 0 THEN 'ab' WHEN 1 THEN 'Ab' WHEN 2 THEN 'abc' WHEN 3 THEN 'Abd' WHEN 4 THEN 'a-b' ELSE 'ac' END) COLLATE "und-x-icu" AS label FROM source`}}}
+	}
+	pg := w.mustWrite(mk("coll_pg"))
+	ice := w.mustWrite(mk("coll_ice"))
+	require.Equal(t, pg[0].Rows, ice[0].Rows)
+	require.Equal(t, w.checksum("coll_pg"), w.checksum("coll_ice"))
+	tbl, err := w.lake.(*facade.Facade).LoadTable(ctx, "coll_ice")
+	require.NoError(t, err)
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	require.NoError(t, err)
+	require.Len(t, tasks, 4) // "ab", "Ab", "a-", "ac"
+}
