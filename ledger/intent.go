@@ -468,15 +468,20 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	return nil
 }
 
-func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
-	var snap *int64
+// nullable returns the outcome's snapshot id and commit time as query
+// arguments: NULL when unset.
+func (o Outcome) nullable() (snap *int64, at any) {
 	if o.SnapshotID != 0 {
 		snap = &o.SnapshotID
 	}
-	var at any
 	if !o.CommittedAt.IsZero() {
 		at = o.CommittedAt
 	}
+	return snap, at
+}
+
+func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
+	snap, at := o.nullable()
 	var mode vocab.WriteMode
 	var sink vocab.Sink
 	var committedAt time.Time
@@ -533,14 +538,7 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 // an intent that is not open (or was claimed, or is a maintenance intent)
 // changes nothing.
 func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
-	var snap *int64
-	if o.SnapshotID != 0 {
-		snap = &o.SnapshotID
-	}
-	var at any
-	if !o.CommittedAt.IsZero() {
-		at = o.CommittedAt
-	}
+	snap, at := o.nullable()
 	const sp = "lw_ledger_commit"
 	b := &pgx.Batch{}
 	b.Queue(`SAVEPOINT ` + sp)

@@ -187,19 +187,24 @@ func arrowValue(arr arrow.Array, i int) (any, error) {
 		}
 		return pgtype.Time{Microseconds: us, Valid: true}, nil
 	case *array.List:
-		start, end := a.ValueOffsets(i)
-		vals := a.ListValues()
-		out := make([]any, 0, end-start)
-		for j := start; j < end; j++ {
-			v, err := arrowValue(vals, int(j))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
+		return listValue(a, i, arrowValue)
 	}
 	return nil, fmt.Errorf("%w: Arrow type %s cannot be copied into Postgres", ErrInvalid, arr.DataType())
+}
+
+// listValue is the list at row i of a, its elements converted by elem.
+func listValue(a *array.List, i int, elem func(arrow.Array, int) (any, error)) (any, error) {
+	start, end := a.ValueOffsets(i)
+	vals := a.ListValues()
+	out := make([]any, 0, end-start)
+	for j := start; j < end; j++ {
+		v, err := elem(vals, int(j))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // cloneBytes copies b into a non-nil slice: pgx encodes a nil []byte as

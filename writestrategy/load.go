@@ -148,23 +148,9 @@ func loadStrategy(req LoadRequest) (WriteStrategy, error) {
 		if schema == nil {
 			schema = req.Reader.Schema()
 		}
-		batches = readerBatches(req.Reader)
+		batches = facade.FromReader(req.Reader)
 	}
 	return &batchLoad{q: q, batches: batches, schema: schema}, nil
-}
-
-// readerBatches yields the batches of r, borrowed, then r's error.
-func readerBatches(r array.RecordReader) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
-		for r.Next() {
-			if !yield(r.RecordBatch(), nil) {
-				return
-			}
-		}
-		if err := r.Err(); err != nil {
-			yield(nil, err)
-		}
-	}
 }
 
 // stager is a strategy that first puts its input into the write's
@@ -444,25 +430,8 @@ func loadValue(arr arrow.Array, i int) (any, error) {
 			ms *= 1000
 		}
 		return pgtype.Time{Microseconds: ms * 1000, Valid: true}, nil
-	case *array.Time64:
-		unit := a.DataType().(*arrow.Time64Type).Unit
-		us := int64(a.Value(i))
-		if unit == arrow.Nanosecond {
-			us /= 1000
-		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
 	case *array.List:
-		start, end := a.ValueOffsets(i)
-		vals := a.ListValues()
-		out := make([]any, 0, end-start)
-		for j := start; j < end; j++ {
-			v, err := loadValue(vals, int(j))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
+		return listValue(a, i, loadValue)
 	}
 	return arrowValue(arr, i)
 }

@@ -1,6 +1,7 @@
 package facadetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -127,15 +128,9 @@ func cellValue(arr arrow.Array, i int) (any, bool) {
 func compare(a, b any) int {
 	switch x := a.(type) {
 	case int64:
-		y := b.(int64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x, b.(int64))
 	case float64:
+		// < and >, not cmp.Compare: a NaN compares equal to every bound
 		y := b.(float64)
 		switch {
 		case x < y:
