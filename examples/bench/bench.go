@@ -149,6 +149,10 @@ type phaseResult struct {
 	// these are steadier than rows/s.
 	ClientCPU float64 `json:"client_cpu_seconds"`
 	ServerCPU float64 `json:"server_cpu_seconds,omitempty"`
+	// Idle is the share of the machine's CPU time (all CPUs, /proc/stat)
+	// that was idle during the phase: with client and server on the same
+	// cores, CPU left unused by a pipeline that waits on itself.
+	Idle float64 `json:"machine_idle_share"`
 	// Stages is the client CPU by stage (decode, stamp/hash, encode, ...)
 	// from an in-process CPU profile of the phase; empty with -cpuprofile.
 	Stages []stageCPU `json:"cpu_by_stage,omitempty"`
@@ -396,10 +400,12 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 		}
 	}
 	cpu0 := processCPU()
+	idle0, all0 := machineIdle()
 	start := time.Now()
 	rows, out, err := fn(ctx)
 	secs := time.Since(start).Seconds()
 	cpu := processCPU() - cpu0
+	idle1, all1 := machineIdle()
 	heap := hs.stop()
 	stages, perr := sp.stop()
 	if err != nil {
@@ -413,6 +419,9 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 		PeakRSS: procStatusKB("VmHWM"), PeakRSSScope: scope, PeakHeap: heap, OutBytes: out,
 		ClientCPU: cpu.Seconds(), Stages: stages,
 	}
+	if all1 > all0 {
+		pr.Idle = float64(idle1-idle0) / float64(all1-all0)
+	}
 	if srv0 != nil {
 		if srv1 := b.serverCPU(ctx); srv1 != nil {
 			var d time.Duration
@@ -423,6 +432,34 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 		}
 	}
 	return pr, nil
+}
+
+// machineIdle returns the idle (idle + iowait) and total CPU ticks of the
+// machine, all CPUs together, from /proc/stat (0, 0 where it is missing).
+func machineIdle() (idle, all uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		if i == 8 || i == 9 { // guest time is already counted in user time
+			continue
+		}
+		all += n
+		if i == 3 || i == 4 {
+			idle += n
+		}
+	}
+	return idle, all
 }
 
 // serverCPU returns the CPU time of each client backend of the database

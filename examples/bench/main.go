@@ -141,8 +141,8 @@ func printTable(w io.Writer, r *report) {
 	if r.Seed != nil {
 		fmt.Fprintf(w, "seeded in %.1fs\n", r.Seed.Seconds)
 	}
-	fmt.Fprintf(w, "\n%-11s %10s %8s %12s %8s %12s %12s %11s %9s %9s\n",
-		"phase", "rows", "seconds", "rows/s", "x COPY", "peak RSS", "peak heap", "written", "cli CPU", "srv CPU")
+	fmt.Fprintf(w, "\n%-11s %10s %8s %12s %8s %12s %12s %11s %9s %9s %6s\n",
+		"phase", "rows", "seconds", "rows/s", "x COPY", "peak RSS", "peak heap", "written", "cli CPU", "srv CPU", "idle")
 	for _, p := range r.Phases {
 		ratio := "-"
 		if p.RatioVsCopy > 0 {
@@ -160,9 +160,9 @@ func printTable(w io.Writer, r *report) {
 		if p.ServerCPU > 0 {
 			srv = fmt.Sprintf("%.2fs", p.ServerCPU)
 		}
-		fmt.Fprintf(w, "%-11s %10d %8.2f %12.0f %8s %12s %12s %11s %9s %9s\n",
+		fmt.Fprintf(w, "%-11s %10d %8.2f %12.0f %8s %12s %12s %11s %9s %9s %5.0f%%\n",
 			p.Phase, p.Rows, p.Seconds, p.RowsPerSec, ratio, rss, mib(int64(p.PeakHeap)), out,
-			fmt.Sprintf("%.2fs", p.ClientCPU), srv)
+			fmt.Sprintf("%.2fs", p.ClientCPU), srv, 100*p.Idle)
 	}
 	printStages(w, r.Phases)
 	printColumns(w, r.Phases)
