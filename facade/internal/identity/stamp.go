@@ -2,6 +2,7 @@ package identity
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -49,6 +50,7 @@ type Stamper struct {
 	slots  int
 	rows   int
 	h      []uint64
+	ords   []uint32 // scratch: the ordinals of a batch
 	sum    Checksum
 }
 
@@ -165,19 +167,31 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 				s.sparse = make(map[uint32]uint32, n)
 			}
 			cols[i] = int64Array(s.mem, f.Type, n, func(v []int64) {
-				for j, h := range s.h {
-					slot := (h >> 20) & mask
-					var ord uint32
-					if s.counts != nil {
-						ord = s.counts[slot]
-						s.counts[slot]++
-					} else {
-						ord = s.sparse[uint32(slot)]
-						s.sparse[uint32(slot)] = ord + 1
+				// The ordinals first, in a loop of table look-ups alone
+				// (independent loads the CPU overlaps), then the ids.
+				s.ords = slices.Grow(s.ords[:0], n)[:n]
+				ords := s.ords
+				if counts := s.counts; counts != nil {
+					for j, h := range s.h {
+						slot := (h >> 20) & mask
+						ords[j] = counts[slot]
+						counts[slot]++
 					}
-					v[j] = int64(mix(mix(s.seed, h), uint64(ord)) >> 1)
-					if keep != nil && keep.IsValid(j) {
-						v[j] = keep.Value(j)
+				} else {
+					for j, h := range s.h {
+						slot := uint32((h >> 20) & mask)
+						ords[j] = s.sparse[slot]
+						s.sparse[slot] = ords[j] + 1
+					}
+				}
+				for j, h := range s.h {
+					v[j] = int64(mix(mix(s.seed, h), uint64(ords[j])) >> 1)
+				}
+				if keep != nil {
+					for j := range v {
+						if keep.IsValid(j) {
+							v[j] = keep.Value(j)
+						}
 					}
 				}
 			})
