@@ -51,7 +51,10 @@ type Stamper struct {
 	rows   int
 	h      []uint64
 	ords   []uint32 // scratch: the ordinals of a batch
-	sum    Checksum
+	// created holds the write's __created_at, shared by the batches that
+	// preserve none (see constCreatedAt).
+	created []int64
+	sum     Checksum
 }
 
 // NewStamper stamps batches of in into out: requiredNames are the
@@ -200,10 +203,14 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			if s.createdIx >= 0 {
 				keep = rec.Column(s.createdIx).(*array.Timestamp)
 			}
+			if keep == nil {
+				cols[i] = s.constCreatedAt(f.Type, n)
+				continue
+			}
 			cols[i] = int64Array(s.mem, f.Type, n, func(v []int64) {
 				for j := range v {
 					v[j] = s.createdAt
-					if keep != nil && keep.IsValid(j) {
+					if keep.IsValid(j) {
 						v[j] = int64(keep.Value(j))
 					}
 				}
@@ -212,6 +219,24 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	}
 	s.next += int64(n)
 	return array.NewRecordBatch(s.out, cols, int64(n)), nil
+}
+
+// constCreatedAt returns a __created_at column of n rows all holding the
+// write's timestamp. The values live in one immutable Go slice shared by
+// the batches (grown by replacing it, never written once handed out), so a
+// batch neither allocates nor fills them.
+func (s *Stamper) constCreatedAt(t arrow.DataType, n int) arrow.Array {
+	if len(s.created) < n {
+		c := make([]int64, max(n, 2*len(s.created)))
+		for j := range c {
+			c[j] = s.createdAt
+		}
+		s.created = c
+	}
+	buf := memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(s.created[:n]))
+	data := array.NewData(t, n, []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
 }
 
 // Checksum of the business columns of the rows stamped so far.
