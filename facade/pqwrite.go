@@ -22,8 +22,12 @@ import (
 // with pqarrow, with Parquet settings per column that iceberg-go's writer
 // cannot express (it applies one encoding and one codec to every column):
 //
-//   - __row_index (consecutive integers): DELTA_BINARY_PACKED, no
-//     dictionary; a few bytes per page instead of 8 bytes per row.
+//   - __row_index (consecutive integers): BYTE_STREAM_SPLIT, no
+//     dictionary, the table's codec: ~16 KB per million rows instead of
+//     8 MB, for ~5 ms of CPU per million rows. DELTA_BINARY_PACKED without
+//     a codec is no cheaper to encode (~4.7 ms) and arrow-go's decoder of
+//     it never releases a buffer, which a checked allocator reports as a
+//     leak when the file is read back.
 //   - __row_id (a 63-bit hash, incompressible): PLAIN, no dictionary and no
 //     codec, so no CPU is spent compressing what does not compress.
 //   - __created_at (one value per write): dictionary.

@@ -33,15 +33,28 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
+// hashBytes folds the length of b, then b 8 bytes at a time (little
+// endian), then the last len(b)%8 bytes as one little-endian word (0 when
+// there are none).
 func hashBytes(seed uint64, b []byte) uint64 {
-	h := mix(seed, uint64(len(b))^k3)
-	for len(b) >= 8 {
-		h = mix(h, binary.LittleEndian.Uint64(b))
-		b = b[8:]
+	n := len(b)
+	h := mix(seed, uint64(n)^k3)
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		h = mix(h, binary.LittleEndian.Uint64(b[i:]))
 	}
+	r := n - i // 0..7 bytes left
 	var tail uint64
-	for i, c := range b {
-		tail |= uint64(c) << (8 * i)
+	switch {
+	case r == 0:
+	case n >= 8:
+		// the last 8 bytes, shifted down to the r left over
+		tail = binary.LittleEndian.Uint64(b[n-8:]) >> (8 * (8 - r))
+	case r >= 4:
+		// two overlapping 4-byte words; shared bytes land on the same bits
+		tail = uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[r-4:]))<<(8*(r-4))
+	default:
+		tail = uint64(b[0]) | uint64(b[r>>1])<<(8*(r>>1)) | uint64(b[r-1])<<(8*(r-1))
 	}
 	return mix(h, tail)
 }
@@ -71,6 +84,9 @@ const (
 // hashColumn folds the values of arr into h (len(h) == arr.Len()), using
 // vals (same length) as scratch.
 func hashColumn(f arrow.Field, colSeed uint64, arr arrow.Array, h, vals []uint64) error {
+	if foldColumn(f, colSeed, arr, h) {
+		return nil
+	}
 	if err := ValueHashes(f, arr, vals); err != nil {
 		return err
 	}
@@ -79,6 +95,70 @@ func hashColumn(f arrow.Field, colSeed uint64, arr arrow.Array, h, vals []uint64
 		h[i] = mix(h[i]^colSeed, vals[i])
 	}
 	return nil
+}
+
+// foldColumn is hashColumn in one pass, without the scratch, for the
+// common column types without nulls; it reports false (h untouched) for the
+// others. The value hashes are those of ValueHashes.
+func foldColumn(f arrow.Field, colSeed uint64, arr arrow.Array, h []uint64) bool {
+	if arr.NullN() > 0 {
+		return false
+	}
+	n := len(h)
+	switch a := arr.(type) {
+	case *array.Int64:
+		foldInts(a.Int64Values()[:n], colSeed, tagInt, h)
+	case *array.Int32:
+		foldInts(a.Int32Values()[:n], colSeed, tagInt, h)
+	case *array.Int16:
+		foldInts(a.Int16Values()[:n], colSeed, tagInt, h)
+	case *array.Date32:
+		foldInts(a.Date32Values()[:n], colSeed, tagDate, h)
+	case *array.Timestamp:
+		foldInts(a.TimestampValues()[:n], colSeed, tagTimestamp, h)
+	case *array.Time64:
+		foldInts(a.Time64Values()[:n], colSeed, tagTime, h)
+	case *array.Float64:
+		for i, v := range a.Float64Values()[:n] {
+			h[i] = mix(h[i]^colSeed, mix(tagFloat, floatBits(v)))
+		}
+	case *array.Boolean:
+		for i := range h {
+			v := uint64(0)
+			if a.Value(i) {
+				v = 1
+			}
+			h[i] = mix(h[i]^colSeed, mix(tagBool, v))
+		}
+	case *array.Decimal128:
+		scale := uint64(a.DataType().(*arrow.Decimal128Type).Scale)
+		for i, v := range a.Values()[:n] {
+			h[i] = mix(h[i]^colSeed, mix(mix(tagDecimal^scale, uint64(v.HighBits())), v.LowBits()))
+		}
+	case *array.String:
+		if isUUIDField(f) {
+			return false
+		}
+		foldVar(tagString, a.ValueOffsets(), valueData(a), colSeed, h)
+	case *array.Binary:
+		foldVar(tagBinary, a.ValueOffsets(), valueData(a), colSeed, h)
+	default:
+		return false
+	}
+	return true
+}
+
+func foldInts[T ~int16 | ~int32 | ~int64](vs []T, colSeed, tag uint64, h []uint64) {
+	for i, v := range vs {
+		h[i] = mix(h[i]^colSeed, mix(tag, uint64(int64(v))))
+	}
+}
+
+func foldVar(tag uint64, offs []int32, data []byte, colSeed uint64, h []uint64) {
+	offs = offs[:len(h)+1]
+	for i := range h {
+		h[i] = mix(h[i]^colSeed, hashBytes(tag, data[offs[i]:offs[i+1]]))
+	}
 }
 
 // ValueHashes writes one hash per value of arr into out.
@@ -140,14 +220,10 @@ func ValueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
 				out[i] = hashBytes(tagUUID, u[:])
 			}
 		} else {
-			for i := range out {
-				out[i] = hashBytes(tagString, unsafeBytes(a.Value(i)))
-			}
+			varHashes(tagString, a.ValueOffsets(), valueData(a), out)
 		}
 	case *array.Binary:
-		for i := range out {
-			out[i] = hashBytes(tagBinary, a.Value(i))
-		}
+		varHashes(tagBinary, a.ValueOffsets(), valueData(a), out)
 	case *array.FixedSizeBinary:
 		tag := tagBinary
 		if uuid {
@@ -194,6 +270,25 @@ func ValueHashes(f arrow.Field, arr arrow.Array, out []uint64) error {
 		}
 	}
 	return nil
+}
+
+// valueData is the whole data buffer of a variable-width array, which its
+// offsets index.
+func valueData(a arrow.Array) []byte {
+	if b := a.Data().Buffers()[2]; b != nil {
+		return b.Bytes()
+	}
+	return nil
+}
+
+// varHashes hashes the values of a variable-width array given its offsets
+// (len(out)+1 of them, from the array's slice offset) and its whole data
+// buffer.
+func varHashes(tag uint64, offs []int32, data []byte, out []uint64) {
+	offs = offs[:len(out)+1]
+	for i := range out {
+		out[i] = hashBytes(tag, data[offs[i]:offs[i+1]])
+	}
 }
 
 func fixedHashes(a *array.FixedSizeBinary, tag uint64, out []uint64) error {

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -49,7 +50,11 @@ type Stamper struct {
 	slots  int
 	rows   int
 	h      []uint64
-	sum    Checksum
+	ords   []uint32 // scratch: the ordinals of a batch
+	// created holds the write's __created_at, shared by the batches that
+	// preserve none (see constCreatedAt).
+	created []int64
+	sum     Checksum
 }
 
 // NewStamper stamps batches of in into out: requiredNames are the
@@ -165,19 +170,31 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 				s.sparse = make(map[uint32]uint32, n)
 			}
 			cols[i] = int64Array(s.mem, f.Type, n, func(v []int64) {
-				for j, h := range s.h {
-					slot := (h >> 20) & mask
-					var ord uint32
-					if s.counts != nil {
-						ord = s.counts[slot]
-						s.counts[slot]++
-					} else {
-						ord = s.sparse[uint32(slot)]
-						s.sparse[uint32(slot)] = ord + 1
+				// The ordinals first, in a loop of table look-ups alone
+				// (independent loads the CPU overlaps), then the ids.
+				s.ords = slices.Grow(s.ords[:0], n)[:n]
+				ords := s.ords
+				if counts := s.counts; counts != nil {
+					for j, h := range s.h {
+						slot := (h >> 20) & mask
+						ords[j] = counts[slot]
+						counts[slot]++
 					}
-					v[j] = int64(mix(mix(s.seed, h), uint64(ord)) >> 1)
-					if keep != nil && keep.IsValid(j) {
-						v[j] = keep.Value(j)
+				} else {
+					for j, h := range s.h {
+						slot := uint32((h >> 20) & mask)
+						ords[j] = s.sparse[slot]
+						s.sparse[slot] = ords[j] + 1
+					}
+				}
+				for j, h := range s.h {
+					v[j] = int64(mix(mix(s.seed, h), uint64(ords[j])) >> 1)
+				}
+				if keep != nil {
+					for j := range v {
+						if keep.IsValid(j) {
+							v[j] = keep.Value(j)
+						}
 					}
 				}
 			})
@@ -186,10 +203,14 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			if s.createdIx >= 0 {
 				keep = rec.Column(s.createdIx).(*array.Timestamp)
 			}
+			if keep == nil {
+				cols[i] = s.constCreatedAt(f.Type, n)
+				continue
+			}
 			cols[i] = int64Array(s.mem, f.Type, n, func(v []int64) {
 				for j := range v {
 					v[j] = s.createdAt
-					if keep != nil && keep.IsValid(j) {
+					if keep.IsValid(j) {
 						v[j] = int64(keep.Value(j))
 					}
 				}
@@ -198,6 +219,24 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	}
 	s.next += int64(n)
 	return array.NewRecordBatch(s.out, cols, int64(n)), nil
+}
+
+// constCreatedAt returns a __created_at column of n rows all holding the
+// write's timestamp. The values live in one immutable Go slice shared by
+// the batches (grown by replacing it, never written once handed out), so a
+// batch neither allocates nor fills them.
+func (s *Stamper) constCreatedAt(t arrow.DataType, n int) arrow.Array {
+	if len(s.created) < n {
+		c := make([]int64, max(n, 2*len(s.created)))
+		for j := range c {
+			c[j] = s.createdAt
+		}
+		s.created = c
+	}
+	buf := memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(s.created[:n]))
+	data := array.NewData(t, n, []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
 }
 
 // Checksum of the business columns of the rows stamped so far.

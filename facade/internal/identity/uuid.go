@@ -2,10 +2,7 @@ package identity
 
 import (
 	"errors"
-	"unsafe"
 )
-
-func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 var errBadUUID = errors.New("not a UUID")
 
