@@ -164,7 +164,7 @@
 // SELECT, ~5-15% more for the COPY, most of it converting jsonb to text,
 // which both pay. On two shared cores client and server compete for CPU,
 // so the ratio follows the server's cost and the machine's load: the
-// issue's target (direct >= 1.1x COPY) is reached in some runs but not
+// target of direct >= 1.1x COPY is reached in some runs but not
 // reliably here, and the undecoded raw-values reference does no better.
 //
 // Measured and not adopted: reading pgconn's ResultReader instead of
