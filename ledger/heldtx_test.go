@@ -155,8 +155,13 @@ func TestRecoverDataset(t *testing.T) {
 	ensure(t, l, "d", "live")
 	at := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 
-	ds, rep, err := l.RecoverDataset(ctx, "d", time.Minute, absent)
+	var answer int
+	ds, rep, err := l.RecoverDataset(ctx, "d", time.Minute, absent, func(b *pgx.Batch) func(pgx.BatchResults) error {
+		b.Queue(`SELECT 41 + 1`)
+		return func(br pgx.BatchResults) error { return br.QueryRow().Scan(&answer) }
+	})
 	require.NoError(t, err)
+	require.Equal(t, 42, answer, "the caller's read went in the same batch")
 	require.Equal(t, "d", ds.ID)
 	require.Equal(t, "d name", ds.Name)
 	require.Zero(t, len(rep.RolledForward)+len(rep.Aborted)+len(rep.Unresolved)+len(rep.Live))

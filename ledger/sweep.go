@@ -196,7 +196,14 @@ type batchSender interface {
 // output before it opens an intent. When an intent was rolled forward,
 // the row is read again after it. A dataset that is not registered is an
 // error matching ErrDatasetNotFound (it has no intents to recover).
-func (l *Ledger) RecoverDataset(ctx context.Context, datasetID string, olderThan time.Duration, lookup Lookup) (Dataset, SweepReport, error) {
+//
+// with are reads of the caller's sent in the same batch, after the
+// ledger's (say sink.Resolver.Prefetch): each queues its queries and
+// returns the reader of their results, called in order once the ledger's
+// results are read (not when those failed). Their errors are returned.
+// Without a batch they are not sent.
+func (l *Ledger) RecoverDataset(ctx context.Context, datasetID string, olderThan time.Duration, lookup Lookup,
+	with ...func(b *pgx.Batch) func(pgx.BatchResults) error) (Dataset, SweepReport, error) {
 	if datasetID == "" {
 		return Dataset{}, SweepReport{}, invalid("RecoverDataset: dataset id is empty")
 	}
@@ -220,6 +227,12 @@ func (l *Ledger) RecoverDataset(ctx context.Context, datasetID string, olderThan
 	b := &pgx.Batch{}
 	b.Queue(l.datasetSQL(), datasetID)
 	b.Queue(q, args...)
+	readers := make([]func(pgx.BatchResults) error, 0, len(with))
+	for _, w := range with {
+		if w != nil {
+			readers = append(readers, w(b))
+		}
+	}
 	br := bs.SendBatch(ctx, b)
 	ds, err := l.scanDataset(br.QueryRow(), datasetID)
 	var stale []holder
@@ -229,6 +242,11 @@ func (l *Ledger) RecoverDataset(ctx context.Context, datasetID string, olderThan
 			stale, err = scanStale(rows)
 		} else {
 			err = fmt.Errorf("ledger: sweep: %w", err)
+		}
+	}
+	for _, read := range readers {
+		if err == nil && read != nil {
+			err = read(br)
 		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {

@@ -98,11 +98,11 @@ func (c *turnCounter) stop() (int, []string) {
 // maxSmallWriteRoundTrips is the most round trips a 1-row replace of a
 // fresh dataset on the Postgres arm may take (warm pool and statement
 // caches, built-in column types, no idempotency key, no open intent to
-// recover): the output's row and intents, its flags, the intent (lock and
+// recover): the output's row, intents and flags, the intent (lock and
 // insert), the transaction's begin and settings, the datasets read, the
 // output's description, the row store's delete and insert, the ledger
 // commit with the COMMIT.
-const maxSmallWriteRoundTrips = 8
+const maxSmallWriteRoundTrips = 7
 
 // The fixed cost of a small write on the Postgres arm, in round trips to
 // the database, is pinned: it may go down, never up.

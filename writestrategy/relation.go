@@ -302,6 +302,12 @@ func refuseRelationOutputs(ds map[string]datasetRow, outs []string) error {
 	return nil
 }
 
+// prefetcher is a Resolver that can read the flags of a resolution in a
+// batch of other queries; *sink.Resolver is one.
+type prefetcher interface {
+	Prefetch(writerID string, datasetIDs ...string) func(b *pgx.Batch) func(pgx.BatchResults) error
+}
+
 // recoverOutputs looks once at each output, before any intent is opened
 // and before the sink is resolved: in one round trip per output
 // (ledger.Ledger.RecoverDataset) it reads the output's row and its open
@@ -313,8 +319,20 @@ func (d *Dispatcher) recoverOutputs(ctx context.Context, w *writeInfo) error {
 	outs := append([]string(nil), w.outs...)
 	sort.Strings(outs)
 	w.datasets = make(map[string]ledger.Dataset, len(outs))
-	for _, o := range outs {
-		ds, _, err := d.cfg.Ledger.RecoverDataset(ctx, o, d.cfg.RecoverAfter, d.Lookup)
+	// The sink's flags are read in the first of these round trips when
+	// the resolver can (sink.Resolver.Prefetch), so that resolving the
+	// sink next needs none.
+	var with []func(*pgx.Batch) func(pgx.BatchResults) error
+	if p, ok := d.cfg.Resolver.(prefetcher); ok {
+		if f := p.Prefetch(w.writerID, w.outs...); f != nil {
+			with = append(with, f)
+		}
+	}
+	for i, o := range outs {
+		if i == 1 {
+			with = nil
+		}
+		ds, _, err := d.cfg.Ledger.RecoverDataset(ctx, o, d.cfg.RecoverAfter, d.Lookup, with...)
 		if errors.Is(err, ErrDatasetNotFound) {
 			continue
 		}
