@@ -57,15 +57,24 @@ func (l *Ledger) EnsureDataset(ctx context.Context, id, name string, schema json
 // Dataset returns a registered dataset, or an error matching
 // ErrDatasetNotFound.
 func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
+	return l.scanDataset(l.db.QueryRow(ctx, l.datasetSQL(), id), id)
+}
+
+// datasetSQL reads the row of dataset $1.
+func (l *Ledger) datasetSQL() string {
+	return `SELECT id, name, schema, row_count, status, coalesce(sink, ''), coalesce(owner, ''),
+		source_watermark, created_at, updated_at, maintained_at, maintenance
+		FROM ` + l.table("datasets") + ` WHERE id = $1`
+}
+
+// scanDataset scans the row of datasetSQL.
+func (l *Ledger) scanDataset(row pgx.Row, id string) (Dataset, error) {
 	var d Dataset
 	var schema []byte
 	var report []byte
 	var wm, maintained *time.Time
-	err := l.db.QueryRow(ctx, `SELECT id, name, schema, row_count, status, coalesce(sink, ''), coalesce(owner, ''),
-		source_watermark, created_at, updated_at, maintained_at, maintenance
-		FROM `+l.table("datasets")+` WHERE id = $1`, id).
-		Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &d.CreatedAt, &d.UpdatedAt,
-			&maintained, &report)
+	err := row.Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &d.CreatedAt, &d.UpdatedAt,
+		&maintained, &report)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Dataset{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 	}

@@ -48,7 +48,9 @@
 // a recount), committed_at = the commit time passed in (the Iceberg
 // snapshot's timestamp, not now()), and the dataset's source watermark,
 // row count, status, sink and schema, after Config.Expectations had their
-// chance to veto. CommitTx does the same inside the caller's transaction.
+// chance to veto. CommitTx does the same inside the caller's transaction;
+// CommitTxNow stamps the database clock as the commit time, and
+// CommitTxEnd commits the caller's transaction too.
 // Check asks the expectations without committing anything, for writers that
 // make data visible elsewhere first (the Iceberg arm asks before its
 // snapshot commit, so a veto leaves the table as it was).
@@ -73,7 +75,12 @@
 // database (pg_locks). No transaction is held open: the session sits idle
 // between Open and Commit, and Commit runs on it. CommitTx hands the intent
 // over to the caller's transaction: the row it updated stays locked by that
-// transaction until it ends, so the session is released at once.
+// transaction until it ends, so the session is released at once. A writer
+// whose rows and ledger commit share one transaction may run it on the
+// held session itself (Intent.BeginTx): it needs no second connection, and
+// the lock is given up, and with CommitTxEnd the transaction committed, in
+// the round trip of the ledger commit. The lock is taken in the round trip
+// that inserts the intent row, before the insert runs.
 //
 // When the writer is gone, Open with OpenParams.Lookup reconciles its
 // intent at once: it takes the dead intent's lock itself (so two

@@ -40,6 +40,13 @@ type intentState struct {
 	// inTx: CommitTx committed it inside a caller's transaction.
 	finished bool
 	inTx     bool
+	// txOpen: a transaction begun with Intent.BeginTx runs on conn; the
+	// connection is given back only once it ended. unlocked: the lock was
+	// given up already (inside that transaction, by CommitTx).
+	txOpen   bool
+	unlocked bool
+	// lockPending: the session is taken, its lock not asked for yet.
+	lockPending bool
 }
 
 // lockKey is the advisory lock key of intent id in schema: 64 bits of a
@@ -89,26 +96,47 @@ func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) 
 	return nil, nil, nil
 }
 
-// newState takes the hold of a new intent of id: a session and, on it, the
-// intent's advisory lock (pg_try_advisory_lock: the key is the intent's own,
-// so it is free unless the same id is held by a live writer, or in the
-// rare collision). When the lock is not granted the state has no liveness.
+// newState takes the session of a new intent of id. Its advisory lock (the
+// key is the intent's own, so it is free unless the same id is held by a
+// live writer, or in the rare collision) is taken by the first attempt to
+// insert the intent, in the same round trip (tryOpen); until then the state
+// is lockPending. Without a session the state has no liveness.
 func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) {
 	st := &intentState{key: lockKey(l.cfg.Schema, id), table: l.table("pipeline_build_transactions"), cleanup: l.cfg.CleanupTimeout}
 	conn, pooled, err := l.session(ctx)
 	if err != nil || conn == nil {
 		return st, err
 	}
-	var ok bool
-	err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, st.key).Scan(&ok)
-	if err != nil || !ok {
-		if pooled != nil {
-			giveBack(pooled, err == nil, st.cleanup)
-		}
-		return st, err
-	}
-	st.conn, st.pooled, st.hadHold = conn, pooled, true
+	st.conn, st.pooled, st.hadHold, st.lockPending = conn, pooled, true, true
 	return st, nil
+}
+
+// lock takes the pending lock of st in a round trip of its own (when it
+// cannot share one with the insert of the intent).
+func (st *intentState) lock(ctx context.Context) error {
+	if !st.lockPending {
+		return nil
+	}
+	var ok bool
+	if err := st.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, st.key).Scan(&ok); err != nil {
+		return err
+	}
+	st.locked(ok)
+	return nil
+}
+
+// locked records the answer of the pending lock: granted, the state holds
+// the intent; refused, it has no liveness and gives its session back.
+func (st *intentState) locked(ok bool) {
+	st.lockPending = false
+	if ok {
+		return
+	}
+	conn, pooled := st.conn, st.pooled
+	st.conn, st.pooled, st.hadHold = nil, nil, false
+	if pooled != nil {
+		giveBack(pooled, !conn.IsClosed(), st.cleanup)
+	}
 }
 
 // giveBack returns an acquired connection to its pool, or, when it is not
@@ -142,13 +170,21 @@ func (st *intentState) release() {
 		return
 	}
 	st.released = true
-	if st.conn == nil {
+	st.giveBackLocked()
+}
+
+// giveBackLocked unlocks (unless done already) and gives the connection
+// back, unless a transaction still runs on it (then its end does). The
+// caller holds st.mu.
+func (st *intentState) giveBackLocked() {
+	if st.conn == nil || st.txOpen {
 		return
 	}
 	conn, pooled := st.conn, st.pooled
 	st.conn, st.pooled = nil, nil
-	ok := false
-	if st.lost == nil && !conn.IsClosed() {
+	done := st.unlocked || st.lockPending // nothing to unlock
+	ok := done && st.lost == nil && !conn.IsClosed()
+	if !done && st.lost == nil && !conn.IsClosed() {
 		ctx, cancel := context.WithTimeout(context.Background(), st.cleanup)
 		err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, st.key).Scan(&ok)
 		cancel()
@@ -158,6 +194,109 @@ func (st *intentState) release() {
 		return // the ledger's own *pgx.Conn: never closed by the ledger
 	}
 	giveBack(pooled, ok, st.cleanup)
+}
+
+// BeginTx begins a transaction on the session holding the intent, for a
+// write whose rows and ledger commit (CommitTx) share one transaction: it
+// needs no other connection, and CommitTx in it gives up the hold in the
+// same round trip as its update. ok is false (and nothing is begun) when
+// the intent holds no session (no liveness) or its hold is gone: begin the
+// transaction elsewhere then.
+//
+// While the transaction runs, the session belongs to it: Commit, Abort
+// and Check go through the ledger's DB instead, and Release gives the
+// session back only once the transaction has ended (committed or rolled
+// back through the returned pgx.Tx). The hold itself lasts until CommitTx
+// or Release; if the session breaks, the hold is lost with the
+// transaction.
+func (in *Intent) BeginTx(ctx context.Context, opts pgx.TxOptions) (tx pgx.Tx, ok bool, err error) {
+	if in == nil || in.st == nil {
+		return nil, false, nil
+	}
+	st := in.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.hadHold || st.conn == nil || st.txOpen || st.gone(in.ID) != nil {
+		return nil, false, nil
+	}
+	t, err := st.conn.BeginTx(ctx, opts)
+	if err != nil {
+		if st.conn.IsClosed() {
+			st.lost = err
+		}
+		return nil, true, err
+	}
+	st.txOpen = true
+	return &heldTx{Tx: t, st: st}, true, nil
+}
+
+// heldTx is a transaction on an intent's held session: its end gives the
+// session back when the hold was released meanwhile.
+type heldTx struct {
+	pgx.Tx
+	st   *intentState
+	done bool // ended; the embedded pgx.Tx is not used any more
+}
+
+func (t *heldTx) Commit(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	err := t.Tx.Commit(ctx)
+	t.finish()
+	return err
+}
+
+func (t *heldTx) Rollback(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	err := t.Tx.Rollback(ctx)
+	t.finish()
+	return err
+}
+
+// finish records the end of the transaction (by Commit, Rollback, or a
+// COMMIT the ledger sent itself) and gives the session back when the hold
+// was released meanwhile.
+func (t *heldTx) finish() {
+	t.done = true
+	st := t.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.txOpen {
+		return
+	}
+	st.txOpen = false
+	if st.conn != nil && st.conn.IsClosed() && st.lost == nil {
+		st.lost = errors.New("the session broke during its transaction")
+	}
+	if st.released {
+		st.giveBackLocked()
+	}
+}
+
+// unlockInTx reports whether tx runs on the intent's held session, and if
+// so marks the lock given up by the caller (who unlocks it in tx, in the
+// same round trip as its update).
+func (in *Intent) unlockInTx(tx pgx.Tx) (key int64, ok bool) {
+	if in == nil || in.st == nil {
+		return 0, false
+	}
+	st := in.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.txOpen || st.conn == nil || st.unlocked || tx.Conn() != st.conn {
+		return 0, false
+	}
+	return st.key, true
+}
+
+// markUnlocked records that the lock was given up inside the transaction.
+func (in *Intent) markUnlocked() {
+	in.st.mu.Lock()
+	in.st.unlocked = true
+	in.st.mu.Unlock()
 }
 
 // Release ends this writer's hold on the intent: the session lock is
@@ -241,6 +380,10 @@ var errReleased = errors.New("the hold was released")
 // errHoldGone is returned by use when the intent's hold is already gone.
 var errHoldGone = errors.New("ledger: hold gone")
 
+// errSessionInTx is returned by use when the intent's session runs a
+// transaction begun with Intent.BeginTx.
+var errSessionInTx = errors.New("ledger: the intent's session runs a transaction")
+
 // holdBroke wraps the error of a call whose held connection broke.
 type holdBroke struct{ err error }
 
@@ -249,7 +392,8 @@ func (e *holdBroke) Unwrap() error { return e.err }
 
 // use runs fn on the connection holding in, or on the ledger's DB when in
 // has no liveness. It returns errHoldGone when the hold was released or
-// lost before, and a *holdBroke when the connection broke during fn.
+// lost before, errSessionInTx while a transaction of BeginTx runs on the
+// connection, and a *holdBroke when the connection broke during fn.
 func (l *Ledger) use(in *Intent, fn func(db DB) error) error {
 	st := in.st
 	if st == nil {
@@ -262,6 +406,9 @@ func (l *Ledger) use(in *Intent, fn func(db DB) error) error {
 	}
 	if st.gone(in.ID) != nil {
 		return errHoldGone
+	}
+	if st.txOpen {
+		return errSessionInTx
 	}
 	err := fn(st.conn)
 	if err != nil && st.conn.IsClosed() {

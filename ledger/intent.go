@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,14 +70,14 @@ func (l *Ledger) Open(ctx context.Context, p OpenParams) (*Intent, error) {
 }
 
 func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentState) (*Intent, error) {
-	db := l.db
-	if st.conn != nil {
-		db = st.conn
-	}
 	start := time.Now()
 	deadline := start.Add(l.cfg.WaitTimeout)
 	backoff := l.cfg.MinBackoff
 	for {
+		db := l.db
+		if st.conn != nil {
+			db = st.conn
+		}
 		in, h, err := l.tryOpen(ctx, db, id, p, st)
 		if err == nil {
 			return in, nil
@@ -168,13 +169,31 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		return pgx.ErrNoRows
 	}
 	var err error
-	if autocommit(db) {
+	ac := autocommit(db)
+	if st.lockPending && (!ac || db != DB(st.conn)) {
+		if err := st.lock(ctx); err != nil {
+			return nil, nil, fmt.Errorf("ledger: open intent for dataset %q: lock: %w", p.DatasetID, err)
+		}
+		if st.conn == nil { // refused: no liveness, on the ledger's DB
+			db, ac = l.db, autocommit(l.db)
+			args[5] = st.lockKeyArg()
+		}
+	}
+	if ac {
 		// One statement, its own transaction: the lock timeout is set (for
 		// that transaction only) before the row is inserted, so it bounds
 		// the wait on another open intent's row.
-		err = db.QueryRow(ctx, `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $9, true))
-			`+insert(l.table("datasets")+" d CROSS JOIN lt"), append(args, l.lockTimeoutSetting())...).
-			Scan(&in.Attempt, &in.CreatedAt)
+		q := `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $9, true))
+			` + insert(l.table("datasets")+" d CROSS JOIN lt")
+		args = append(args, l.lockTimeoutSetting())
+		if st.lockPending {
+			err = l.lockAndInsert(ctx, st, q, args, in)
+		} else {
+			err = db.QueryRow(ctx, q, args...).Scan(&in.Attempt, &in.CreatedAt)
+		}
+		if st.conn == nil {
+			db = l.db // the lock was refused and the session given back
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = noRow(db)
 		}
@@ -229,6 +248,40 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		return in, nil, err
 	}
 	return nil, nil, fmt.Errorf("ledger: open intent for dataset %q: %w", p.DatasetID, err)
+}
+
+// lockAndInsert takes the pending lock of st on its session and runs the
+// insert q of the intent there, pipelined in one round trip (the lock
+// first: the intent is never visible without it). A refused lock (the key
+// is held by another session: a live holder of the same id, or a
+// collision) leaves the intent without liveness: its row's lock key is
+// cleared and the session given back.
+func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, args []any, in *Intent) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_try_advisory_lock($1)`, st.key)
+	b.Queue(q, args...)
+	br := st.conn.SendBatch(ctx, b)
+	var ok bool
+	lerr := br.QueryRow().Scan(&ok)
+	var err error
+	if lerr == nil {
+		err = br.QueryRow().Scan(&in.Attempt, &in.CreatedAt)
+	}
+	if cerr := br.Close(); lerr == nil && err == nil && cerr != nil {
+		err = cerr
+	}
+	if lerr != nil {
+		return lerr // nothing was inserted; the lock is still pending
+	}
+	st.locked(ok)
+	if !ok && err == nil {
+		// Inserted carrying a key this writer does not hold: clear it.
+		if _, uerr := l.db.Exec(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
+			SET lock_key = NULL WHERE id = $1 AND lock_key = $2`, in.ID, st.key); uerr != nil {
+			return fmt.Errorf("clear the lock key: %w", uerr)
+		}
+	}
+	return err
 }
 
 // reopen handles a pre-minted id that already exists: the same open intent
@@ -305,6 +358,8 @@ func (l *Ledger) Commit(ctx context.Context, in *Intent, o Outcome) error {
 		})
 	})
 	switch {
+	case errors.Is(err, errSessionInTx):
+		return invalid("commit intent %s: its session runs a transaction (Intent.BeginTx): commit it there with CommitTx", in.ID)
 	case errors.Is(err, errHoldGone):
 		return l.lostHold(ctx, in, nil, false)
 	case errors.As(err, &broke):
@@ -404,7 +459,7 @@ func (l *Ledger) Check(ctx context.Context, in *Intent, o Outcome) error {
 	// On the writer's held connection when it has one: a writer holding
 	// its intents never waits for another pool connection to ask.
 	err := l.use(in, check)
-	if errors.Is(err, errHoldGone) {
+	if errors.Is(err, errHoldGone) || errors.Is(err, errSessionInTx) {
 		err = check(l.db)
 	}
 	if err == nil || errors.Is(err, errRollback) {
@@ -444,13 +499,107 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 		return err
 	}
 	if len(l.cfg.Expectations) == 0 && in.WriteMode != Maintenance {
-		if err := l.commitTxFast(ctx, tx, in, o); err != nil {
+		if _, err := l.commitTxFast(ctx, tx, in, o, nil); err != nil {
 			return l.wrap("commit", in.ID, err)
 		}
 		in.mark(false, true)
 		in.Release()
 		return nil
 	}
+	return l.commitTxSlow(ctx, tx, in, o)
+}
+
+// CommitTxNow is CommitTx with the database clock as the commit time: the
+// outcome's CommittedAt must be zero, and the write's commit time (the
+// intent's committed_at and the dataset's source watermark) is
+// clock_timestamp() at the commit, which CommitTxNow returns. Without
+// expectations it costs no more round trips than CommitTx; with some it
+// reads the clock first, since they see the outcome with its commit time.
+func (l *Ledger) CommitTxNow(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) (time.Time, error) {
+	if err := in.validate(); err != nil {
+		return time.Time{}, err
+	}
+	if !o.CommittedAt.IsZero() {
+		return time.Time{}, invalid("CommitTxNow: the outcome's commit time must be zero (the database clock sets it)")
+	}
+	if len(l.cfg.Expectations) == 0 && in.WriteMode != Maintenance {
+		probe := o
+		probe.CommittedAt = time.Unix(0, 0) // validated as set: the clock sets it
+		if err := probe.validate(in.WriteMode); err != nil {
+			return time.Time{}, err
+		}
+		at, err := l.commitTxFast(ctx, tx, in, o, nil)
+		if err != nil {
+			return time.Time{}, l.wrap("commit", in.ID, err)
+		}
+		in.mark(false, true)
+		in.Release()
+		return at, nil
+	}
+	if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
+		return time.Time{}, l.wrap("commit", in.ID, err)
+	}
+	if err := o.validate(in.WriteMode); err != nil {
+		return time.Time{}, err
+	}
+	if err := l.commitTxSlow(ctx, tx, in, o); err != nil {
+		return time.Time{}, err
+	}
+	return o.CommittedAt, nil
+}
+
+// CommitTxEnd is CommitTx (or CommitTxNow, when o.CommittedAt is zero)
+// followed by the commit of tx, and returns the commit time. When tx was
+// begun with in.BeginTx and no expectation is configured, the ledger
+// commit and tx's COMMIT go in one round trip (the COMMIT runs only when
+// the ledger commit was made); otherwise tx.Commit follows.
+//
+// When the ledger commit fails, tx is left open as CommitTx leaves it (roll
+// it back). When the COMMIT fails, tx has ended: it rolled back, unless
+// the error came with the connection's loss after the COMMIT was sent, in
+// which case the outcome is unknown (ask the ledger: the intent is then
+// committed or still open). Either way the caller's Rollback of tx is
+// harmless.
+func (l *Ledger) CommitTxEnd(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) (time.Time, error) {
+	if err := in.validate(); err != nil {
+		return time.Time{}, err
+	}
+	ht, held := tx.(*heldTx)
+	if !held || ht.st != in.st || len(l.cfg.Expectations) > 0 || in.WriteMode == Maintenance {
+		at := o.CommittedAt
+		var err error
+		if at.IsZero() {
+			at, err = l.CommitTxNow(ctx, tx, in, o)
+		} else {
+			err = l.CommitTx(ctx, tx, in, o)
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return time.Time{}, fmt.Errorf("ledger: commit intent %s: commit: %w", in.ID, err)
+		}
+		return at, nil
+	}
+	probe := o
+	if probe.CommittedAt.IsZero() {
+		probe.CommittedAt = time.Unix(0, 0) // validated as set: the clock sets it
+	}
+	if err := probe.validate(in.WriteMode); err != nil {
+		return time.Time{}, err
+	}
+	at, err := l.commitTxFast(ctx, tx, in, o, ht)
+	if err != nil {
+		return time.Time{}, l.wrap("commit", in.ID, err)
+	}
+	in.mark(false, true)
+	in.Release()
+	return at, nil
+}
+
+// commitTxSlow is CommitTx with expectations (or for a maintenance
+// intent): commitTx in a savepoint, a veto recorded as an abort.
+func (l *Ledger) commitTxSlow(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
 	var veto *VetoError
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return l.commitTx(ctx, sp, in, o) })
 	if errors.As(err, &veto) {
@@ -536,58 +685,131 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 // with the savepoint and its release in one round trip. As with commitTx,
 // a failing statement rolls back to the savepoint (tx stays usable), and
 // an intent that is not open (or was claimed, or is a maintenance intent)
-// changes nothing.
-func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
+// changes nothing. A zero o.CommittedAt stamps clock_timestamp(); the
+// commit time stamped is returned.
+func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, end *heldTx) (time.Time, error) {
 	snap, at := o.nullable()
+	// On the intent's own held session (BeginTx), the hold is given up in
+	// the same statement, once both updates are done.
+	var unlockKey *int64
+	if key, ok := in.unlockInTx(tx); ok {
+		unlockKey = &key
+	}
+	// Ending tx too (CommitTxEnd), the COMMIT follows in the same round
+	// trip: the statement then fails unless both updates were made, so
+	// that the COMMIT never runs after a refused ledger commit (a failed
+	// statement stops the rest of the batch).
+	guard := ""
+	if end != nil {
+		guard = `,
+		(CASE WHEN (SELECT count(*) FROM d) = 1 THEN 'true' ELSE '` + refusedMarker + ` ' || (SELECT count(*) FROM i) END)::bool`
+	}
 	const sp = "lw_ledger_commit"
 	b := &pgx.Batch{}
 	b.Queue(`SAVEPOINT ` + sp)
-	b.Queue(`WITH i AS (UPDATE `+l.table("pipeline_build_transactions")+`
-		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = coalesce($5::timestamptz, now()),
+	b.Queue(`WITH ts AS MATERIALIZED (SELECT coalesce($5::timestamptz, clock_timestamp()) AS at),
+	i AS (UPDATE `+l.table("pipeline_build_transactions")+`
+		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = (SELECT at FROM ts),
 		    ended_at = now(), error = NULL
 		WHERE id = $1 AND status = 'open' AND attempt = $2 AND write_mode <> 'maintenance'
 		RETURNING write_mode, sink),
 	d AS (UPDATE `+l.table("datasets")+` ds
 		SET row_count = CASE WHEN i.write_mode = 'append' THEN ds.row_count + $3 ELSE $3 END,
-		    source_watermark = $7, status = 'active', schema = coalesce($8::jsonb, ds.schema), sink = i.sink, updated_at = now()
+		    source_watermark = (SELECT at FROM ts), status = 'active', schema = coalesce($7::jsonb, ds.schema), sink = i.sink, updated_at = now()
 		FROM i WHERE ds.id = $6
 		RETURNING 1)
-	SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM d)`,
-		in.ID, in.Attempt, o.RowCount, snap, at, in.DatasetID, o.CommittedAt, nullJSON(o.Schema))
+	SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM d), (SELECT at FROM ts),
+		CASE WHEN $8::int8 IS NOT NULL AND (SELECT count(*) FROM d) = 1 THEN pg_advisory_unlock($8) END`+guard,
+		in.ID, in.Attempt, o.RowCount, snap, at, in.DatasetID, nullJSON(o.Schema), unlockKey)
 	b.Queue(`RELEASE SAVEPOINT ` + sp)
+	if end != nil {
+		b.Queue(`COMMIT`)
+	}
 	br := tx.SendBatch(ctx, b)
 	var intents, datasets int64
+	var stamped time.Time
+	var unlocked *bool
+	var ok bool
+	dest := []any{&intents, &datasets, &stamped, &unlocked}
+	if end != nil {
+		dest = append(dest, &ok)
+	}
 	_, err := br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(&intents, &datasets)
+		err = br.QueryRow().Scan(dest...)
+	}
+	if unlocked != nil && *unlocked {
+		in.markUnlocked()
 	}
 	if err == nil {
 		_, err = br.Exec()
 	}
+	var committed, sent bool
+	if err == nil && end != nil {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		sent = true
+		committed = err == nil && tag.String() == "COMMIT"
+		if err == nil && !committed {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if sent {
+		// The COMMIT ran: tx ended, whichever way it went.
+		end.finish()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("commit: %w", err)
+		}
+		return stamped, nil
+	}
+	var pgErr *pgconn.PgError
+	refused := errors.As(err, &pgErr) && strings.Contains(pgErr.Message, refusedMarker)
 	if err != nil {
 		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT `+sp); rerr == nil {
 			_, rerr = tx.Exec(ctx, `RELEASE SAVEPOINT `+sp)
-			err = errors.Join(err, rerr)
+			if !refused {
+				err = errors.Join(err, rerr)
+			} else {
+				err = rerr
+			}
+		} else if refused {
+			err = rerr
 		}
-		return err
+		if !refused || err != nil {
+			return time.Time{}, err
+		}
+		// Refused: explain it as below (the counts died with the statement).
+		var open bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+l.table("pipeline_build_transactions")+`
+			WHERE id = $1 AND status = 'open' AND attempt = $2 AND write_mode <> 'maintenance')`, in.ID, in.Attempt).Scan(&open); err != nil {
+			return time.Time{}, err
+		}
+		intents, datasets = 0, 0
+		if open {
+			intents = 1
+		}
 	}
 	switch {
 	case intents == 0:
 		var mode vocab.WriteMode
 		if err := tx.QueryRow(ctx, `SELECT write_mode FROM `+l.table("pipeline_build_transactions")+`
 			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.Attempt).Scan(&mode); err == nil && mode == Maintenance {
-			return invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
+			return time.Time{}, invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
 		}
-		return l.stateError(ctx, tx, in)
+		return time.Time{}, l.stateError(ctx, tx, in)
 	case datasets != 1:
 		// Cannot happen: the intent's row references its dataset's.
-		return fmt.Errorf("%w: %q", ErrDatasetNotFound, in.DatasetID)
+		return time.Time{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, in.DatasetID)
 	}
-	return nil
+	return stamped, nil
 }
+
+// refusedMarker is in the error of a ledger commit statement that ends its
+// transaction and found the intent not open (see commitTxFast).
+const refusedMarker = "lakewrite: ledger commit refused"
 
 func nullJSON(b []byte) any {
 	if b == nil {
@@ -637,7 +859,7 @@ func (l *Ledger) Abort(ctx context.Context, in *Intent, cause error) error {
 	}
 	err := l.use(in, run)
 	var broke *holdBroke
-	if errors.Is(err, errHoldGone) || errors.As(err, &broke) {
+	if errors.Is(err, errHoldGone) || errors.Is(err, errSessionInTx) || errors.As(err, &broke) {
 		err = run(l.db)
 	}
 	if err != nil {

@@ -85,29 +85,52 @@ func (l *Ledger) Sweep(ctx context.Context, p SweepParams) (SweepReport, error) 
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := l.db.Query(ctx, `WITH held AS MATERIALIZED (`+heldKeys+`)
-		SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (SELECT * FROM held), false) AS live
-		FROM `+l.table("pipeline_build_transactions")+`
-		WHERE status = 'open' AND ($2 = '' OR dataset_id = $2)
-		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::interval))
-		ORDER BY live, created_at LIMIT $3`, p.OlderThan, p.DatasetID, p.Limit, p.OlderThan > 0)
+	q, args := l.sweepQuery(p)
+	rows, err := l.db.Query(ctx, q, args...)
 	if err != nil {
 		return rep, fmt.Errorf("ledger: sweep: %w", err)
 	}
+	stale, err := scanStale(rows)
+	if err != nil {
+		return rep, err
+	}
+	return l.reconcileStale(ctx, p, stale)
+}
+
+// sweepQuery is Sweep's query of the open intents it may take.
+func (l *Ledger) sweepQuery(p SweepParams) (string, []any) {
+	return `WITH held AS MATERIALIZED (` + heldKeys + `)
+		SELECT ` + txnColumns + `, lock_key, coalesce(lock_key IN (SELECT * FROM held), false) AS live
+		FROM ` + l.table("pipeline_build_transactions") + `
+		WHERE status = 'open' AND ($2 = '' OR dataset_id = $2)
+		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::interval))
+		ORDER BY live, created_at LIMIT $3`, []any{p.OlderThan, p.DatasetID, p.Limit, p.OlderThan > 0}
+}
+
+// scanStale reads the rows of sweepQuery.
+func scanStale(rows pgx.Rows) ([]holder, error) {
 	var stale []holder
 	for rows.Next() {
 		var h holder
 		t, err := scanTxn(rows, &h.key, &h.live)
 		if err != nil {
 			rows.Close()
-			return rep, fmt.Errorf("ledger: sweep: %w", err)
+			return nil, fmt.Errorf("ledger: sweep: %w", err)
 		}
 		h.txn = t
 		stale = append(stale, h)
 	}
 	if err := rows.Err(); err != nil {
-		return rep, fmt.Errorf("ledger: sweep: %w", err)
+		return nil, fmt.Errorf("ledger: sweep: %w", err)
 	}
+	return stale, nil
+}
+
+// reconcileStale is the rest of Sweep: it reconciles the intents found by
+// sweepQuery whose writer is gone.
+func (l *Ledger) reconcileStale(ctx context.Context, p SweepParams, stale []holder) (SweepReport, error) {
+	var rep SweepReport
+	var err error
 	var sess *pgx.Conn
 	if len(stale) > 0 && !stale[0].live {
 		var pooled *pgxpool.Conn
@@ -159,6 +182,87 @@ func (l *Ledger) Recover(ctx context.Context, datasetID string, olderThan time.D
 		return SweepReport{}, invalid("Recover: dataset id is empty")
 	}
 	return l.Sweep(ctx, SweepParams{OlderThan: olderThan, DatasetID: datasetID, Lookup: lookup})
+}
+
+// batchSender is the optional ability of a DB to send a pipelined batch;
+// a pool, a connection and a transaction have it.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// RecoverDataset is Recover that also returns the dataset's row, read in
+// the same round trip as the query of the intents to reconcile (a
+// pipelined batch, when the DB can send one): a writer's one look at its
+// output before it opens an intent. When an intent was rolled forward,
+// the row is read again after it. A dataset that is not registered is an
+// error matching ErrDatasetNotFound (it has no intents to recover).
+//
+// with are reads of the caller's sent in the same batch, after the
+// ledger's (say sink.Resolver.Prefetch): each queues its queries and
+// returns the reader of their results, called in order once the ledger's
+// results are read (not when those failed). Their errors are returned.
+// Without a batch they are not sent.
+func (l *Ledger) RecoverDataset(ctx context.Context, datasetID string, olderThan time.Duration, lookup Lookup,
+	with ...func(b *pgx.Batch) func(pgx.BatchResults) error) (Dataset, SweepReport, error) {
+	if datasetID == "" {
+		return Dataset{}, SweepReport{}, invalid("RecoverDataset: dataset id is empty")
+	}
+	p := SweepParams{OlderThan: olderThan, DatasetID: datasetID, Lookup: lookup, Limit: 100}
+	if lookup == nil {
+		return Dataset{}, SweepReport{}, invalid("Sweep: Lookup is nil")
+	}
+	if olderThan < 0 {
+		return Dataset{}, SweepReport{}, invalid("Sweep: OlderThan %s is negative", olderThan)
+	}
+	bs, ok := l.db.(batchSender)
+	if !ok {
+		ds, err := l.Dataset(ctx, datasetID)
+		if err != nil {
+			return Dataset{}, SweepReport{}, err
+		}
+		rep, err := l.Sweep(ctx, p)
+		return ds, rep, err
+	}
+	q, args := l.sweepQuery(p)
+	b := &pgx.Batch{}
+	b.Queue(l.datasetSQL(), datasetID)
+	b.Queue(q, args...)
+	readers := make([]func(pgx.BatchResults) error, 0, len(with))
+	for _, w := range with {
+		if w != nil {
+			readers = append(readers, w(b))
+		}
+	}
+	br := bs.SendBatch(ctx, b)
+	ds, err := l.scanDataset(br.QueryRow(), datasetID)
+	var stale []holder
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			stale, err = scanStale(rows)
+		} else {
+			err = fmt.Errorf("ledger: sweep: %w", err)
+		}
+	}
+	for _, read := range readers {
+		if err == nil && read != nil {
+			err = read(br)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("ledger: dataset %q: %w", datasetID, cerr)
+	}
+	if err != nil {
+		return Dataset{}, SweepReport{}, err
+	}
+	rep, err := l.reconcileStale(ctx, p, stale)
+	if err != nil {
+		return Dataset{}, rep, err
+	}
+	if len(rep.RolledForward) > 0 {
+		ds, err = l.Dataset(ctx, datasetID)
+	}
+	return ds, rep, err
 }
 
 // What reconcile did with an intent.

@@ -234,14 +234,24 @@ func (f *Flags) Lookup(ctx context.Context, writerID string, datasetIDs ...strin
 			return nil, err
 		}
 	}
-	rows, err := f.db.Query(ctx, `SELECT d.id, w.writer_id IS NOT NULL, coalesce(w.default_mode, ''), coalesce(w.max_mode, ''), coalesce(o.mode, '')
-		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, n)
-		LEFT JOIN `+f.flags+` w ON w.writer_id = $1
-		LEFT JOIN `+f.ovr+` o ON o.writer_id = $1 AND o.dataset_id = d.id
-		ORDER BY d.n`, writerID, datasetIDs)
+	rows, err := f.db.Query(ctx, f.lookupSQL(), writerID, datasetIDs)
 	if err != nil {
 		return nil, f.dbErr("look up flags", err)
 	}
+	return f.collectLookup(rows, writerID)
+}
+
+// lookupSQL is Lookup's query: $1 the writer id, $2 the dataset ids.
+func (f *Flags) lookupSQL() string {
+	return `SELECT d.id, w.writer_id IS NOT NULL, coalesce(w.default_mode, ''), coalesce(w.max_mode, ''), coalesce(o.mode, '')
+		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, n)
+		LEFT JOIN ` + f.flags + ` w ON w.writer_id = $1
+		LEFT JOIN ` + f.ovr + ` o ON o.writer_id = $1 AND o.dataset_id = d.id
+		ORDER BY d.n`
+}
+
+// collectLookup reads the rows of lookupSQL.
+func (f *Flags) collectLookup(rows pgx.Rows, writerID string) ([]Setting, error) {
 	ss, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Setting, error) {
 		s := Setting{WriterID: writerID}
 		var def, max, ovr string

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Defaults and limits of [ResolverConfig].
@@ -66,6 +68,9 @@ type Resolver struct {
 type cacheEntry struct {
 	decisions []Decision
 	expires   time.Time
+	// prefetched: read by Prefetch and not returned yet (its first
+	// Resolve logs it as read, not cached).
+	prefetched bool
 }
 
 // NewResolver returns a Resolver reading flags from src (usually a *Flags).
@@ -151,9 +156,14 @@ func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...s
 		delete(r.cache, key)
 		ok = false
 	}
+	if ok && e.prefetched {
+		e.prefetched = false
+		r.cache[key] = e
+		e.prefetched = true
+	}
 	r.mu.Unlock()
 	if ok {
-		r.logDecisions(ctx, e.decisions, true)
+		r.logDecisions(ctx, e.decisions, !e.prefetched)
 		return e.decisions, nil
 	}
 
@@ -170,14 +180,66 @@ func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...s
 	}
 
 	r.mu.Lock()
-	r.put(key, ds)
+	r.put(key, ds, false)
 	r.mu.Unlock()
 	r.logDecisions(ctx, ds, false)
 	return ds, nil
 }
 
+// Prefetch lets a caller read the flags of a resolution together with
+// queries of its own, in one round trip: when the resolution of writerID
+// and datasetIDs (in the order Resolve or ResolvePair will be given them)
+// is not cached and the Resolver reads a *Flags, it returns a function
+// that queues the flag read in a pgx.Batch and returns the reader of its
+// result, which caches the resolution; the next Resolve or ResolvePair is
+// then answered from the cache (and logged as read, not cached). It
+// returns nil when there is nothing to read. A failed read caches nothing
+// and is not reported: the resolution reads the flags itself then. Queue
+// it last, so that its failure cannot affect the batch's other queries.
+func (r *Resolver) Prefetch(writerID string, datasetIDs ...string) func(b *pgx.Batch) func(pgx.BatchResults) error {
+	f, ok := r.src.(*Flags)
+	if !ok || writerID == "" || len(datasetIDs) == 0 {
+		return nil
+	}
+	for _, id := range datasetIDs {
+		if id == "" {
+			return nil
+		}
+	}
+	key := writerID + "\x00" + strings.Join(datasetIDs, "\x00")
+	r.mu.Lock()
+	e, cached := r.cache[key]
+	cached = cached && r.now().Before(e.expires)
+	r.mu.Unlock()
+	if cached {
+		return nil
+	}
+	ids := append([]string(nil), datasetIDs...)
+	return func(b *pgx.Batch) func(pgx.BatchResults) error {
+		b.Queue(f.lookupSQL(), writerID, ids)
+		return func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err != nil {
+				return nil
+			}
+			ss, err := f.collectLookup(rows, writerID)
+			if err != nil || len(ss) != len(ids) {
+				return nil
+			}
+			ds := make([]Decision, len(ss))
+			for i, s := range ss {
+				ds[i] = Decide(s)
+			}
+			r.mu.Lock()
+			r.put(key, ds, true)
+			r.mu.Unlock()
+			return nil
+		}
+	}
+}
+
 // put stores ds under key; r.mu is held.
-func (r *Resolver) put(key string, ds []Decision) {
+func (r *Resolver) put(key string, ds []Decision, prefetched bool) {
 	now := r.now()
 	if _, ok := r.cache[key]; !ok && len(r.cache) >= r.maxEntries {
 		for k, e := range r.cache {
@@ -196,7 +258,7 @@ func (r *Resolver) put(key string, ds []Decision) {
 			delete(r.cache, victim)
 		}
 	}
-	r.cache[key] = cacheEntry{decisions: ds, expires: now.Add(r.ttl)}
+	r.cache[key] = cacheEntry{decisions: ds, expires: now.Add(r.ttl), prefetched: prefetched}
 }
 
 // Len returns the number of cached resolutions, expired ones not yet dropped

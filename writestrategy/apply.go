@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakewrite/lakewrite/facade"
 
@@ -47,14 +48,16 @@ type WriteResult struct {
 
 // describe returns the columns of a SELECT without running it.
 func describe(ctx context.Context, tx pgx.Tx, sql string) (Schema, error) {
-	s, _, _, err := describeTypes(ctx, tx, sql)
+	s, _, _, err := describeTypes(ctx, tx, sql, false)
 	return s, err
 }
 
 // describeTypes is describe plus the columns' type oids and the pg_type
 // rows of those types (and of the types they are built on), read in the
-// same statement as the columns' type names.
-func describeTypes(ctx context.Context, tx pgx.Tx, sql string) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
+// same statement as the columns' type names; none is read when every
+// column has a built-in type of the static table (builtinDescribe; visible:
+// see builtinVisibleSQL).
+func describeTypes(ctx context.Context, tx pgx.Tx, sql string, visible bool) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
 	sd, err := tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
 		return Schema{}, nil, nil, queryError("describe output", err)
@@ -72,15 +75,17 @@ func describeTypes(ctx context.Context, tx pgx.Tx, sql string) (Schema, []uint32
 	if len(oids) == 0 {
 		return Schema{}, nil, nil, fmt.Errorf("%w: the output has no columns", ErrInvalid)
 	}
-	rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
+	names, types, ok := builtinDescribe(oids, mods, visible)
+	if !ok {
+		rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
 	SELECT * FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY
 ), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
-	if err != nil {
-		return Schema{}, nil, nil, queryError("describe output", err)
-	}
-	names, _, types, err := readTypes(rows, len(oids), "describe output")
-	if err != nil {
-		return Schema{}, nil, nil, err
+		if err != nil {
+			return Schema{}, nil, nil, queryError("describe output", err)
+		}
+		if names, _, types, err = readTypes(rows, len(oids), "describe output"); err != nil {
+			return Schema{}, nil, nil, err
+		}
 	}
 	seen := map[string]bool{}
 	for i := range s.Columns {
@@ -122,7 +127,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	results := make([]WriteResult, len(ps))
 	encs := make([]*rowEncoding, len(ps))
 	for i, p := range ps {
-		cols, oids, types, err := describeTypes(ctx, tx, p.sql)
+		cols, oids, types, err := describeTypes(ctx, tx, p.sql, p.builtinVisible)
 		if err != nil {
 			return nil, err
 		}
@@ -131,9 +136,11 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		}
 		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols}
 	}
-	restore, err := floatDigits(ctx, tx)
-	if err != nil {
-		return nil, err
+	restore := noRestore
+	if !env.floatsExact {
+		if restore, err = floatDigits(ctx, tx); err != nil {
+			return nil, err
+		}
 	}
 	for i, p := range ps {
 		srcRows, err := count(ctx, tx, p.countSQL, p.countArgs)
@@ -151,10 +158,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 		case p.mode == facade.Append:
 			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)
 		default:
-			if _, err = tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output); err != nil {
-				return nil, queryError("clear row store", err)
-			}
-			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, false)
+			n, err = replaceRows(ctx, tx, ctl, p, encs[i], txn)
 		}
 		if err != nil {
 			return nil, err
@@ -186,6 +190,42 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 // insertRows writes one projection's rows into the row store, numbered from
 // 0 (replace) or after the current maximum (append).
 func insertRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any, appendRows bool) (int64, error) {
+	sql, args := insertRowsSQL(ctl, p, enc, txn, appendRows)
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, queryError("write row store", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// replaceRows replaces the output's rows in the row store by one
+// projection's: the delete of the old rows and the insert of the new ones
+// are sent together (one round trip) and run in that order.
+func replaceRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, error) {
+	sql, args := insertRowsSQL(ctl, p, enc, txn, false)
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output)
+	b.Queue(sql, args...)
+	br := tx.SendBatch(ctx, b)
+	var n int64
+	_, err := br.Exec()
+	if err != nil {
+		err = queryError("clear row store", err)
+	} else {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err != nil {
+			err = queryError("write row store", err)
+		}
+		n = tag.RowsAffected()
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = queryError("write row store", cerr)
+	}
+	return n, err
+}
+
+// insertRowsSQL is the statement of insertRows and its arguments.
+func insertRowsSQL(ctl string, p projection, enc *rowEncoding, txn any, appendRows bool) (string, []any) {
 	b := newBuilder(p.args)
 	ds, t := b.param(p.output), b.param(txn)
 	base := "-1"
@@ -194,11 +234,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *r
 	}
 	b.w("INSERT INTO ", ctl, ".dataset_rows (dataset_id, row_index, data, txn_id) SELECT ", ds, ", ", base,
 		" + row_number() OVER (), ", enc.data(), ", ", t, "::uuid FROM ", enc.from(p.sql))
-	tag, err := tx.Exec(ctx, b.String(), b.args...)
-	if err != nil {
-		return 0, queryError("write row store", err)
-	}
-	return tag.RowsAffected(), nil
+	return b.String(), b.args
 }
 
 // insertSplit writes both outputs of a split in one statement.

@@ -80,7 +80,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 	}
 	out := make([]Computed, len(ps))
 	for i, p := range ps {
-		cols, oids, types, err := describeTypes(ctx, tx, p.sql)
+		cols, oids, types, err := describeTypes(ctx, tx, p.sql, p.builtinVisible)
 		if err != nil {
 			return nil, err
 		}

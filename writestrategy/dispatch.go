@@ -165,7 +165,7 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 			return res, err
 		}
 	}
-	if err := d.refuseRelations(ctx, outs); err != nil {
+	if err := d.recoverOutputs(ctx, w); err != nil {
 		return nil, err
 	}
 	// 1. Resolve the sink, before anything else.
@@ -233,10 +233,10 @@ func resultRows(rs []WriteResult) int64 {
 	return n
 }
 
-// openIntents recovers stale intents of the outputs and opens one intent
-// per output, in dataset id order. An open intent of a dead writer is
-// reconciled by Open itself (its Lookup); intents without a liveness hold
-// (written by older versions) are recovered once older than RecoverAfter.
+// openIntents opens one intent per output, in dataset id order. The
+// outputs' stale intents were recovered before (recoverOutputs); an open
+// intent of a dead writer found now is reconciled by Open itself (its
+// Lookup).
 //
 // With an idempotency key, a write that committed with the key while this
 // one waited for the dataset is found again under the intents: the intents
@@ -251,10 +251,7 @@ func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request,
 	// writer holding one must not wait for another (see boundedBegin).
 	modes := make(map[string]facade.WriteMode, len(outs))
 	for _, o := range outs {
-		if _, err := d.cfg.Ledger.Recover(ctx, o, d.cfg.RecoverAfter, d.Lookup); err != nil {
-			return nil, nil, err
-		}
-		if modes[o], err = d.writeMode(ctx, req.Strategy, o, sinkName); err != nil {
+		if modes[o], err = d.writeMode(ctx, w, req.Strategy, o, sinkName); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -338,13 +335,16 @@ func releaseAll(intents map[string]*ledger.Intent) {
 // writeMode is the ledger write mode of an output: append for the append
 // deploys, unless the output is moving to another sink (then the whole
 // target is rewritten: a replace).
-func (d *Dispatcher) writeMode(ctx context.Context, s WriteStrategy, output string, sinkName sink.Sink) (facade.WriteMode, error) {
+func (d *Dispatcher) writeMode(ctx context.Context, w *writeInfo, s WriteStrategy, output string, sinkName sink.Sink) (facade.WriteMode, error) {
 	if !appends(s) {
 		return facade.Replace, nil
 	}
-	ds, err := d.cfg.Ledger.Dataset(ctx, output)
-	if err != nil {
-		return "", err
+	ds, ok := w.datasets[output] // read before the sink was resolved
+	if !ok {
+		var err error
+		if ds, err = d.cfg.Ledger.Dataset(ctx, output); err != nil {
+			return "", err
+		}
 	}
 	if ds.Sink != "" && ds.Sink != sinkName {
 		return facade.Replace, nil
@@ -431,11 +431,20 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 	// The ledger commit phase ends with the transaction's commit.
 	actx, aph := d.observe(ctx, w, PhaseApply, w.outs)
 	var lph phase
-	err = pgx.BeginFunc(actx, boundedBegin{d.db}, func(tx pgx.Tx) error {
-		if err := tuneTx(actx, tx); err != nil {
+	// The transaction begins with its settings (tunedBegin) in one round
+	// trip; Apply then need not read extra_float_digits.
+	env.floatsExact = true
+	hb := &heldBegin{intents: intents, pool: boundedBegin{d.db}}
+	err = func() error {
+		tx, err := hb.BeginTx(actx, pgx.TxOptions{BeginQuery: tunedBegin})
+		if err != nil {
 			return err
 		}
-		var err error
+		defer func() { // a no-op once committed
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = tx.Rollback(cctx)
+		}()
 		if results, err = Apply(actx, tx, env, req.Strategy); err != nil {
 			return err
 		}
@@ -445,20 +454,46 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		aph.end(resultRows(results), nil)
 		var lctx context.Context
 		lctx, lph = d.observe(ctx, w, PhaseLedgerCommit, w.outs)
-		var now time.Time
-		if err := tx.QueryRow(lctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-			return queryError("commit time", err)
+		if len(results) == 0 {
+			return tx.Commit(lctx)
 		}
-		for i := range results {
-			r := &results[i]
-			in := intents[r.DatasetID]
-			r.TxnID, r.CommittedAt = in.ID, now
-			if err := d.cfg.Ledger.CommitTx(lctx, tx, in, ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.Columns.JSON()}); err != nil {
-				return err
+		// The ledger commits, the last one with the transaction's commit
+		// (the intent whose session runs the transaction last, so that
+		// its ledger commit and the COMMIT share a round trip). The commit
+		// time is the database clock at the first ledger commit (stamped
+		// by it, without a round trip of its own); every output of the
+		// write shares it.
+		order := make([]int, 0, len(results))
+		for _, own := range []bool{false, true} {
+			for i, r := range results {
+				if (intents[r.DatasetID] == hb.owner) == own {
+					order = append(order, i)
+				}
 			}
 		}
+		var now time.Time
+		for k, i := range order {
+			r := &results[i]
+			in := intents[r.DatasetID]
+			o := ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.Columns.JSON()}
+			switch {
+			case k == len(order)-1:
+				now, err = d.cfg.Ledger.CommitTxEnd(lctx, tx, in, o)
+			case now.IsZero():
+				now, err = d.cfg.Ledger.CommitTxNow(lctx, tx, in, o)
+			default:
+				err = d.cfg.Ledger.CommitTx(lctx, tx, in, o)
+			}
+			if err != nil {
+				return err
+			}
+			r.TxnID = in.ID
+		}
+		for i := range results {
+			results[i].CommittedAt = now
+		}
 		return nil
-	})
+	}()
 	aph.end(0, err) // when Apply failed (a no-op otherwise)
 	lph.end(resultRows(results), err)
 	if err != nil {
@@ -487,7 +522,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		return nil, err
 	}
 	cctx, cph := d.observe(ctx, w, PhaseCompute, w.outs)
-	tx, err := boundedBegin{d.db}.Begin(cctx)
+	// The compute transaction begins with its settings (see tuneTx) in
+	// the same round trip.
+	tx, err := boundedBegin{d.db}.BeginTx(cctx, pgx.TxOptions{BeginQuery: computeBegin})
 	if err != nil {
 		err = queryError("begin compute", err)
 		cph.end(0, err)
@@ -501,7 +538,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	err = d.writeOrder(cctx, env, intents)
 	var computed []Computed
 	if err == nil {
-		computed, err = computeRows(cctx, tx, env, req, d.cursorOptions(req))
+		computed, err = ComputeRows(cctx, tx, env, req.Strategy, d.cursorOptions(req))
 	}
 	results := make([]WriteResult, len(computed))
 	for i, c := range computed {
@@ -615,15 +652,6 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	return results, nil
 }
 
-// computeRows is the compute phase: the compute transaction's settings and
-// ComputeRows.
-func computeRows(ctx context.Context, tx pgx.Tx, env *Env, req Request, opts *cursor.Options) ([]Computed, error) {
-	if err := tuneTx(ctx, tx); err != nil {
-		return nil, err
-	}
-	return ComputeRows(ctx, tx, env, req.Strategy, opts)
-}
-
 // atomicCommitter is a Lakehouse whose catalog commits several tables in
 // one request (facade.Facade on a REST catalog with multi-table
 // transactions).
@@ -695,6 +723,36 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 	return results, nil
 }
 
+// heldBegin begins the Postgres arm's transaction on the session holding
+// one of the write's intents (ledger.Intent.BeginTx), in dataset id order,
+// so that the write needs no other connection and the ledger commit gives
+// up that intent's hold in its own round trip; on pool when no intent
+// holds a session (no liveness).
+type heldBegin struct {
+	intents map[string]*ledger.Intent
+	pool    boundedBegin
+	owner   *ledger.Intent // the intent whose session runs the transaction
+}
+
+func (h *heldBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	ids := make([]string, 0, len(h.intents))
+	for id := range h.intents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		tx, ok, err := h.intents[id].BeginTx(ctx, opts)
+		if ok {
+			if err != nil {
+				return nil, queryError("begin", err)
+			}
+			h.owner = h.intents[id]
+			return tx, nil
+		}
+	}
+	return h.pool.BeginTx(ctx, opts)
+}
+
 // beginWait bounds how long a write that holds its intents waits for the
 // connection of its compute transaction.
 const beginWait = 30 * time.Second
@@ -707,9 +765,31 @@ const beginWait = 30 * time.Second
 type boundedBegin struct{ db Beginner }
 
 func (b boundedBegin) Begin(ctx context.Context) (pgx.Tx, error) {
+	return b.BeginTx(ctx, pgx.TxOptions{})
+}
+
+// BeginTx is Begin with options: the db's own BeginTx when it has one (a
+// pool, a connection); otherwise Begin, then the settings of tunedBegin
+// or computeBegin when one of those is asked for.
+func (b boundedBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	bctx, cancel := context.WithTimeout(ctx, beginWait)
 	defer cancel()
-	tx, err := b.db.Begin(bctx)
+	var tx pgx.Tx
+	var err error
+	if bt, ok := b.db.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	}); ok {
+		tx, err = bt.BeginTx(bctx, opts)
+	} else if tx, err = b.db.Begin(bctx); err == nil && (opts.BeginQuery == tunedBegin || opts.BeginQuery == computeBegin) {
+		settings := tunedSettings
+		if opts.BeginQuery == computeBegin {
+			settings = `SELECT set_config('jit', 'off', true)`
+		}
+		if _, err = tx.Exec(ctx, settings); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			tx, err = nil, queryError("configure transaction", err)
+		}
+	}
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
 		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
 	}
@@ -723,6 +803,19 @@ func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResu
 			"skipped", r.Skipped, "preserved", r.Preserved, "rounded", r.Rounded, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
 	}
 }
+
+// tunedSettings are the transaction-local settings of a write
+// transaction: JIT off (see tuneTx), and float text forms exact
+// (extra_float_digits at least 1, which the row store's encoding needs).
+const tunedSettings = `SELECT set_config('jit', 'off', true), set_config('extra_float_digits', greatest(current_setting('extra_float_digits')::int, 1)::text, true)`
+
+// tunedBegin begins a write transaction with tunedSettings, in one round
+// trip (a simple-protocol query of two statements).
+const tunedBegin = `BEGIN; ` + tunedSettings
+
+// computeBegin begins the Iceberg arm's compute transaction with the
+// settings of tuneTx, in one round trip.
+const computeBegin = `BEGIN; SELECT set_config('jit', 'off', true)`
 
 // tuneTx sets transaction-local settings for the compute: JIT off (the
 // projections' cost estimates run high, and JIT compilation then costs

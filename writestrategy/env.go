@@ -43,6 +43,11 @@ type Env struct {
 	// rows in (ORDER BY over the output's columns), e.g. the partition order
 	// a partitioned table requires (facade.Facade.WriteOrder).
 	OrderBy map[string][]facade.OrderKey
+
+	// floatsExact: the transaction already makes float text forms exact
+	// (extra_float_digits >= 1, set by the write dispatch's begin), so
+	// Apply need not read and restore the setting.
+	floatsExact bool
 }
 
 func (e *Env) ctlSchema() string {

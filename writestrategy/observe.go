@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -152,6 +153,9 @@ type writeInfo struct {
 	writerID string
 	outs     []string
 	sink     sink.Sink
+	// datasets are the outputs' rows as read before any intent was
+	// opened (after their recovery); a missing one is not registered.
+	datasets map[string]ledger.Dataset
 }
 
 // progress wraps an output's borrowed batches so that a ProgressObserver

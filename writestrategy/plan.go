@@ -102,6 +102,9 @@ type projection struct {
 	// target); empty otherwise.
 	identitySQL  string
 	identityArgs []any
+	// builtinVisible: the built-in types named through the search path
+	// were visible when the plan was made (see builtinVisibleSQL).
+	builtinVisible bool
 }
 
 // targetState is what the plan knows about an output's current contents.

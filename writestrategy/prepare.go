@@ -19,18 +19,23 @@ type datasetRow struct {
 	relation string // the relation of a sink.Relation dataset
 }
 
-func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, error) {
-	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, ''), coalesce(relation, '') FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
+// loadDatasets reads the rows of datasets ids, and whether the built-in
+// types whose names go through the search path are visible in it (see
+// builtinVisibleSQL; false when no row was read).
+func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, bool, error) {
+	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, ''), coalesce(relation, ''), `+builtinVisibleSQL+`
+		FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
 	if err != nil {
-		return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
+		return nil, false, fmt.Errorf("writestrategy: read datasets: %w", err)
 	}
 	defer rows.Close()
 	out := map[string]datasetRow{}
+	visible := false
 	for rows.Next() {
 		var d datasetRow
 		var schema []byte
-		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink, &d.relation); err != nil {
-			return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
+		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink, &d.relation, &visible); err != nil {
+			return nil, false, fmt.Errorf("writestrategy: read datasets: %w", err)
 		}
 		if schema != nil {
 			d.schema = schema
@@ -38,9 +43,9 @@ func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string
 		out[d.id] = d
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("writestrategy: read datasets: %w", err)
+		return nil, false, fmt.Errorf("writestrategy: read datasets: %w", err)
 	}
-	return out, nil
+	return out, visible, nil
 }
 
 // prepare resolves the strategy's sources and targets inside tx (hydrating
@@ -57,7 +62,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 	}
 	ids := append(append([]string(nil), s.Sources()...), s.Outputs()...)
-	ds, err := loadDatasets(ctx, tx, ctl, ids)
+	ds, visible, err := loadDatasets(ctx, tx, ctl, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +102,11 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return filteredRelation(r, filter), nil
 		}
 		if d.sink != sink.Iceberg {
-			jc, err := jsonColumns(ctx, tx, sc)
-			if err != nil {
-				return nil, err
+			jc, ok := builtinJSONColumns(sc, visible)
+			if !ok {
+				if jc, err = jsonColumns(ctx, tx, sc); err != nil {
+					return nil, err
+				}
 			}
 			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, delta), filter), nil
 		}
@@ -166,5 +173,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.targets[dep.Target] = st
 	}
-	return s.plan(pc)
+	ps, err := s.plan(pc)
+	for i := range ps {
+		ps[i].builtinVisible = visible
+	}
+	return ps, err
 }

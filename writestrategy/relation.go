@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -300,11 +302,37 @@ func refuseRelationOutputs(ds map[string]datasetRow, outs []string) error {
 	return nil
 }
 
-// refuseRelations refuses a write to a registered relation before any
-// intent is opened (outputs not registered are left to the ledger).
-func (d *Dispatcher) refuseRelations(ctx context.Context, outs []string) error {
-	for _, o := range outs {
-		ds, err := d.cfg.Ledger.Dataset(ctx, o)
+// prefetcher is a Resolver that can read the flags of a resolution in a
+// batch of other queries; *sink.Resolver is one.
+type prefetcher interface {
+	Prefetch(writerID string, datasetIDs ...string) func(b *pgx.Batch) func(pgx.BatchResults) error
+}
+
+// recoverOutputs looks once at each output, before any intent is opened
+// and before the sink is resolved: in one round trip per output
+// (ledger.Ledger.RecoverDataset) it reads the output's row and its open
+// intents, reconciles those whose writer is gone (and, without liveness,
+// those older than RecoverAfter), and refuses a registered relation. The
+// rows of the registered outputs are kept in w (outputs not registered are
+// left to the ledger, whose Open reports them).
+func (d *Dispatcher) recoverOutputs(ctx context.Context, w *writeInfo) error {
+	outs := append([]string(nil), w.outs...)
+	sort.Strings(outs)
+	w.datasets = make(map[string]ledger.Dataset, len(outs))
+	// The sink's flags are read in the first of these round trips when
+	// the resolver can (sink.Resolver.Prefetch), so that resolving the
+	// sink next needs none.
+	var with []func(*pgx.Batch) func(pgx.BatchResults) error
+	if p, ok := d.cfg.Resolver.(prefetcher); ok {
+		if f := p.Prefetch(w.writerID, w.outs...); f != nil {
+			with = append(with, f)
+		}
+	}
+	for i, o := range outs {
+		if i == 1 {
+			with = nil
+		}
+		ds, _, err := d.cfg.Ledger.RecoverDataset(ctx, o, d.cfg.RecoverAfter, d.Lookup, with...)
 		if errors.Is(err, ErrDatasetNotFound) {
 			continue
 		}
@@ -314,6 +342,7 @@ func (d *Dispatcher) refuseRelations(ctx context.Context, outs []string) error {
 		if ds.Sink == sink.Relation {
 			return fmt.Errorf("%w: %q", ErrRelationDataset, o)
 		}
+		w.datasets[o] = ds
 	}
 	return nil
 }

@@ -213,6 +213,9 @@ func (enc *rowEncoding) from(sql string) string {
 // data is the encoded row, over the FROM item of from.
 func (enc *rowEncoding) data() string { return rowMarker + " || to_jsonb(e.*)" }
 
+// noRestore restores nothing.
+func noRestore(context.Context) error { return nil }
+
 // floatDigits makes float text forms exact (extra_float_digits >= 1) for
 // the rest of the statement sequence, when the session asks for rounded
 // ones; the returned function restores the setting.
@@ -222,7 +225,7 @@ func floatDigits(ctx context.Context, tx pgx.Tx) (func(context.Context) error, e
 		return nil, queryError("read extra_float_digits", err)
 	}
 	if cur >= 1 {
-		return func(context.Context) error { return nil }, nil
+		return noRestore, nil
 	}
 	if _, err := tx.Exec(ctx, `SELECT set_config('extra_float_digits', '1', true)`); err != nil {
 		return nil, queryError("set extra_float_digits", err)
@@ -296,7 +299,7 @@ func RowStoreInsert(ctx context.Context, tx pgx.Tx, env *Env, datasetID, txnID, 
 	if err := checkDatasetID("dataset", datasetID); err != nil {
 		return 0, Schema{}, err
 	}
-	cols, oids, types, err := describeTypes(ctx, tx, selectSQL)
+	cols, oids, types, err := describeTypes(ctx, tx, selectSQL, false)
 	if err != nil {
 		return 0, Schema{}, err
 	}
