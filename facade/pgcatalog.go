@@ -227,6 +227,37 @@ func (c *PostgresCatalog) resolveNamespace(ctx context.Context, q querier, names
 	return keys[0], false, nil
 }
 
+// namespaceWithProps returns the stored key of namespace, its properties
+// and whether it exists, in one statement per candidate key: a namespace
+// exists when it has a property row or a table.
+func (c *PostgresCatalog) namespaceWithProps(ctx context.Context, q querier, namespace table.Identifier) (string, iceberg.Properties, bool, error) {
+	keys := namespaceStorageKeys(namespace)
+	for _, k := range keys {
+		rows, err := q.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
+			WHERE catalog_name = $1 AND namespace = $2
+			UNION ALL SELECT NULL, '' WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)`, c.name, k)
+		if err != nil {
+			return "", nil, false, fmt.Errorf("facade: catalog namespace %s: %w", strings.Join(namespace, "."), err)
+		}
+		props, found := iceberg.Properties{}, false
+		var pk *string
+		var pv string
+		if _, err := pgx.ForEachRow(rows, []any{&pk, &pv}, func() error {
+			found = true
+			if pk != nil && *pk != pgcatNamespaceExistsProp {
+				props[*pk] = pv
+			}
+			return nil
+		}); err != nil {
+			return "", nil, false, fmt.Errorf("facade: catalog namespace %s: %w", strings.Join(namespace, "."), err)
+		}
+		if found {
+			return k, props, true, nil
+		}
+	}
+	return keys[0], nil, false, nil
+}
+
 // namespaceKey is the stored key of namespace (resolved only when the
 // encoding is ambiguous).
 func (c *PostgresCatalog) namespaceKey(ctx context.Context, q querier, namespace table.Identifier) (string, error) {
@@ -328,16 +359,7 @@ func (c *PostgresCatalog) registerTable(ctx context.Context, ident table.Identif
 	if err := c.writeMetadata(ctx, meta, metaLoc); err != nil {
 		return nil, err
 	}
-	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
-		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
-			if err == nil {
-				err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-			}
-			return err
-		}
-		return c.insertTable(ctx, tx, nsKey, name, metaLoc, ident)
-	})
-	if err != nil {
+	if err := c.insertTable(ctx, c.db, nsKey, name, metaLoc, ident); err != nil {
 		c.removeFile(metaLoc)
 		return nil, err
 	}
@@ -353,7 +375,7 @@ func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Iden
 		o(&cfg)
 	}
 	name := catalog.TableNameFromIdent(ident)
-	nsKey, ok, err := c.resolveNamespace(ctx, c.db, catalog.NamespaceFromIdent(ident))
+	nsKey, nsProps, ok, err := c.namespaceWithProps(ctx, c.db, catalog.NamespaceFromIdent(ident))
 	if err != nil {
 		return "", nil, err
 	}
@@ -362,10 +384,6 @@ func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Iden
 	}
 	loc := strings.TrimSuffix(cfg.Location, "/")
 	if loc == "" {
-		nsProps, err := c.namespaceProps(ctx, nsKey)
-		if err != nil {
-			return "", nil, err
-		}
 		if l := nsProps.Get("location", ""); l != "" {
 			loc, err = url.JoinPath(l, name)
 		} else {
@@ -382,23 +400,35 @@ func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Iden
 	return nsKey, meta, nil
 }
 
-// insertTable registers a table row; an existing row is
-// catalog.ErrTableAlreadyExists.
-func (c *PostgresCatalog) insertTable(ctx context.Context, tx pgx.Tx, nsKey, name, metaLoc string, ident table.Identifier) error {
-	sql := `INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, iceberg_type)
-		VALUES ($1, $2, $3, $4, 'TABLE') ON CONFLICT DO NOTHING`
+// insertTable registers a table row in the namespace stored as nsKey, in
+// one statement that inserts only while the namespace exists: an existing
+// row is catalog.ErrTableAlreadyExists, a missing namespace
+// catalog.ErrNoSuchNamespace.
+func (c *PostgresCatalog) insertTable(ctx context.Context, q querier, nsKey, name, metaLoc string, ident table.Identifier) error {
+	cols, typ := `catalog_name, table_namespace, table_name, metadata_location, iceberg_type`, `, 'TABLE'`
 	if c.v0 {
-		sql = `INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location)
-		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+		cols, typ = `catalog_name, table_namespace, table_name, metadata_location`, ``
 	}
-	tag, err := tx.Exec(ctx, sql, c.name, nsKey, name, metaLoc)
+	tag, err := q.Exec(ctx, `INSERT INTO iceberg_tables (`+cols+`) SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar`+typ+`
+		WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)
+		OR EXISTS (SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2)
+		ON CONFLICT DO NOTHING`, c.name, nsKey, name, metaLoc)
 	if err != nil {
 		return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
 	}
-	if tag.RowsAffected() == 0 {
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	// Nothing inserted: the row exists, or the namespace does not.
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3)`,
+		c.name, nsKey, name).Scan(&exists); err != nil {
+		return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
+	}
+	if exists {
 		return fmt.Errorf("%w: %s", catalog.ErrTableAlreadyExists, strings.Join(ident, "."))
 	}
-	return nil
+	return fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
 }
 
 // CommitTable applies updates to the table after checking reqs, in a
@@ -496,13 +526,8 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	}
 	c.metas.put(newLoc, updated)
 	if curLoc == "" {
-		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
-			if err == nil {
-				err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-			}
-			return nil, "", err
-		}
 		if err := c.insertTable(ctx, tx, nsKey, name, newLoc, ident); err != nil {
+			c.removeFile(newLoc)
 			return nil, "", err
 		}
 		return updated, newLoc, nil

@@ -39,13 +39,15 @@ func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifi
 // createTableTx creates table ident in tx with the metadata base (from
 // pendingTable) after checking reqs against it and applying updates: the
 // table's first metadata file holds its first commit. A table that exists
-// meanwhile is a clean conflict (table.ErrCommitFailed).
+// meanwhile is a clean conflict (table.ErrCommitFailed). The row is
+// inserted by one statement that also checks the namespace (insertTable):
+// the metadata file is written before it and removed when it fails.
 func (c *PostgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	nsKey, _, err := c.metadataLocation(ctx, tx, ident, true)
-	switch {
-	case err == nil:
-		return nil, "", fmt.Errorf("%w: table %s was created concurrently", table.ErrCommitFailed, strings.Join(ident, "."))
-	case !errors.Is(err, catalog.ErrNoSuchTable):
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, "", err
+	}
+	nsKey, err := c.namespaceKey(ctx, tx, catalog.NamespaceFromIdent(ident))
+	if err != nil {
 		return nil, "", err
 	}
 	for _, r := range reqs {
@@ -63,12 +65,6 @@ func (c *PostgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	}
 	loc, err := provider.NewTableMetadataFileLocation(0)
 	if err != nil {
-		return nil, "", err
-	}
-	if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-		}
 		return nil, "", err
 	}
 	if err := c.writeMetadata(ctx, updated, loc); err != nil {
