@@ -239,7 +239,13 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 // PostgresCatalog a new table is only pending (see pendingTable): create
 // is then the catalog and createNS the namespace key its commit needs.
 func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (tbl *table.Table, create *PostgresCatalog, createNS string, err error) {
-	tbl, err = f.cat.LoadTable(ctx, ident)
+	pc, _ := f.cat.(*PostgresCatalog)
+	var probe *namespaceProbe // the namespace, read with the table's row
+	if pc != nil {
+		tbl, probe, err = pc.loadOrProbe(ctx, ident)
+	} else {
+		tbl, err = f.cat.LoadTable(ctx, ident)
+	}
 	if err == nil {
 		return tbl, nil, "", nil
 	}
@@ -275,11 +281,10 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		}
 		opts = append(opts, catalog.WithPartitionSpec(spec), catalog.WithSortOrder(order))
 	}
-	pc, _ := f.cat.(*PostgresCatalog)
 	createTable := func() (*table.Table, error) {
 		if pc != nil {
-			t, ns, err := pc.pendingTable(ctx, ident, sc, opts...)
-			create, createNS = pc, ns
+			t, ns, err := pc.pendingTable(ctx, ident, sc, probe, opts...)
+			create, createNS, probe = pc, ns, nil // a second try reads the namespace again
 			return t, err
 		}
 		return f.cat.CreateTable(ctx, ident, sc, opts...)

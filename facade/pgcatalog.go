@@ -337,7 +337,7 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, err
 	}
-	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, opts...)
+	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, nil, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -367,16 +367,90 @@ func (c *PostgresCatalog) registerTable(ctx context.Context, ident table.Identif
 	return table.New(ident, meta, metaLoc, iceio.LoadFSFunc(c.props, metaLoc), c), nil
 }
 
+// namespaceProbe is what a new table needs of its namespace: its stored
+// key, whether it exists and its properties.
+type namespaceProbe struct {
+	key    string
+	exists bool
+	props  iceberg.Properties
+}
+
+// loadOrProbe loads table ident, or, when it has no row, returns its
+// namespace as newTableMetadata needs it, in one statement (the table's
+// metadata pointer, the namespace's properties and whether it holds
+// tables). With an ambiguous namespace encoding it returns neither and
+// the caller takes the general path.
+func (c *PostgresCatalog) loadOrProbe(ctx context.Context, ident table.Identifier) (*table.Table, *namespaceProbe, error) {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, nil, err
+	}
+	keys := namespaceStorageKeys(catalog.NamespaceFromIdent(ident))
+	if len(keys) != 1 {
+		tbl, err := c.LoadTable(ctx, ident)
+		return tbl, nil, err
+	}
+	rows, err := c.db.Query(ctx, `SELECT 0, metadata_location, NULL::varchar FROM iceberg_tables
+			WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3`+c.typeFilter()+`
+		UNION ALL SELECT 1, property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
+			WHERE catalog_name = $1 AND namespace = $2
+		UNION ALL SELECT 2, NULL, NULL WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)`,
+		c.name, keys[0], catalog.TableNameFromIdent(ident))
+	if err != nil {
+		return nil, nil, fmt.Errorf("facade: catalog load %s: %w", strings.Join(ident, "."), err)
+	}
+	var (
+		kind     int
+		a, b     *string
+		found    bool
+		loc      *string
+		nsExists bool
+		props    = iceberg.Properties{}
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&kind, &a, &b}, func() error {
+		switch kind {
+		case 0:
+			found, loc = true, a
+		case 1:
+			nsExists = true
+			if a != nil && *a != pgcatNamespaceExistsProp && b != nil {
+				props[*a] = *b
+			}
+		default:
+			nsExists = true
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("facade: catalog load %s: %w", strings.Join(ident, "."), err)
+	}
+	if found && loc != nil {
+		tbl, err := c.tableAt(ctx, ident, *loc)
+		return tbl, nil, err
+	}
+	probe := &namespaceProbe{key: keys[0], exists: nsExists, props: props}
+	if found {
+		return nil, probe, fmt.Errorf("%w: %s, metadata location is missing", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+	}
+	return nil, probe, fmt.Errorf("%w: %s", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+}
+
 // newTableMetadata returns the namespace key and the first metadata of a
-// new table, as CreateTable writes it.
-func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
+// new table, as CreateTable writes it. probe, when not nil, is the
+// namespace as just read (loadOrProbe).
+func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
 	cfg := catalog.NewCreateTableCfg()
 	for _, o := range opts {
 		o(&cfg)
 	}
 	name := catalog.TableNameFromIdent(ident)
-	nsKey, nsProps, ok, err := c.namespaceWithProps(ctx, c.db, catalog.NamespaceFromIdent(ident))
-	if err != nil {
+	var (
+		nsKey   string
+		nsProps iceberg.Properties
+		ok      bool
+		err     error
+	)
+	if probe != nil {
+		nsKey, nsProps, ok = probe.key, probe.props, probe.exists
+	} else if nsKey, nsProps, ok, err = c.namespaceWithProps(ctx, c.db, catalog.NamespaceFromIdent(ident)); err != nil {
 		return "", nil, err
 	}
 	if !ok {

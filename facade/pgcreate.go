@@ -24,12 +24,13 @@ import (
 // may leave empty tables (never rows).
 
 // pendingTable returns the table CreateTable would create, with nothing
-// written or registered; its metadata location is empty.
-func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (*table.Table, string, error) {
+// written or registered; its metadata location is empty. probe, when not
+// nil, is its namespace as just read (loadOrProbe).
+func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (*table.Table, string, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, "", err
 	}
-	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, opts...)
+	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, probe, opts...)
 	if err != nil {
 		return nil, "", err
 	}
