@@ -921,6 +921,8 @@ func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.
 		obs := &observedCatalog{Catalog: cat}
 		if s.create != nil && tbl == s.base {
 			obs.Catalog = creatingCatalog{Catalog: cat, pc: s.create, tx: tx, base: tbl.Metadata()}
+		} else if pc, ok := f.cat.(*PostgresCatalog); ok && tbl.MetadataLocation() != "" {
+			obs.Catalog = swappingCatalog{Catalog: cat, pc: pc, tx: tx, loc: tbl.MetadataLocation(), base: tbl.Metadata()}
 		}
 		t := table.New(s.ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
 		txn, err := s.build(ctx, t)

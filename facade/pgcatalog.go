@@ -623,6 +623,87 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	return updated, newLoc, nil
 }
 
+// commitAt commits updates to table ident whose metadata pointer the
+// caller read as loc (with metadata base), in tx or, when tx is nil, in
+// one statement of its own: the requirements are checked against base,
+// the new metadata file is written, and the pointer swapped only while it
+// is still loc (UPDATE ... WHERE metadata_location = loc). This is
+// CommitTableTx's compare-and-swap without reading the pointer first: a
+// pointer that moved meanwhile is a clean conflict (table.ErrCommitFailed,
+// tx staying usable) and the new metadata file is removed.
+func (c *PostgresCatalog) commitAt(ctx context.Context, tx pgx.Tx, ident table.Identifier, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, "", err
+	}
+	var q querier = c.db
+	if tx != nil {
+		q = tx
+	}
+	nsKey, err := c.namespaceKey(ctx, q, catalog.NamespaceFromIdent(ident))
+	if err != nil {
+		return nil, "", err
+	}
+	version := parseMetadataVersion(loc)
+	if version < 0 {
+		return nil, "", fmt.Errorf("facade: catalog commit %s: invalid metadata location %s", strings.Join(ident, "."), loc)
+	}
+	for _, r := range reqs {
+		if err := r.Validate(base); err != nil {
+			return nil, "", err
+		}
+	}
+	updated, err := table.UpdateTableMetadata(base, updates, loc)
+	if err != nil {
+		return nil, "", err
+	}
+	if updated.Equals(base) {
+		return base, loc, nil
+	}
+	provider, err := table.LoadLocationProvider(updated.Location(), updated.Properties())
+	if err != nil {
+		return nil, "", err
+	}
+	newLoc, err := provider.NewTableMetadataFileLocation(version + 1)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.writeMetadata(ctx, updated, newLoc); err != nil {
+		return nil, "", err
+	}
+	sql := `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5, iceberg_type = 'TABLE'
+		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5` + c.typeFilter()
+	if c.v0 {
+		sql = `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5
+		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5`
+	}
+	tag, err := q.Exec(ctx, sql, c.name, nsKey, catalog.TableNameFromIdent(ident), newLoc, loc)
+	if err != nil {
+		// the outcome of a statement of its own is unknown: the file stays
+		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
+	}
+	if tag.RowsAffected() == 0 {
+		c.removeFile(newLoc)
+		return nil, "", fmt.Errorf("%w: table %s metadata-location moved underneath us", table.ErrCommitFailed, strings.Join(ident, "."))
+	}
+	c.metas.put(newLoc, updated)
+	return updated, newLoc, nil
+}
+
+// swappingCatalog commits onto a loaded table of a PostgresCatalog with
+// commitAt (in tx when not nil): the pointer the table was loaded from is
+// the one swapped.
+type swappingCatalog struct {
+	catalog.Catalog
+	pc   *PostgresCatalog
+	tx   pgx.Tx
+	loc  string
+	base table.Metadata
+}
+
+func (c swappingCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	return c.pc.commitAt(ctx, c.tx, ident, c.loc, c.base, reqs, updates)
+}
+
 // writeMetadata writes meta to loc with the table's metadata compression.
 func (c *PostgresCatalog) writeMetadata(ctx context.Context, meta table.Metadata, loc string) (err error) {
 	ioProps := maps.Clone(c.props)
