@@ -119,20 +119,22 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
 	}
+	tbl, create, createNS, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
+	if err != nil {
+		return nil, err
+	}
 	if req.Mode == Append && req.TxnID != "" {
-		res, found, err := f.FindTxn(ctx, target.DatasetID, req.TxnID)
-		if err != nil {
-			return nil, err
-		}
-		if found {
+		// An append whose txn id is in the table's history is replayed (as
+		// FindTxn finds it, on the table just loaded).
+		if snap := findInAncestry(tbl, SummaryTxnID, req.TxnID); snap != nil {
+			res, err := f.resultFromSnapshot(ctx, tbl, target.DatasetID, snap, true)
+			if err != nil {
+				return nil, err
+			}
 			res.Replayed = true
 			return &replayStaged{info: StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, Mode: req.Mode,
 				Rows: res.Rows, DataFiles: res.DataFiles, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
 		}
-	}
-	tbl, create, createNS, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
-	if err != nil {
-		return nil, err
 	}
 	if err := checkRowIDVersion(target.DatasetID, tbl.Properties()); err != nil {
 		return nil, err

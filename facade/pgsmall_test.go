@@ -58,7 +58,8 @@ func catalogStatements(stmts []string) []string {
 // TestPostgresCatalogSmallWriteStatements pins the catalog statements of
 // a write as the Dispatcher runs it (WriteOrder, Stage, CommitTx in the
 // caller's transaction): to a new table in an existing namespace, and an
-// append to that table. A write must not creep back to looking the table
+// append with a txn id to that table (its replay check reads the table
+// Stage loads). A write must not creep back to looking the table
 // or its namespace up several times.
 func TestPostgresCatalogSmallWriteStatements(t *testing.T) {
 	ctx := context.Background()
@@ -76,7 +77,7 @@ func TestPostgresCatalogSmallWriteStatements(t *testing.T) {
 	f, err := facade.New(pc, &facade.Config{Allocator: mem})
 	require.NoError(t, err)
 
-	write := func(dataset string, mode facade.WriteMode) []string {
+	write := func(dataset string, mode facade.WriteMode, txnID string) []string {
 		t.Helper()
 		sc := contract.Schema()
 		bs := contract.Batches(mem, sc, 0, 1, 1, 1)
@@ -89,7 +90,7 @@ func TestPostgresCatalogSmallWriteStatements(t *testing.T) {
 		_, err := f.WriteOrder(ctx, dataset)
 		require.NoError(t, err)
 		st, err := f.Stage(ctx, facade.Target{DatasetID: dataset, WriterID: "w"},
-			facade.WriteRequest{Mode: mode, Schema: sc, Rows: contract.Seq(bs)})
+			facade.WriteRequest{Mode: mode, Schema: sc, Rows: contract.Seq(bs), TxnID: txnID})
 		require.NoError(t, err)
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
@@ -101,13 +102,13 @@ func TestPostgresCatalogSmallWriteStatements(t *testing.T) {
 		return catalogStatements(log.take())
 	}
 	// The first write creates the namespace; the next ones find it.
-	write("warmup", facade.Replace)
+	write("warmup", facade.Replace, "")
 
-	stmts := write("fresh", facade.Replace)
+	stmts := write("fresh", facade.Replace, "")
 	t.Logf("new table:\n%s", strings.Join(stmts, "\n"))
 	require.Len(t, stmts, 3, "catalog statements of a write creating its table:\n%s", strings.Join(stmts, "\n"))
 
-	stmts = write("fresh", facade.Append)
+	stmts = write("fresh", facade.Append, "txn-1")
 	t.Logf("existing table:\n%s", strings.Join(stmts, "\n"))
 	require.Len(t, stmts, 3, "catalog statements of a write to an existing table:\n%s", strings.Join(stmts, "\n"))
 }
