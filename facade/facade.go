@@ -119,20 +119,22 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
 	}
+	tbl, create, createNS, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
+	if err != nil {
+		return nil, err
+	}
 	if req.Mode == Append && req.TxnID != "" {
-		res, found, err := f.FindTxn(ctx, target.DatasetID, req.TxnID)
-		if err != nil {
-			return nil, err
-		}
-		if found {
+		// An append whose txn id is in the table's history is replayed (as
+		// FindTxn finds it, on the table just loaded).
+		if snap := findInAncestry(tbl, SummaryTxnID, req.TxnID); snap != nil {
+			res, err := f.resultFromSnapshot(ctx, tbl, target.DatasetID, snap, true)
+			if err != nil {
+				return nil, err
+			}
 			res.Replayed = true
 			return &replayStaged{info: StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, Mode: req.Mode,
 				Rows: res.Rows, DataFiles: res.DataFiles, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
 		}
-	}
-	tbl, create, createNS, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
-	if err != nil {
-		return nil, err
 	}
 	if err := checkRowIDVersion(target.DatasetID, tbl.Properties()); err != nil {
 		return nil, err
@@ -239,7 +241,13 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 // PostgresCatalog a new table is only pending (see pendingTable): create
 // is then the catalog and createNS the namespace key its commit needs.
 func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (tbl *table.Table, create *PostgresCatalog, createNS string, err error) {
-	tbl, err = f.cat.LoadTable(ctx, ident)
+	pc, _ := f.cat.(*PostgresCatalog)
+	var probe *namespaceProbe // the namespace, read with the table's row
+	if pc != nil {
+		tbl, probe, err = pc.loadOrProbe(ctx, ident)
+	} else {
+		tbl, err = f.cat.LoadTable(ctx, ident)
+	}
 	if err == nil {
 		return tbl, nil, "", nil
 	}
@@ -275,11 +283,10 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		}
 		opts = append(opts, catalog.WithPartitionSpec(spec), catalog.WithSortOrder(order))
 	}
-	pc, _ := f.cat.(*PostgresCatalog)
 	createTable := func() (*table.Table, error) {
 		if pc != nil {
-			t, ns, err := pc.pendingTable(ctx, ident, sc, opts...)
-			create, createNS = pc, ns
+			t, ns, err := pc.pendingTable(ctx, ident, sc, probe, opts...)
+			create, createNS, probe = pc, ns, nil // a second try reads the namespace again
 			return t, err
 		}
 		return f.cat.CreateTable(ctx, ident, sc, opts...)
@@ -916,6 +923,8 @@ func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.
 		obs := &observedCatalog{Catalog: cat}
 		if s.create != nil && tbl == s.base {
 			obs.Catalog = creatingCatalog{Catalog: cat, pc: s.create, tx: tx, base: tbl.Metadata()}
+		} else if pc, ok := f.cat.(*PostgresCatalog); ok && tbl.MetadataLocation() != "" {
+			obs.Catalog = swappingCatalog{Catalog: cat, pc: pc, tx: tx, loc: tbl.MetadataLocation(), base: tbl.Metadata()}
 		}
 		t := table.New(s.ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
 		txn, err := s.build(ctx, t)

@@ -227,6 +227,37 @@ func (c *PostgresCatalog) resolveNamespace(ctx context.Context, q querier, names
 	return keys[0], false, nil
 }
 
+// namespaceWithProps returns the stored key of namespace, its properties
+// and whether it exists, in one statement per candidate key: a namespace
+// exists when it has a property row or a table.
+func (c *PostgresCatalog) namespaceWithProps(ctx context.Context, q querier, namespace table.Identifier) (string, iceberg.Properties, bool, error) {
+	keys := namespaceStorageKeys(namespace)
+	for _, k := range keys {
+		rows, err := q.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
+			WHERE catalog_name = $1 AND namespace = $2
+			UNION ALL SELECT NULL, '' WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)`, c.name, k)
+		if err != nil {
+			return "", nil, false, fmt.Errorf("facade: catalog namespace %s: %w", strings.Join(namespace, "."), err)
+		}
+		props, found := iceberg.Properties{}, false
+		var pk *string
+		var pv string
+		if _, err := pgx.ForEachRow(rows, []any{&pk, &pv}, func() error {
+			found = true
+			if pk != nil && *pk != pgcatNamespaceExistsProp {
+				props[*pk] = pv
+			}
+			return nil
+		}); err != nil {
+			return "", nil, false, fmt.Errorf("facade: catalog namespace %s: %w", strings.Join(namespace, "."), err)
+		}
+		if found {
+			return k, props, true, nil
+		}
+	}
+	return keys[0], nil, false, nil
+}
+
 // namespaceKey is the stored key of namespace (resolved only when the
 // encoding is ambiguous).
 func (c *PostgresCatalog) namespaceKey(ctx context.Context, q querier, namespace table.Identifier) (string, error) {
@@ -306,7 +337,7 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, err
 	}
-	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, opts...)
+	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, nil, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -328,16 +359,7 @@ func (c *PostgresCatalog) registerTable(ctx context.Context, ident table.Identif
 	if err := c.writeMetadata(ctx, meta, metaLoc); err != nil {
 		return nil, err
 	}
-	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
-		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
-			if err == nil {
-				err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-			}
-			return err
-		}
-		return c.insertTable(ctx, tx, nsKey, name, metaLoc, ident)
-	})
-	if err != nil {
+	if err := c.insertTable(ctx, c.db, nsKey, name, metaLoc, ident); err != nil {
 		c.removeFile(metaLoc)
 		return nil, err
 	}
@@ -345,16 +367,90 @@ func (c *PostgresCatalog) registerTable(ctx context.Context, ident table.Identif
 	return table.New(ident, meta, metaLoc, iceio.LoadFSFunc(c.props, metaLoc), c), nil
 }
 
+// namespaceProbe is what a new table needs of its namespace: its stored
+// key, whether it exists and its properties.
+type namespaceProbe struct {
+	key    string
+	exists bool
+	props  iceberg.Properties
+}
+
+// loadOrProbe loads table ident, or, when it has no row, returns its
+// namespace as newTableMetadata needs it, in one statement (the table's
+// metadata pointer, the namespace's properties and whether it holds
+// tables). With an ambiguous namespace encoding it returns neither and
+// the caller takes the general path.
+func (c *PostgresCatalog) loadOrProbe(ctx context.Context, ident table.Identifier) (*table.Table, *namespaceProbe, error) {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, nil, err
+	}
+	keys := namespaceStorageKeys(catalog.NamespaceFromIdent(ident))
+	if len(keys) != 1 {
+		tbl, err := c.LoadTable(ctx, ident)
+		return tbl, nil, err
+	}
+	rows, err := c.db.Query(ctx, `SELECT 0, metadata_location, NULL::varchar FROM iceberg_tables
+			WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3`+c.typeFilter()+`
+		UNION ALL SELECT 1, property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
+			WHERE catalog_name = $1 AND namespace = $2
+		UNION ALL SELECT 2, NULL, NULL WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)`,
+		c.name, keys[0], catalog.TableNameFromIdent(ident))
+	if err != nil {
+		return nil, nil, fmt.Errorf("facade: catalog load %s: %w", strings.Join(ident, "."), err)
+	}
+	var (
+		kind     int
+		a, b     *string
+		found    bool
+		loc      *string
+		nsExists bool
+		props    = iceberg.Properties{}
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&kind, &a, &b}, func() error {
+		switch kind {
+		case 0:
+			found, loc = true, a
+		case 1:
+			nsExists = true
+			if a != nil && *a != pgcatNamespaceExistsProp && b != nil {
+				props[*a] = *b
+			}
+		default:
+			nsExists = true
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("facade: catalog load %s: %w", strings.Join(ident, "."), err)
+	}
+	if found && loc != nil {
+		tbl, err := c.tableAt(ctx, ident, *loc)
+		return tbl, nil, err
+	}
+	probe := &namespaceProbe{key: keys[0], exists: nsExists, props: props}
+	if found {
+		return nil, probe, fmt.Errorf("%w: %s, metadata location is missing", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+	}
+	return nil, probe, fmt.Errorf("%w: %s", catalog.ErrNoSuchTable, strings.Join(ident, "."))
+}
+
 // newTableMetadata returns the namespace key and the first metadata of a
-// new table, as CreateTable writes it.
-func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
+// new table, as CreateTable writes it. probe, when not nil, is the
+// namespace as just read (loadOrProbe).
+func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
 	cfg := catalog.NewCreateTableCfg()
 	for _, o := range opts {
 		o(&cfg)
 	}
 	name := catalog.TableNameFromIdent(ident)
-	nsKey, ok, err := c.resolveNamespace(ctx, c.db, catalog.NamespaceFromIdent(ident))
-	if err != nil {
+	var (
+		nsKey   string
+		nsProps iceberg.Properties
+		ok      bool
+		err     error
+	)
+	if probe != nil {
+		nsKey, nsProps, ok = probe.key, probe.props, probe.exists
+	} else if nsKey, nsProps, ok, err = c.namespaceWithProps(ctx, c.db, catalog.NamespaceFromIdent(ident)); err != nil {
 		return "", nil, err
 	}
 	if !ok {
@@ -362,10 +458,6 @@ func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Iden
 	}
 	loc := strings.TrimSuffix(cfg.Location, "/")
 	if loc == "" {
-		nsProps, err := c.namespaceProps(ctx, nsKey)
-		if err != nil {
-			return "", nil, err
-		}
 		if l := nsProps.Get("location", ""); l != "" {
 			loc, err = url.JoinPath(l, name)
 		} else {
@@ -382,23 +474,35 @@ func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Iden
 	return nsKey, meta, nil
 }
 
-// insertTable registers a table row; an existing row is
-// catalog.ErrTableAlreadyExists.
-func (c *PostgresCatalog) insertTable(ctx context.Context, tx pgx.Tx, nsKey, name, metaLoc string, ident table.Identifier) error {
-	sql := `INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, iceberg_type)
-		VALUES ($1, $2, $3, $4, 'TABLE') ON CONFLICT DO NOTHING`
+// insertTable registers a table row in the namespace stored as nsKey, in
+// one statement that inserts only while the namespace exists: an existing
+// row is catalog.ErrTableAlreadyExists, a missing namespace
+// catalog.ErrNoSuchNamespace.
+func (c *PostgresCatalog) insertTable(ctx context.Context, q querier, nsKey, name, metaLoc string, ident table.Identifier) error {
+	cols, typ := `catalog_name, table_namespace, table_name, metadata_location, iceberg_type`, `, 'TABLE'`
 	if c.v0 {
-		sql = `INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location)
-		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+		cols, typ = `catalog_name, table_namespace, table_name, metadata_location`, ``
 	}
-	tag, err := tx.Exec(ctx, sql, c.name, nsKey, name, metaLoc)
+	tag, err := q.Exec(ctx, `INSERT INTO iceberg_tables (`+cols+`) SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar`+typ+`
+		WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)
+		OR EXISTS (SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2)
+		ON CONFLICT DO NOTHING`, c.name, nsKey, name, metaLoc)
 	if err != nil {
 		return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
 	}
-	if tag.RowsAffected() == 0 {
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	// Nothing inserted: the row exists, or the namespace does not.
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3)`,
+		c.name, nsKey, name).Scan(&exists); err != nil {
+		return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
+	}
+	if exists {
 		return fmt.Errorf("%w: %s", catalog.ErrTableAlreadyExists, strings.Join(ident, "."))
 	}
-	return nil
+	return fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
 }
 
 // CommitTable applies updates to the table after checking reqs, in a
@@ -496,13 +600,8 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	}
 	c.metas.put(newLoc, updated)
 	if curLoc == "" {
-		if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
-			if err == nil {
-				err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-			}
-			return nil, "", err
-		}
 		if err := c.insertTable(ctx, tx, nsKey, name, newLoc, ident); err != nil {
+			c.removeFile(newLoc)
 			return nil, "", err
 		}
 		return updated, newLoc, nil
@@ -522,6 +621,87 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 		return nil, "", fmt.Errorf("%w: table %s metadata-location moved underneath us", table.ErrCommitFailed, strings.Join(ident, "."))
 	}
 	return updated, newLoc, nil
+}
+
+// commitAt commits updates to table ident whose metadata pointer the
+// caller read as loc (with metadata base), in tx or, when tx is nil, in
+// one statement of its own: the requirements are checked against base,
+// the new metadata file is written, and the pointer swapped only while it
+// is still loc (UPDATE ... WHERE metadata_location = loc). This is
+// CommitTableTx's compare-and-swap without reading the pointer first: a
+// pointer that moved meanwhile is a clean conflict (table.ErrCommitFailed,
+// tx staying usable) and the new metadata file is removed.
+func (c *PostgresCatalog) commitAt(ctx context.Context, tx pgx.Tx, ident table.Identifier, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, "", err
+	}
+	var q querier = c.db
+	if tx != nil {
+		q = tx
+	}
+	nsKey, err := c.namespaceKey(ctx, q, catalog.NamespaceFromIdent(ident))
+	if err != nil {
+		return nil, "", err
+	}
+	version := parseMetadataVersion(loc)
+	if version < 0 {
+		return nil, "", fmt.Errorf("facade: catalog commit %s: invalid metadata location %s", strings.Join(ident, "."), loc)
+	}
+	for _, r := range reqs {
+		if err := r.Validate(base); err != nil {
+			return nil, "", err
+		}
+	}
+	updated, err := table.UpdateTableMetadata(base, updates, loc)
+	if err != nil {
+		return nil, "", err
+	}
+	if updated.Equals(base) {
+		return base, loc, nil
+	}
+	provider, err := table.LoadLocationProvider(updated.Location(), updated.Properties())
+	if err != nil {
+		return nil, "", err
+	}
+	newLoc, err := provider.NewTableMetadataFileLocation(version + 1)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.writeMetadata(ctx, updated, newLoc); err != nil {
+		return nil, "", err
+	}
+	sql := `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5, iceberg_type = 'TABLE'
+		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5` + c.typeFilter()
+	if c.v0 {
+		sql = `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5
+		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5`
+	}
+	tag, err := q.Exec(ctx, sql, c.name, nsKey, catalog.TableNameFromIdent(ident), newLoc, loc)
+	if err != nil {
+		// the outcome of a statement of its own is unknown: the file stays
+		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
+	}
+	if tag.RowsAffected() == 0 {
+		c.removeFile(newLoc)
+		return nil, "", fmt.Errorf("%w: table %s metadata-location moved underneath us", table.ErrCommitFailed, strings.Join(ident, "."))
+	}
+	c.metas.put(newLoc, updated)
+	return updated, newLoc, nil
+}
+
+// swappingCatalog commits onto a loaded table of a PostgresCatalog with
+// commitAt (in tx when not nil): the pointer the table was loaded from is
+// the one swapped.
+type swappingCatalog struct {
+	catalog.Catalog
+	pc   *PostgresCatalog
+	tx   pgx.Tx
+	loc  string
+	base table.Metadata
+}
+
+func (c swappingCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	return c.pc.commitAt(ctx, c.tx, ident, c.loc, c.base, reqs, updates)
 }
 
 // writeMetadata writes meta to loc with the table's metadata compression.

@@ -24,12 +24,13 @@ import (
 // may leave empty tables (never rows).
 
 // pendingTable returns the table CreateTable would create, with nothing
-// written or registered; its metadata location is empty.
-func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (*table.Table, string, error) {
+// written or registered; its metadata location is empty. probe, when not
+// nil, is its namespace as just read (loadOrProbe).
+func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (*table.Table, string, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, "", err
 	}
-	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, opts...)
+	nsKey, meta, err := c.newTableMetadata(ctx, ident, sc, probe, opts...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -39,13 +40,15 @@ func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifi
 // createTableTx creates table ident in tx with the metadata base (from
 // pendingTable) after checking reqs against it and applying updates: the
 // table's first metadata file holds its first commit. A table that exists
-// meanwhile is a clean conflict (table.ErrCommitFailed).
+// meanwhile is a clean conflict (table.ErrCommitFailed). The row is
+// inserted by one statement that also checks the namespace (insertTable):
+// the metadata file is written before it and removed when it fails.
 func (c *PostgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	nsKey, _, err := c.metadataLocation(ctx, tx, ident, true)
-	switch {
-	case err == nil:
-		return nil, "", fmt.Errorf("%w: table %s was created concurrently", table.ErrCommitFailed, strings.Join(ident, "."))
-	case !errors.Is(err, catalog.ErrNoSuchTable):
+	if err := catalog.ValidateTableIdentifier(ident); err != nil {
+		return nil, "", err
+	}
+	nsKey, err := c.namespaceKey(ctx, tx, catalog.NamespaceFromIdent(ident))
+	if err != nil {
 		return nil, "", err
 	}
 	for _, r := range reqs {
@@ -63,12 +66,6 @@ func (c *PostgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	}
 	loc, err := provider.NewTableMetadataFileLocation(0)
 	if err != nil {
-		return nil, "", err
-	}
-	if ok, err := c.namespaceExists(ctx, tx, nsKey); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
-		}
 		return nil, "", err
 	}
 	if err := c.writeMetadata(ctx, updated, loc); err != nil {
