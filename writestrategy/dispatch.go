@@ -801,7 +801,7 @@ func (b boundedBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, 
 		}
 	}
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		return nil, fmt.Errorf("no database connection within %s for the write's transaction: size the pool for the writes running at once (a write whose intents hold sessions runs its transaction on one of them: one pool connection per output, plus one when the Iceberg catalog shares the pool; otherwise one per write): %w", beginWait, err)
+		return nil, fmt.Errorf("no database connection within %s for the write's transaction: size the pool for the writes running at once: per write, one connection per output with liveness (each open intent holds one, and the write's transaction runs on one of those), one without, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
 	}
 	return tx, err
 }
