@@ -523,18 +523,23 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	}
 	cctx, cph := d.observe(ctx, w, PhaseCompute, w.outs)
 	// The compute transaction begins with its settings (see tuneTx) in
-	// the same round trip.
-	tx, err := boundedBegin{d.db}.BeginTx(cctx, pgx.TxOptions{BeginQuery: computeBegin})
+	// the same round trip, on the session holding one of the intents
+	// (heldBegin) when there is one: the write needs no other connection,
+	// and on a catalog in the ledger's database the owner's ledger commit,
+	// its unlock and the COMMIT share a round trip (commitInTx).
+	hb := &heldBegin{intents: intents, pool: boundedBegin{d.db}}
+	tx, err := hb.BeginTx(cctx, pgx.TxOptions{BeginQuery: computeBegin})
 	if err != nil {
 		err = queryError("begin compute", err)
 		cph.end(0, err)
 		return fail(err)
 	}
-	defer func() {
+	endCompute := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = tx.Rollback(cctx) // the compute transaction writes nothing
-	}()
+		_ = tx.Rollback(cctx) // the compute transaction writes nothing; a no-op once ended
+	}
+	defer endCompute()
 	err = d.writeOrder(cctx, env, intents)
 	var computed []Computed
 	if err == nil {
@@ -584,8 +589,12 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		staged = append(staged, st)
 	}
 	if txs, ok := allTxStaged(staged); ok {
-		return d.commitInTx(ctx, w, req, tx, intents, computed, txs, results, fail)
+		return d.commitInTx(ctx, w, req, tx, hb.owner, intents, computed, txs, results, fail)
 	}
+	// Every row is staged: the compute transaction is done. Ending it
+	// frees the session it may run on (an intent's held session) for the
+	// checks, Alive and the ledger commits below, which need it.
+	endCompute()
 	kctx, kph := d.observe(ctx, w, PhaseCheck, w.outs)
 	for i := range computed {
 		c := &computed[i]
@@ -723,11 +732,12 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 	return results, nil
 }
 
-// heldBegin begins the Postgres arm's transaction on the session holding
-// one of the write's intents (ledger.Intent.BeginTx), in dataset id order,
-// so that the write needs no other connection and the ledger commit gives
-// up that intent's hold in its own round trip; on pool when no intent
-// holds a session (no liveness).
+// heldBegin begins a write's transaction (the Postgres arm's, the Iceberg
+// arm's compute transaction) on the session holding one of the write's
+// intents (ledger.Intent.BeginTx), in dataset id order, so that the write
+// needs no other connection and the ledger commit gives up that intent's
+// hold in its own round trip; on pool when no intent holds a session (no
+// liveness).
 type heldBegin struct {
 	intents map[string]*ledger.Intent
 	pool    boundedBegin
@@ -753,12 +763,12 @@ func (h *heldBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, er
 	return h.pool.BeginTx(ctx, opts)
 }
 
-// beginWait bounds how long a write that holds its intents waits for the
-// connection of its compute transaction.
+// beginWait bounds how long a write waits for the pool connection of its
+// transaction.
 const beginWait = 30 * time.Second
 
-// boundedBegin begins the compute transaction of a write that already
-// holds its intents (each holds a pool connection): the wait for a free
+// boundedBegin begins the transaction of a write whose intents hold no
+// session (heldBegin's fallback) on a pool connection: the wait for a free
 // connection is bounded, so that a pool too small for the writes running
 // at once fails them with a clear error instead of leaving them waiting on
 // each other.
@@ -791,7 +801,7 @@ func (b boundedBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, 
 		}
 	}
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		return nil, fmt.Errorf("no database connection within %s for the compute transaction: each open intent holds one pool connection, so size the pool for (outputs + 1) connections per concurrent write, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
+		return nil, fmt.Errorf("no database connection within %s for the write's transaction: size the pool for the writes running at once: per write, one connection per output with liveness (each open intent holds one, and the write's transaction runs on one of those), one without, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
 	}
 	return tx, err
 }

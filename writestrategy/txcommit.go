@@ -40,11 +40,15 @@ func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 // by its intent's attempt, so an intent that a reconciler claimed or
 // aborted meanwhile fails its CommitTx, and the swaps roll back with it.
 //
+// The last ledger commit is owner's when tx runs on owner's held session
+// (heldBegin; nil otherwise), and ends tx (ledger.CommitTxEnd): owner's
+// ledger commit, its unlock and the COMMIT then share one round trip.
+//
 // Any error before tx commits rolls everything back; the staged files are
 // deleted and the intents aborted (fail). When committing tx itself fails,
 // the intents say what happened: aborting one succeeds only if tx rolled
 // back (the abort waits for tx), and finds it committed otherwise.
-func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, tx pgx.Tx, intents map[string]*ledger.Intent,
+func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, tx pgx.Tx, owner *ledger.Intent, intents map[string]*ledger.Intent,
 	computed []Computed, staged []facade.TxStaged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
 	discard := func() {
 		for _, st := range staged {
@@ -81,29 +85,54 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 	}
 	kph.end(rows, nil)
 	lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, w.outs)
-	for i := range computed {
-		r := &results[i]
-		if err := d.cfg.Ledger.CommitTx(lctx, tx, intents[r.DatasetID], ledger.Outcome{RowCount: r.Rows, SnapshotID: r.SnapshotID,
-			CommittedAt: r.CommittedAt, Schema: computed[i].Columns.JSON()}); err != nil {
-			lph.end(0, err)
-			return rollback(err)
+	// The owner's ledger commit goes last, with the COMMIT.
+	order := make([]int, 0, len(computed))
+	for _, own := range []bool{false, true} {
+		for i := range computed {
+			if (intents[results[i].DatasetID] == owner) == own {
+				order = append(order, i)
+			}
 		}
 	}
-	if err := tx.Commit(lctx); err != nil {
-		landed, known, rerr := d.resolveCommit(ctx, intents, err)
-		switch {
-		case !known:
-			// Files kept: the snapshots may reference them. The intents,
-			// if still open, are reconciled by the next writer.
-			lph.end(0, err)
-			return nil, fmt.Errorf("%w: committing the snapshot and ledger transaction failed: %w", ledger.ErrOutcomeUnknown, errors.Join(err, rerr))
-		case !landed:
-			discard()
-			err = fmt.Errorf("writestrategy: commit: %w", err)
-			lph.end(0, err)
-			return nil, err
+	for k, i := range order {
+		r := &results[i]
+		in := intents[r.DatasetID]
+		o := ledger.Outcome{RowCount: r.Rows, SnapshotID: r.SnapshotID, CommittedAt: r.CommittedAt, Schema: computed[i].Columns.JSON()}
+		if k < len(order)-1 {
+			if err := d.cfg.Ledger.CommitTx(lctx, tx, in, o); err != nil {
+				lph.end(0, err)
+				return rollback(err)
+			}
+			continue
 		}
-		// It landed after all.
+		if _, err := d.cfg.Ledger.CommitTxEnd(lctx, tx, in, o); err != nil {
+			// A ledger commit that failed leaves tx open: its rollback
+			// then succeeds, and nothing landed. Otherwise the COMMIT was
+			// sent (tx has ended, or its session is gone): the intents say
+			// whether it landed.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			rerr := tx.Rollback(cctx)
+			cancel()
+			if rerr == nil {
+				lph.end(0, err)
+				discard()
+				return fail(err)
+			}
+			landed, known, rerr := d.resolveCommit(ctx, intents, err)
+			switch {
+			case !known:
+				// Files kept: the snapshots may reference them. The intents,
+				// if still open, are reconciled by the next writer.
+				lph.end(0, err)
+				return nil, fmt.Errorf("%w: committing the snapshot and ledger transaction failed: %w", ledger.ErrOutcomeUnknown, errors.Join(err, rerr))
+			case !landed:
+				discard()
+				err = fmt.Errorf("writestrategy: commit: %w", err)
+				lph.end(0, err)
+				return nil, err
+			}
+			// It landed after all.
+		}
 	}
 	lph.end(rows, nil)
 	d.logResults(ctx, req, results)

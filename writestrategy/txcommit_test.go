@@ -321,3 +321,86 @@ func TestTxCommitFailsAtCommit(t *testing.T) {
 		requireAgree(t, w.pool, w.lake, r.DatasetID, "next write")
 	}
 }
+
+// The Iceberg arm's commit on a catalog in the ledger's database, whichever
+// way it goes: on the held session of an intent (liveness: the owner's
+// ledger commit ends the transaction) or on a pool connection (none), with
+// or without expectations, one output or a split pair. Every snapshot is
+// its intent's, nothing stays held (no connection, no advisory lock); a
+// veto writes nothing and leaves no intent open.
+func TestTxCommitPaths(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		liveness ledger.Liveness
+		expect   bool
+	}{
+		{"held", ledger.LivenessAuto, false},
+		{"pool", ledger.LivenessOff, false},
+		{"expectations", ledger.LivenessAuto, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var veto atomic.Bool
+			lc := &ledger.Config{Liveness: tc.liveness}
+			if tc.expect {
+				lc.Expectations = []ledger.Expectation{func(context.Context, pgx.Tx, ledger.Commit) error {
+					if veto.Load() {
+						return errors.New("vetoed")
+					}
+					return nil
+				}}
+			}
+			w := newPGWorld(t, nil, lc)
+			seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 100)
+			ensureOutputs(t, w.pool, "one", "m", "u")
+			w.iceberg("one", "m", "u")
+			held := func() {
+				t.Helper()
+				require.Zero(t, w.pool.Stat().AcquiredConns(), "no connection held")
+				var locks int
+				require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+					AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&locks))
+				require.Zero(t, locks, "no hold left")
+			}
+			check := func(res []writestrategy.WriteResult) {
+				t.Helper()
+				for _, r := range res {
+					require.Equal(t, w.head(r.DatasetID), r.SnapshotID)
+					txn, err := w.ledger.Get(ctx, r.TxnID)
+					require.NoError(t, err)
+					require.Equal(t, ledger.StatusCommitted, txn.Status)
+					require.Equal(t, r.SnapshotID, txn.SnapshotID)
+					requireAgree(t, w.pool, w.lake, r.DatasetID, tc.name)
+				}
+				held()
+			}
+			res := w.mustWrite(writestrategy.Transform{Output: "one", Source: "orders"})
+			require.EqualValues(t, 100, res[0].Rows)
+			check(res)
+			split := writestrategy.Split{Source: "orders", Predicate: "amount >= $1", Args: []any{20}, Matched: "m", Unmatched: "u"}
+			res = w.mustWrite(split)
+			require.EqualValues(t, 100, res[0].Rows+res[1].Rows)
+			check(res)
+			if !tc.expect {
+				return
+			}
+			veto.Store(true)
+			before := map[string]int64{"m": w.head("m"), "u": w.head("u")}
+			files := parquetFiles(t, w.warehouse)
+			_, err := w.write(split)
+			require.ErrorIs(t, err, ledger.ErrVetoed)
+			require.NotErrorIs(t, err, ledger.ErrOutcomeUnknown)
+			for _, o := range split.Outputs() {
+				require.Equal(t, before[o], w.head(o), "a veto writes nothing")
+				requireAgree(t, w.pool, w.lake, o, "vetoed")
+			}
+			require.Equal(t, files, parquetFiles(t, w.warehouse), "the staged data files were deleted")
+			var open int
+			require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+			require.Zero(t, open)
+			held()
+		})
+	}
+}
