@@ -499,14 +499,31 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 		return err
 	}
 	if len(l.cfg.Expectations) == 0 && in.WriteMode != Maintenance {
-		if _, err := l.commitTxFast(ctx, tx, in, o, nil); err != nil {
-			return l.wrap("commit", in.ID, err)
-		}
-		in.mark(false, true)
-		in.Release()
-		return nil
+		_, err := l.commitFast(ctx, tx, in, o, nil)
+		return err
 	}
 	return l.commitTxSlow(ctx, tx, in, o)
+}
+
+// commitFast is the ledger commit without expectations, in tx (on the held
+// session ht when not nil: see commitTxFast), for an outcome already
+// validated except for a zero CommittedAt (the database clock sets it); the
+// intent is then committed and no longer held by this writer.
+func (l *Ledger) commitFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, ht *heldTx) (time.Time, error) {
+	if o.CommittedAt.IsZero() {
+		probe := o
+		probe.CommittedAt = time.Unix(0, 0) // validated as set: the clock sets it
+		if err := probe.validate(in.WriteMode); err != nil {
+			return time.Time{}, err
+		}
+	}
+	at, err := l.commitTxFast(ctx, tx, in, o, ht)
+	if err != nil {
+		return time.Time{}, l.wrap("commit", in.ID, err)
+	}
+	in.mark(false, true)
+	in.Release()
+	return at, nil
 }
 
 // CommitTxNow is CommitTx with the database clock as the commit time: the
@@ -523,18 +540,7 @@ func (l *Ledger) CommitTxNow(ctx context.Context, tx pgx.Tx, in *Intent, o Outco
 		return time.Time{}, invalid("CommitTxNow: the outcome's commit time must be zero (the database clock sets it)")
 	}
 	if len(l.cfg.Expectations) == 0 && in.WriteMode != Maintenance {
-		probe := o
-		probe.CommittedAt = time.Unix(0, 0) // validated as set: the clock sets it
-		if err := probe.validate(in.WriteMode); err != nil {
-			return time.Time{}, err
-		}
-		at, err := l.commitTxFast(ctx, tx, in, o, nil)
-		if err != nil {
-			return time.Time{}, l.wrap("commit", in.ID, err)
-		}
-		in.mark(false, true)
-		in.Release()
-		return at, nil
+		return l.commitFast(ctx, tx, in, o, nil)
 	}
 	if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
 		return time.Time{}, l.wrap("commit", in.ID, err)
@@ -581,20 +587,12 @@ func (l *Ledger) CommitTxEnd(ctx context.Context, tx pgx.Tx, in *Intent, o Outco
 		}
 		return at, nil
 	}
-	probe := o
-	if probe.CommittedAt.IsZero() {
-		probe.CommittedAt = time.Unix(0, 0) // validated as set: the clock sets it
+	if !o.CommittedAt.IsZero() {
+		if err := o.validate(in.WriteMode); err != nil {
+			return time.Time{}, err
+		}
 	}
-	if err := probe.validate(in.WriteMode); err != nil {
-		return time.Time{}, err
-	}
-	at, err := l.commitTxFast(ctx, tx, in, o, ht)
-	if err != nil {
-		return time.Time{}, l.wrap("commit", in.ID, err)
-	}
-	in.mark(false, true)
-	in.Release()
-	return at, nil
+	return l.commitFast(ctx, tx, in, o, ht)
 }
 
 // commitTxSlow is CommitTx with expectations (or for a maintenance

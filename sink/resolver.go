@@ -149,21 +149,21 @@ func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...s
 			return nil, err
 		}
 	}
-	key := writerID + "\x00" + strings.Join(datasetIDs, "\x00")
+	key := resolutionKey(writerID, datasetIDs)
 	r.mu.Lock()
 	e, ok := r.cache[key]
 	if ok && !r.now().Before(e.expires) {
 		delete(r.cache, key)
 		ok = false
 	}
-	if ok && e.prefetched {
-		e.prefetched = false
-		r.cache[key] = e
-		e.prefetched = true
+	// A prefetched resolution is logged as read the first time it is used.
+	read := ok && e.prefetched
+	if read {
+		r.cache[key] = cacheEntry{decisions: e.decisions, expires: e.expires}
 	}
 	r.mu.Unlock()
 	if ok {
-		r.logDecisions(ctx, e.decisions, !e.prefetched)
+		r.logDecisions(ctx, e.decisions, !read)
 		return e.decisions, nil
 	}
 
@@ -174,11 +174,7 @@ func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...s
 	if len(ss) != len(datasetIDs) {
 		return nil, fmt.Errorf("sink: flag lookup returned %d settings for %d datasets", len(ss), len(datasetIDs))
 	}
-	ds := make([]Decision, len(ss))
-	for i, s := range ss {
-		ds[i] = Decide(s)
-	}
-
+	ds := decideAll(ss)
 	r.mu.Lock()
 	r.put(key, ds, false)
 	r.mu.Unlock()
@@ -206,7 +202,7 @@ func (r *Resolver) Prefetch(writerID string, datasetIDs ...string) func(b *pgx.B
 			return nil
 		}
 	}
-	key := writerID + "\x00" + strings.Join(datasetIDs, "\x00")
+	key := resolutionKey(writerID, datasetIDs)
 	r.mu.Lock()
 	e, cached := r.cache[key]
 	cached = cached && r.now().Before(e.expires)
@@ -226,16 +222,27 @@ func (r *Resolver) Prefetch(writerID string, datasetIDs ...string) func(b *pgx.B
 			if err != nil || len(ss) != len(ids) {
 				return nil
 			}
-			ds := make([]Decision, len(ss))
-			for i, s := range ss {
-				ds[i] = Decide(s)
-			}
+			ds := decideAll(ss)
 			r.mu.Lock()
 			r.put(key, ds, true)
 			r.mu.Unlock()
 			return nil
 		}
 	}
+}
+
+// resolutionKey is the cache key of one resolution.
+func resolutionKey(writerID string, datasetIDs []string) string {
+	return writerID + "\x00" + strings.Join(datasetIDs, "\x00")
+}
+
+// decideAll decides each setting.
+func decideAll(ss []Setting) []Decision {
+	ds := make([]Decision, len(ss))
+	for i, s := range ss {
+		ds[i] = Decide(s)
+	}
+	return ds
 }
 
 // put stores ds under key; r.mu is held.
