@@ -1,45 +1,15 @@
 package cursor
 
+import "github.com/lakewrite/lakewrite/internal/pgbuiltin"
+
 // builtinTypes are the pg_type rows of the built-in types the cursor
-// decodes natively, and of their arrays. Their oids are fixed in every
-// PostgreSQL release (pg_type.dat), so a result whose columns all have one
-// of these types needs no catalog lookup.
-var builtinTypes = map[uint32]*pgType{
-	16:   {oid: 16, name: "bool", typtype: 'b', elem: 0, typmod: -1, category: 'B'},
-	17:   {oid: 17, name: "bytea", typtype: 'b', elem: 0, typmod: -1, category: 'U'},
-	19:   {oid: 19, name: "name", typtype: 'b', elem: 18, typmod: -1, category: 'S'},
-	20:   {oid: 20, name: "int8", typtype: 'b', elem: 0, typmod: -1, category: 'N'},
-	21:   {oid: 21, name: "int2", typtype: 'b', elem: 0, typmod: -1, category: 'N'},
-	23:   {oid: 23, name: "int4", typtype: 'b', elem: 0, typmod: -1, category: 'N'},
-	25:   {oid: 25, name: "text", typtype: 'b', elem: 0, typmod: -1, category: 'S'},
-	114:  {oid: 114, name: "json", typtype: 'b', elem: 0, typmod: -1, category: 'U'},
-	199:  {oid: 199, name: "_json", typtype: 'b', elem: 114, typmod: -1, category: 'A'},
-	700:  {oid: 700, name: "float4", typtype: 'b', elem: 0, typmod: -1, category: 'N'},
-	701:  {oid: 701, name: "float8", typtype: 'b', elem: 0, typmod: -1, category: 'N'},
-	1000: {oid: 1000, name: "_bool", typtype: 'b', elem: 16, typmod: -1, category: 'A'},
-	1001: {oid: 1001, name: "_bytea", typtype: 'b', elem: 17, typmod: -1, category: 'A'},
-	1005: {oid: 1005, name: "_int2", typtype: 'b', elem: 21, typmod: -1, category: 'A'},
-	1007: {oid: 1007, name: "_int4", typtype: 'b', elem: 23, typmod: -1, category: 'A'},
-	1009: {oid: 1009, name: "_text", typtype: 'b', elem: 25, typmod: -1, category: 'A'},
-	1014: {oid: 1014, name: "_bpchar", typtype: 'b', elem: 1042, typmod: -1, category: 'A'},
-	1015: {oid: 1015, name: "_varchar", typtype: 'b', elem: 1043, typmod: -1, category: 'A'},
-	1016: {oid: 1016, name: "_int8", typtype: 'b', elem: 20, typmod: -1, category: 'A'},
-	1021: {oid: 1021, name: "_float4", typtype: 'b', elem: 700, typmod: -1, category: 'A'},
-	1022: {oid: 1022, name: "_float8", typtype: 'b', elem: 701, typmod: -1, category: 'A'},
-	1042: {oid: 1042, name: "bpchar", typtype: 'b', elem: 0, typmod: -1, category: 'S'},
-	1043: {oid: 1043, name: "varchar", typtype: 'b', elem: 0, typmod: -1, category: 'S'},
-	1082: {oid: 1082, name: "date", typtype: 'b', elem: 0, typmod: -1, category: 'D'},
-	1083: {oid: 1083, name: "time", typtype: 'b', elem: 0, typmod: -1, category: 'D'},
-	1114: {oid: 1114, name: "timestamp", typtype: 'b', elem: 0, typmod: -1, category: 'D'},
-	1115: {oid: 1115, name: "_timestamp", typtype: 'b', elem: 1114, typmod: -1, category: 'A'},
-	1182: {oid: 1182, name: "_date", typtype: 'b', elem: 1082, typmod: -1, category: 'A'},
-	1183: {oid: 1183, name: "_time", typtype: 'b', elem: 1083, typmod: -1, category: 'A'},
-	1184: {oid: 1184, name: "timestamptz", typtype: 'b', elem: 0, typmod: -1, category: 'D'},
-	1185: {oid: 1185, name: "_timestamptz", typtype: 'b', elem: 1184, typmod: -1, category: 'A'},
-	1231: {oid: 1231, name: "_numeric", typtype: 'b', elem: 1700, typmod: -1, category: 'A'},
-	1700: {oid: 1700, name: "numeric", typtype: 'b', elem: 0, typmod: -1, category: 'N'},
-	2950: {oid: 2950, name: "uuid", typtype: 'b', elem: 0, typmod: -1, category: 'U'},
-	2951: {oid: 2951, name: "_uuid", typtype: 'b', elem: 2950, typmod: -1, category: 'A'},
-	3802: {oid: 3802, name: "jsonb", typtype: 'b', elem: 0, typmod: -1, category: 'U'},
-	3807: {oid: 3807, name: "_jsonb", typtype: 'b', elem: 3802, typmod: -1, category: 'A'},
-}
+// decodes natively, and of their arrays (internal/pgbuiltin), so a result
+// whose columns all have one of these types needs no catalog lookup.
+var builtinTypes = func() map[uint32]*pgType {
+	m := map[uint32]*pgType{}
+	for _, o := range pgbuiltin.OIDs() {
+		t, _ := pgbuiltin.Lookup(o)
+		m[o] = &pgType{oid: o, name: t.Name, typtype: t.Type, elem: t.Elem, typmod: -1, category: t.Category}
+	}
+	return m
+}()

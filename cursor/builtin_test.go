@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/internal/pgbuiltin"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
 
@@ -46,4 +47,31 @@ FROM pg_catalog.pg_type WHERE oid::int8 = ANY($1)`, ids)
 	types, err := lookupTypes(ctx, nil, []uint32{20, 1231, 3807, 25})
 	require.NoError(t, err)
 	require.Len(t, types, 4+2)
+}
+
+// TestSharedBuiltinTableMatchesCatalog proves every field of the shared
+// built-in table (internal/pgbuiltin), typlen included, against pg_type.
+func TestSharedBuiltinTableMatchesCatalog(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	var ids []int64
+	for _, o := range pgbuiltin.OIDs() {
+		ids = append(ids, int64(o))
+	}
+	rows, err := pool.Query(ctx, `SELECT oid::int8, typname::text, typtype::text, typelem::int8, typcategory::text, typlen
+FROM pg_catalog.pg_type WHERE oid::int8 = ANY($1)`, ids)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		var oid, elem int64
+		var name, typtype, cat string
+		var length int16
+		require.NoError(t, rows.Scan(&oid, &name, &typtype, &elem, &cat, &length))
+		want, ok := pgbuiltin.Lookup(uint32(oid))
+		require.True(t, ok)
+		require.Equal(t, want, pgbuiltin.Type{Name: name, Type: typtype[0], Elem: uint32(elem), Category: cat[0], Len: length}, "oid %d", oid)
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, len(ids), n)
 }

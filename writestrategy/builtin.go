@@ -3,6 +3,8 @@ package writestrategy
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/lakewrite/lakewrite/internal/pgbuiltin"
 )
 
 // The built-in types whose pg_type rows and names the row store's encoding
@@ -24,48 +26,52 @@ type builtinType struct {
 	keyword bool // name is SQL syntax of its own: its meaning never depends on the search path
 }
 
-func builtinScalar(name string, keyword bool, category byte, length int16) builtinType {
-	return builtinType{row: pgTypeRow{typtype: 'b', category: category, length: length}, name: name, keyword: keyword}
+// builtinScalar is a built-in type of the table (its row from
+// internal/pgbuiltin) printed as name by format_type.
+func builtinScalar(oid uint32, name string, keyword bool) builtinType {
+	t, _ := pgbuiltin.Lookup(oid)
+	return builtinType{row: pgTypeRow{typtype: t.Type, elem: t.Elem, category: t.Category, length: t.Len}, name: name, keyword: keyword}
 }
 
-func builtinArray(elem uint32) builtinType {
-	return builtinType{row: pgTypeRow{typtype: 'b', elem: elem, category: 'A', length: -1}}
+// builtinArray is the array type oid of a built-in type of the table.
+func builtinArray(oid uint32) builtinType {
+	return builtinScalar(oid, "", false)
 }
 
 var builtinTypes = map[uint32]builtinType{
-	16:   builtinScalar("boolean", true, 'B', 1),
-	17:   builtinScalar("bytea", false, 'U', -1),
-	20:   builtinScalar("bigint", true, 'N', 8),
-	21:   builtinScalar("smallint", true, 'N', 2),
-	23:   builtinScalar("integer", true, 'N', 4),
-	25:   builtinScalar("text", false, 'S', -1),
-	114:  builtinScalar("json", false, 'U', -1),
-	700:  builtinScalar("real", true, 'N', 4),
-	701:  builtinScalar("double precision", true, 'N', 8),
-	1043: builtinScalar("character varying", true, 'S', -1),
-	1082: builtinScalar("date", false, 'D', 4),
-	1114: builtinScalar("timestamp without time zone", true, 'D', 8),
-	1184: builtinScalar("timestamp with time zone", true, 'D', 8),
-	1700: builtinScalar("numeric", true, 'N', -1),
-	2950: builtinScalar("uuid", false, 'U', 16),
-	3802: builtinScalar("jsonb", false, 'U', -1),
+	16:   builtinScalar(16, "boolean", true),
+	17:   builtinScalar(17, "bytea", false),
+	20:   builtinScalar(20, "bigint", true),
+	21:   builtinScalar(21, "smallint", true),
+	23:   builtinScalar(23, "integer", true),
+	25:   builtinScalar(25, "text", false),
+	114:  builtinScalar(114, "json", false),
+	700:  builtinScalar(700, "real", true),
+	701:  builtinScalar(701, "double precision", true),
+	1043: builtinScalar(1043, "character varying", true),
+	1082: builtinScalar(1082, "date", false),
+	1114: builtinScalar(1114, "timestamp without time zone", true),
+	1184: builtinScalar(1184, "timestamp with time zone", true),
+	1700: builtinScalar(1700, "numeric", true),
+	2950: builtinScalar(2950, "uuid", false),
+	3802: builtinScalar(3802, "jsonb", false),
 
-	199:  builtinArray(114),
-	1000: builtinArray(16),
-	1001: builtinArray(17),
-	1005: builtinArray(21),
-	1007: builtinArray(23),
-	1009: builtinArray(25),
-	1015: builtinArray(1043),
-	1016: builtinArray(20),
-	1021: builtinArray(700),
-	1022: builtinArray(701),
-	1115: builtinArray(1114),
-	1182: builtinArray(1082),
-	1185: builtinArray(1184),
-	1231: builtinArray(1700),
-	2951: builtinArray(2950),
-	3807: builtinArray(3802),
+	199:  builtinArray(199),
+	1000: builtinArray(1000),
+	1001: builtinArray(1001),
+	1005: builtinArray(1005),
+	1007: builtinArray(1007),
+	1009: builtinArray(1009),
+	1015: builtinArray(1015),
+	1016: builtinArray(1016),
+	1021: builtinArray(1021),
+	1022: builtinArray(1022),
+	1115: builtinArray(1115),
+	1182: builtinArray(1182),
+	1185: builtinArray(1185),
+	1231: builtinArray(1231),
+	2951: builtinArray(2951),
+	3807: builtinArray(3807),
 }
 
 // builtinVisibleSQL is true when every built-in type above whose name is
