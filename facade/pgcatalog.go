@@ -556,42 +556,32 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 	if err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
 		return nil, "", err
 	}
-	name := catalog.TableNameFromIdent(ident)
-	var (
-		current table.Metadata
-		base    table.Metadata
-		version int
-	)
 	if curLoc != "" {
 		cur, err := c.tableAt(ctx, ident, curLoc)
 		if err != nil {
 			return nil, "", err
 		}
-		current, base = cur.Metadata(), cur.Metadata()
-		if version = parseMetadataVersion(curLoc); version < 0 {
-			return nil, "", fmt.Errorf("facade: catalog commit %s: invalid metadata location %s", strings.Join(ident, "."), curLoc)
-		}
-		version++
-	} else if base, err = table.NewMetadata(iceberg.NewSchema(0), nil, table.UnsortedSortOrder, "", nil); err != nil {
-		return nil, "", err
+		// Under the row lock the swap cannot miss, unless the row went away.
+		return c.swapAt(ctx, tx, ident, nsKey, curLoc, cur.Metadata(), reqs, updates)
 	}
-	for _, r := range reqs {
-		if err := r.Validate(current); err != nil {
-			return nil, "", err
-		}
-	}
-	updated, err := table.UpdateTableMetadata(base, updates, curLoc)
+	base, err := table.NewMetadata(iceberg.NewSchema(0), nil, table.UnsortedSortOrder, "", nil)
 	if err != nil {
 		return nil, "", err
 	}
-	if current != nil && updated.Equals(current) {
-		return current, curLoc, nil
+	for _, r := range reqs {
+		if err := r.Validate(nil); err != nil {
+			return nil, "", err
+		}
+	}
+	updated, err := table.UpdateTableMetadata(base, updates, "")
+	if err != nil {
+		return nil, "", err
 	}
 	provider, err := table.LoadLocationProvider(updated.Location(), updated.Properties())
 	if err != nil {
 		return nil, "", err
 	}
-	newLoc, err := provider.NewTableMetadataFileLocation(version)
+	newLoc, err := provider.NewTableMetadataFileLocation(0)
 	if err != nil {
 		return nil, "", err
 	}
@@ -599,26 +589,9 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 		return nil, "", err
 	}
 	c.metas.put(newLoc, updated)
-	if curLoc == "" {
-		if err := c.insertTable(ctx, tx, nsKey, name, newLoc, ident); err != nil {
-			c.removeFile(newLoc)
-			return nil, "", err
-		}
-		return updated, newLoc, nil
-	}
-	sql := `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5, iceberg_type = 'TABLE'
-		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5` + c.typeFilter()
-	if c.v0 {
-		sql = `UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5
-		WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $5`
-	}
-	tag, err := tx.Exec(ctx, sql, c.name, nsKey, name, newLoc, curLoc)
-	if err != nil {
-		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
-	}
-	if tag.RowsAffected() == 0 {
-		// Cannot happen under the row lock, unless the row went away.
-		return nil, "", fmt.Errorf("%w: table %s metadata-location moved underneath us", table.ErrCommitFailed, strings.Join(ident, "."))
+	if err := c.insertTable(ctx, tx, nsKey, catalog.TableNameFromIdent(ident), newLoc, ident); err != nil {
+		c.removeFile(newLoc)
+		return nil, "", err
 	}
 	return updated, newLoc, nil
 }
@@ -643,6 +616,12 @@ func (c *PostgresCatalog) commitAt(ctx context.Context, tx pgx.Tx, ident table.I
 	if err != nil {
 		return nil, "", err
 	}
+	return c.swapAt(ctx, q, ident, nsKey, loc, base, reqs, updates)
+}
+
+// swapAt is commitAt once the table's namespace key is known (in q: a
+// transaction or the pool).
+func (c *PostgresCatalog) swapAt(ctx context.Context, q querier, ident table.Identifier, nsKey, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	version := parseMetadataVersion(loc)
 	if version < 0 {
 		return nil, "", fmt.Errorf("facade: catalog commit %s: invalid metadata location %s", strings.Join(ident, "."), loc)
