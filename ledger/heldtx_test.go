@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -273,4 +275,83 @@ func TestCommitTxEnd(t *testing.T) {
 		in.Release()
 		noLeak(t, pool)
 	}
+}
+
+// Open's Reads run in the round trip of the intent's insert, on its held
+// session, and see the insert; a read the server refuses fails Open with
+// nothing left open; a Scan's own error is not Open's. Without a held
+// session (liveness off) they do not run.
+func TestOpenReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, pool := newLedger(t, nil)
+	ensure(t, l, "d", "e", "f")
+
+	var open int
+	var session *pgx.Conn
+	p := params("d")
+	p.Reads = []ledger.Read{{
+		SQL:  `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE dataset_id = $1 AND status = 'open'`,
+		Args: []any{"d"},
+		Scan: func(rows pgx.Rows) error {
+			session = rows.Conn()
+			for rows.Next() {
+				if err := rows.Scan(&open); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		},
+	}}
+	in, err := l.Open(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, 1, open, "the read saw the intent it was sent with")
+	tx, ok, err := in.BeginTx(ctx, pgx.TxOptions{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Same(t, session, tx.Conn(), "on the session the intent's transaction runs on")
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+
+	// Refused by the server: Open fails, the dataset has no intent.
+	p = params("e")
+	p.Reads = []ledger.Read{{SQL: `SELECT 1/0`}}
+	_, err = l.Open(ctx, p)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "22012", pgErr.Code)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE dataset_id = 'e'`).Scan(&n))
+	require.Zero(t, n, "the insert was undone with the read")
+	in, err = l.Open(ctx, params("e"))
+	require.NoError(t, err, "nothing held")
+	require.NoError(t, l.Abort(ctx, in, errors.New("done")))
+
+	// A Scan failing on the client is the caller's: the intent is open.
+	p = params("f")
+	p.Reads = []ledger.Read{{SQL: `SELECT 'x'`, Scan: func(rows pgx.Rows) error {
+		var i int
+		for rows.Next() {
+			if err := rows.Scan(&i); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}}}
+	in, err = l.Open(ctx, p)
+	require.NoError(t, err)
+	held(t, in)
+	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+
+	// No held session: the reads do not run.
+	off, _ := newLedger(t, &ledger.Config{Liveness: ledger.LivenessOff})
+	ensure(t, off, "g")
+	ran := false
+	p = params("g")
+	p.Reads = []ledger.Read{{SQL: `SELECT 1`, Scan: func(pgx.Rows) error { ran = true; return nil }}}
+	in, err = off.Open(ctx, p)
+	require.NoError(t, err)
+	require.False(t, ran)
+	require.NoError(t, off.Abort(ctx, in, errors.New("done")))
+	noLeak(t, pool)
 }

@@ -187,7 +187,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 			` + insert(l.table("datasets")+" d CROSS JOIN lt")
 		args = append(args, l.lockTimeoutSetting())
 		if st.lockPending {
-			err = l.lockAndInsert(ctx, st, q, args, in)
+			err = l.lockAndInsert(ctx, st, q, args, in, p.Reads)
 		} else {
 			err = db.QueryRow(ctx, q, args...).Scan(&in.Attempt, &in.CreatedAt)
 		}
@@ -256,10 +256,13 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 // is held by another session: a live holder of the same id, or a
 // collision) leaves the intent without liveness: its row's lock key is
 // cleared and the session given back.
-func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, args []any, in *Intent) error {
+func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, args []any, in *Intent, reads []Read) error {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_try_advisory_lock($1)`, st.key)
 	b.Queue(q, args...)
+	for _, r := range reads {
+		b.Queue(r.SQL, r.Args...)
+	}
 	br := st.conn.SendBatch(ctx, b)
 	var ok bool
 	lerr := br.QueryRow().Scan(&ok)
@@ -267,7 +270,13 @@ func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, a
 	if lerr == nil {
 		err = br.QueryRow().Scan(&in.Attempt, &in.CreatedAt)
 	}
-	if cerr := br.Close(); lerr == nil && err == nil && cerr != nil {
+	var scanErr error
+	for i := 0; err == nil && i < len(reads); i++ {
+		// A read the server refused undid the insert (the batch is one
+		// statement sequence): Open fails with its error.
+		err, scanErr = runRead(br, reads[i], scanErr)
+	}
+	if cerr := br.Close(); lerr == nil && err == nil && cerr != nil && !(cerr == scanErr && !st.conn.IsClosed()) {
 		err = cerr
 	}
 	if lerr != nil {
@@ -282,6 +291,30 @@ func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, a
 		}
 	}
 	return err
+}
+
+// runRead hands the rows of the next query of br to r.Scan. Only the
+// server's refusal of the query is returned: a Scan that failed on the
+// client leaves the insert committed (the failure is the caller's to act
+// on; it is returned as scanErr, the first one, for the batch's Close to
+// be told apart), and a broken session is told by that Close.
+func runRead(br pgx.BatchResults, r Read, prev error) (err, scanErr error) {
+	rows, err := br.Query()
+	if err == nil {
+		if r.Scan != nil {
+			_ = r.Scan(rows)
+		}
+		rows.Close()
+		err = rows.Err()
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return err, prev
+	}
+	if prev == nil {
+		prev = err
+	}
+	return nil, prev
 }
 
 // reopen handles a pre-minted id that already exists: the same open intent

@@ -204,6 +204,26 @@ type OpenParams struct {
 	// dataset a writer is busy with). Reconciling a dead holder is not
 	// waiting: it still happens.
 	NoWait bool
+	// Reads are read-only queries sent on the intent's held session in the
+	// round trip that takes its lock and inserts it, after the insert: the
+	// first reads of the write, without a round trip of their own. Each
+	// Scan is called with its query's rows, in order, before Open returns;
+	// a Scan's error is its caller's (Open ignores it). They run only
+	// when the intent is inserted that way (on its first attempt, with a
+	// held session): a caller must not rely on them running, and reads
+	// itself when its Scan was not called. A read the server refuses fails
+	// Open (the insert it shares a statement sequence with is undone).
+	// They must not write: they see the intent's insert and are not part of
+	// any transaction of the caller's.
+	Reads []Read
+}
+
+// Read is a query of OpenParams.Reads: SQL with its arguments, and the
+// function its rows are handed to.
+type Read struct {
+	SQL  string
+	Args []any
+	Scan func(pgx.Rows) error
 }
 
 // Intent is an open write intent. Pass it back to Commit or Abort.

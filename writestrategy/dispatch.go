@@ -241,7 +241,11 @@ func resultRows(rs []WriteResult) int64 {
 // With an idempotency key, a write that committed with the key while this
 // one waited for the dataset is found again under the intents: the intents
 // are then aborted and replay holds the earlier results.
-func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName sink.Sink) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
+//
+// The first intent's round trip also reads the datasets rows the write's
+// transaction plans from (env.read), on the session that transaction then
+// runs on (prepare reads them itself when it runs elsewhere).
+func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName sink.Sink, env *Env) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
 	ctx, ph := d.observe(ctx, w, PhaseOpen, w.outs)
 	defer func() { ph.end(0, err) }()
 	outs := append([]string(nil), req.Strategy.Outputs()...)
@@ -262,7 +266,9 @@ func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request,
 	// that one of them gets all it needs and the others follow.
 	deadline := time.Now().Add(beginWait)
 	for attempt := 1; ; attempt++ {
-		intents, err = d.openAll(ctx, req, outs, modes, sinkName)
+		env.read = &datasetsRead{ids: datasetIDs(req.Strategy)}
+		intents, err = d.openAll(ctx, req, outs, modes, sinkName, ledger.Read{SQL: datasetsSQL(env.ctlSchema()),
+			Args: []any{env.read.ids}, Scan: env.read.scan})
 		if err == nil || !errors.Is(err, ledger.ErrNoConnection) || len(outs) < 2 || time.Now().After(deadline) {
 			break
 		}
@@ -294,11 +300,15 @@ var errReplayed = errors.New("replayed: a write with the same idempotency key ha
 
 // openAll opens the intents of outs in order; on an error it aborts those
 // it opened.
-func (d *Dispatcher) openAll(ctx context.Context, req Request, outs []string, modes map[string]facade.WriteMode, sinkName sink.Sink) (map[string]*ledger.Intent, error) {
+func (d *Dispatcher) openAll(ctx context.Context, req Request, outs []string, modes map[string]facade.WriteMode, sinkName sink.Sink, first ledger.Read) (map[string]*ledger.Intent, error) {
 	intents := map[string]*ledger.Intent{}
-	for _, o := range outs {
+	for i, o := range outs {
+		var reads []ledger.Read
+		if i == 0 { // the intent whose session runs the transaction (heldBegin)
+			reads = []ledger.Read{first}
+		}
 		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
-			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup})
+			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup, Reads: reads})
 		if err != nil {
 			d.abortAll(ctx, intents, err)
 			return nil, err
@@ -418,7 +428,7 @@ func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 // postgres is the Postgres arm: Apply and the ledger commits in one
 // transaction.
 func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, env *Env) ([]WriteResult, error) {
-	intents, replay, err := d.openIntents(ctx, w, req, sink.Postgres)
+	intents, replay, err := d.openIntents(ctx, w, req, sink.Postgres, env)
 	if err != nil || replay != nil {
 		return replay, err
 	}
@@ -508,7 +518,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 // iceberg is the Iceberg arm: compute, one facade write per output with the
 // transaction id, then the ledger commit from the commit result.
 func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env *Env) ([]WriteResult, error) {
-	intents, replay, err := d.openIntents(ctx, w, req, sink.Iceberg)
+	intents, replay, err := d.openIntents(ctx, w, req, sink.Iceberg, env)
 	if err != nil || replay != nil {
 		return replay, err
 	}

@@ -48,6 +48,10 @@ type Env struct {
 	// (extra_float_digits >= 1, set by the write dispatch's begin), so
 	// Apply need not read and restore the setting.
 	floatsExact bool
+	// read: the datasets rows read already, on the session of the write's
+	// transaction (the dispatcher's, in the intent's round trip); prepare
+	// reads them itself otherwise.
+	read *datasetsRead
 }
 
 func (e *Env) ctlSchema() string {

@@ -100,19 +100,20 @@ func (c *turnCounter) stop() (int, []string) {
 // fresh dataset on the Postgres arm may take (warm pool and statement
 // caches, built-in column types, no idempotency key, no open intent to
 // recover): the output's row, intents and flags, the intent (lock and
-// insert), the transaction's begin and settings, the datasets read, the
-// output's description, the row store's delete and insert, the ledger
+// insert) with the datasets read, the transaction's begin and settings,
+// the output's description, the row store's delete and insert, the ledger
 // commit with the COMMIT.
-const maxSmallWriteRoundTrips = 7
+const maxSmallWriteRoundTrips = 6
 
 // maxSmallIcebergWriteRoundTrips is the most round trips a 1-row replace
 // of a fresh dataset on the Iceberg arm may take, its catalog being the
 // Postgres catalog in the ledger's database (same conditions as
 // maxSmallWriteRoundTrips): the output's row, intents and flags, the
-// intent, the compute transaction's begin (on the intent's session), the
+// intent with the datasets read, the compute transaction's begin (on the
+// intent's session), the
 // output's description and rows, the catalog's reads of the table, the
 // pointer swap, the ledger commit with its unlock and the COMMIT.
-const maxSmallIcebergWriteRoundTrips = 14
+const maxSmallIcebergWriteRoundTrips = 13
 
 // The fixed cost of a small write, in round trips to the database, is
 // pinned on either arm: it may go down, never up.

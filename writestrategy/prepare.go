@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,33 +20,73 @@ type datasetRow struct {
 	relation string // the relation of a sink.Relation dataset
 }
 
-// loadDatasets reads the rows of datasets ids, and whether the built-in
-// types whose names go through the search path are visible in it (see
-// builtinVisibleSQL; false when no row was read).
-func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, bool, error) {
-	rows, err := tx.Query(ctx, `SELECT id, schema, row_count, coalesce(sink, ''), coalesce(relation, ''), `+builtinVisibleSQL+`
-		FROM `+ctlSchema+`.datasets WHERE id = ANY($1)`, ids)
-	if err != nil {
-		return nil, false, fmt.Errorf("writestrategy: read datasets: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]datasetRow{}
-	visible := false
+// datasetsSQL reads the rows of datasets $1 (ids), with whether the
+// built-in types whose names go through the search path are visible in the
+// session (see builtinVisibleSQL).
+func datasetsSQL(ctlSchema string) string {
+	return `SELECT id, schema, row_count, coalesce(sink, ''), coalesce(relation, ''), ` + builtinVisibleSQL + `
+		FROM ` + ctlSchema + `.datasets WHERE id = ANY($1)`
+}
+
+// datasetsRead is what datasetsSQL read: the rows, the visibility of the
+// built-in types (false when no row was read), and where and for which ids
+// it was read.
+type datasetsRead struct {
+	ids     []string
+	conn    *pgx.Conn
+	rows    map[string]datasetRow
+	visible bool
+	err     error
+	done    bool
+}
+
+// scan reads the rows of datasetsSQL.
+func (r *datasetsRead) scan(rows pgx.Rows) error {
+	r.done, r.conn = true, rows.Conn()
+	r.rows = map[string]datasetRow{}
 	for rows.Next() {
 		var d datasetRow
 		var schema []byte
-		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink, &d.relation, &visible); err != nil {
-			return nil, false, fmt.Errorf("writestrategy: read datasets: %w", err)
+		if err := rows.Scan(&d.id, &schema, &d.rowCount, &d.sink, &d.relation, &r.visible); err != nil {
+			r.err = fmt.Errorf("writestrategy: read datasets: %w", err)
+			return r.err
 		}
 		if schema != nil {
 			d.schema = schema
 		}
-		out[d.id] = d
+		r.rows[d.id] = d
 	}
 	if err := rows.Err(); err != nil {
+		r.err = fmt.Errorf("writestrategy: read datasets: %w", err)
+	}
+	return r.err
+}
+
+// usable reports whether r holds the rows of ids read on conn.
+func (r *datasetsRead) usable(conn *pgx.Conn, ids []string) bool {
+	return r != nil && r.done && r.err == nil && r.conn == conn && slices.Equal(r.ids, ids)
+}
+
+// loadDatasets reads the rows of datasets ids, and whether the built-in
+// types whose names go through the search path are visible in it (see
+// builtinVisibleSQL; false when no row was read).
+func loadDatasets(ctx context.Context, tx pgx.Tx, ctlSchema string, ids []string) (map[string]datasetRow, bool, error) {
+	rows, err := tx.Query(ctx, datasetsSQL(ctlSchema), ids)
+	if err != nil {
 		return nil, false, fmt.Errorf("writestrategy: read datasets: %w", err)
 	}
-	return out, visible, nil
+	defer rows.Close()
+	r := &datasetsRead{}
+	if err := r.scan(rows); err != nil {
+		return nil, false, err
+	}
+	return r.rows, r.visible, nil
+}
+
+// datasetIDs are the datasets a strategy reads: its sources, then its
+// outputs.
+func datasetIDs(s WriteStrategy) []string {
+	return append(append([]string(nil), s.Sources()...), s.Outputs()...)
 }
 
 // prepare resolves the strategy's sources and targets inside tx (hydrating
@@ -61,10 +102,16 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return nil, err
 		}
 	}
-	ids := append(append([]string(nil), s.Sources()...), s.Outputs()...)
-	ds, visible, err := loadDatasets(ctx, tx, ctl, ids)
-	if err != nil {
-		return nil, err
+	ids := datasetIDs(s)
+	var ds map[string]datasetRow
+	var visible bool
+	if env.read.usable(tx.Conn(), ids) {
+		ds, visible = env.read.rows, env.read.visible
+	} else {
+		var err error
+		if ds, visible, err = loadDatasets(ctx, tx, ctl, ids); err != nil {
+			return nil, err
+		}
 	}
 	for _, id := range ids {
 		if _, ok := ds[id]; !ok {
