@@ -58,7 +58,20 @@ func describe(ctx context.Context, tx pgx.Tx, sql string) (Schema, error) {
 // column has a built-in type of the static table (builtinDescribe; visible:
 // see builtinVisibleSQL).
 func describeTypes(ctx context.Context, tx pgx.Tx, sql string, visible bool) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
-	sd, err := tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
+	return describeTypesOn(ctx, tx, nil, sql, visible)
+}
+
+// describeTypesOn is describeTypes, the description read through pipe
+// (in the round trip of its BEGIN, when it has not begun yet) when pipe is
+// tx's transaction.
+func describeTypesOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, visible bool) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
+	var sd *pgconn.StatementDescription
+	var err error
+	if pipe != nil && pipe.conn == tx.Conn() {
+		sd, err = pipe.describe(ctx, sql)
+	} else {
+		sd, err = tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
+	}
 	if err != nil {
 		return Schema{}, nil, nil, queryError("describe output", err)
 	}
@@ -127,7 +140,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	results := make([]WriteResult, len(ps))
 	encs := make([]*rowEncoding, len(ps))
 	for i, p := range ps {
-		cols, oids, types, err := describeTypes(ctx, tx, p.sql, p.builtinVisible)
+		cols, oids, types, err := describeTypesOn(ctx, tx, env.pipe, p.sql, p.builtinVisible)
 		if err != nil {
 			return nil, err
 		}

@@ -446,10 +446,11 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 	env.floatsExact = true
 	hb := &heldBegin{intents: intents, pool: boundedBegin{d.db}}
 	err = func() error {
-		tx, err := hb.BeginTx(actx, pgx.TxOptions{BeginQuery: tunedBegin})
+		tx, pipe, err := hb.beginPipelined(actx, tunedSettings)
 		if err != nil {
 			return err
 		}
+		env.pipe = pipe
 		defer func() { // a no-op once committed
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
@@ -755,22 +756,43 @@ type heldBegin struct {
 }
 
 func (h *heldBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	tx, _, err := h.begin(ctx, opts, nil)
+	return tx, err
+}
+
+// beginPipelined begins the transaction as BeginTx does with
+// opts.BeginQuery "BEGIN; settings", but, on an intent's session, as a
+// pipelinedTx (returned too), whose BEGIN and settings go with the output's
+// description.
+func (h *heldBegin) beginPipelined(ctx context.Context, settings string) (pgx.Tx, *pipelinedTx, error) {
+	return h.begin(ctx, pgx.TxOptions{BeginQuery: "BEGIN; " + settings}, []string{"BEGIN", settings})
+}
+
+func (h *heldBegin) begin(ctx context.Context, opts pgx.TxOptions, pipelined []string) (pgx.Tx, *pipelinedTx, error) {
 	ids := make([]string, 0, len(h.intents))
 	for id := range h.intents {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		tx, ok, err := h.intents[id].BeginTx(ctx, opts)
+		var pt *pipelinedTx
+		tx, ok, err := h.intents[id].BeginTxWith(ctx, func(ctx context.Context, c *pgx.Conn) (pgx.Tx, error) {
+			if pipelined != nil {
+				pt = newPipelinedTx(c, pipelined...)
+				return pt, nil
+			}
+			return c.BeginTx(ctx, opts)
+		})
 		if ok {
 			if err != nil {
-				return nil, queryError("begin", err)
+				return nil, nil, queryError("begin", err)
 			}
 			h.owner = h.intents[id]
-			return tx, nil
+			return tx, pt, nil
 		}
 	}
-	return h.pool.BeginTx(ctx, opts)
+	tx, err := h.pool.BeginTx(ctx, opts)
+	return tx, nil, err
 }
 
 // beginWait bounds how long a write waits for the pool connection of its

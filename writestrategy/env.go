@@ -52,6 +52,9 @@ type Env struct {
 	// transaction (the dispatcher's, in the intent's round trip); prepare
 	// reads them itself otherwise.
 	read *datasetsRead
+	// pipe: the write's transaction, when the dispatcher began it as a
+	// pipelinedTx (its BEGIN then goes with the output's description).
+	pipe *pipelinedTx
 }
 
 func (e *Env) ctlSchema() string {
