@@ -77,10 +77,12 @@
 // over to the caller's transaction: the row it updated stays locked by that
 // transaction until it ends, so the session is released at once. A writer
 // whose rows and ledger commit share one transaction may run it on the
-// held session itself (Intent.BeginTx): it needs no second connection, and
-// the lock is given up, and with CommitTxEnd the transaction committed, in
-// the round trip of the ledger commit. The lock is taken in the round trip
-// that inserts the intent row, before the insert runs.
+// held session itself (Intent.BeginTx, or BeginTxWith for a transaction it
+// begins its own way): it needs no second connection, and the lock is
+// given up, and with CommitTxEnd the transaction committed, in the round
+// trip of the ledger commit. The lock is taken in the round trip that
+// inserts the intent row, before the insert runs; the writer's first reads
+// (OpenParams.Reads) can go in that round trip too.
 //
 // When the writer is gone, Open with OpenParams.Lookup reconciles its
 // intent at once: it takes the dead intent's lock itself (so two

@@ -46,13 +46,8 @@ type WriteResult struct {
 	Maintenance *facade.MaintenanceReport
 }
 
-// describe returns the columns of a SELECT without running it.
-func describe(ctx context.Context, tx pgx.Tx, sql string) (Schema, error) {
-	s, _, _, err := describeTypes(ctx, tx, sql, false)
-	return s, err
-}
-
-// describeTypes is describe plus the columns' type oids and the pg_type
+// describeTypes returns the columns of a SELECT without running it, with
+// the columns' type oids and the pg_type
 // rows of those types (and of the types they are built on), read in the
 // same statement as the columns' type names; none is read when every
 // column has a built-in type of the static table (builtinDescribe; visible:

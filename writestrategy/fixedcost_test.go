@@ -302,3 +302,60 @@ func TestDispatchPostgresCommitPaths(t *testing.T) {
 		})
 	}
 }
+
+// killHeld terminates, at the start of the apply phase, the sessions that
+// hold intents (advisory locks), from a connection of its own.
+type killHeld struct {
+	pool   *pgxpool.Pool
+	killed int
+}
+
+func (k *killHeld) PhaseStart(ctx context.Context, ev writestrategy.PhaseEvent) context.Context {
+	if ev.Phase == writestrategy.PhaseApply {
+		var n int
+		if err := k.pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`).Scan(&n); err == nil {
+			k.killed += n
+		}
+	}
+	return ctx
+}
+
+func (k *killHeld) PhaseEnd(context.Context, writestrategy.PhaseEvent) {}
+
+// A Postgres-arm write whose session dies before its transaction's first
+// round trip (the BEGIN that goes with the output's description) fails
+// with nothing written and nothing held, and the next write of the output
+// lands: the dead intent is reconciled, the session is not reused.
+func TestDispatchPostgresSessionDiesBeforeBegin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	w := newWorldOn(t, url, nil, nil, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 5)
+	_, err := w.ledger.EnsureDataset(ctx, "out", "out", nil)
+	require.NoError(t, err)
+	w.mustWrite(writestrategy.Transform{Output: "out", Source: "orders"})
+	before := w.checksum("out")
+
+	killPool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(killPool.Close)
+	k := &killHeld{pool: killPool}
+	d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
+		Lakehouse: w.lake, Workspace: "test", Observer: k})
+	require.NoError(t, err)
+	seedRowStore(t, w.pool, "orders2", ordersSchema, ordersSQL, 3)
+	_, err = d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: "out", Source: "orders2"}})
+	require.Error(t, err)
+	require.Equal(t, 1, k.killed)
+	require.Equal(t, before, w.checksum("out"), "nothing written")
+	require.Zero(t, w.pool.Stat().AcquiredConns(), "nothing held")
+
+	res := w.mustWrite(writestrategy.Transform{Output: "out", Source: "orders2"})
+	require.EqualValues(t, 3, res[0].Rows)
+	var open int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions
+		WHERE dataset_id = 'out' AND status = 'open'`).Scan(&open))
+	require.Zero(t, open)
+}

@@ -244,7 +244,14 @@ func relationFrom(rel string) string {
 // describeRelation returns the columns of a stored relation without
 // running it.
 func describeRelation(ctx context.Context, tx pgx.Tx, rel string) (Schema, error) {
-	s, err := describe(ctx, tx, relationSelect(rel))
+	return describeRelationOn(ctx, tx, nil, rel)
+}
+
+// describeRelationOn is describeRelation through pipe (see
+// describeTypesOn): inside the write's transaction, which then holds the
+// relation's lock from the check of its columns to the read of its rows.
+func describeRelationOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, rel string) (Schema, error) {
+	s, _, _, err := describeTypesOn(ctx, tx, pipe, relationSelect(rel), false)
 	if err != nil {
 		var qe *QueryError
 		if errors.As(err, &qe) {
@@ -257,8 +264,8 @@ func describeRelation(ctx context.Context, tx pgx.Tx, rel string) (Schema, error
 
 // relationRelation reads a registered relation in place, checking first
 // that its columns are still the declared ones.
-func relationRelation(ctx context.Context, tx pgx.Tx, datasetID, rel string, s Schema) (*relation, error) {
-	now, err := describeRelation(ctx, tx, rel)
+func relationRelation(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, datasetID, rel string, s Schema) (*relation, error) {
+	now, err := describeRelationOn(ctx, tx, pipe, rel)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
