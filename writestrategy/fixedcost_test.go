@@ -304,7 +304,8 @@ func TestDispatchPostgresCommitPaths(t *testing.T) {
 }
 
 // killHeld terminates, at the start of the apply phase, the sessions that
-// hold intents (advisory locks), from a connection of its own.
+// hold intents (advisory locks) in its pool's database (other tests share
+// the server), from a connection of its own.
 type killHeld struct {
 	pool   *pgxpool.Pool
 	killed int
@@ -314,7 +315,8 @@ func (k *killHeld) PhaseStart(ctx context.Context, ev writestrategy.PhaseEvent) 
 	if ev.Phase == writestrategy.PhaseApply {
 		var n int
 		if err := k.pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
-			WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`).Scan(&n); err == nil {
+			WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err == nil {
 			k.killed += n
 		}
 	}
