@@ -270,13 +270,12 @@ func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, a
 	if lerr == nil {
 		err = br.QueryRow().Scan(&in.Attempt, &in.CreatedAt)
 	}
-	var scanErr error
 	for i := 0; err == nil && i < len(reads); i++ {
 		// A read the server refused undid the insert (the batch is one
 		// statement sequence): Open fails with its error.
-		err, scanErr = runRead(br, reads[i], scanErr)
+		err = runRead(br, reads[i])
 	}
-	if cerr := br.Close(); lerr == nil && err == nil && cerr != nil && !(cerr == scanErr && !st.conn.IsClosed()) {
+	if cerr := br.Close(); lerr == nil && err == nil && cerr != nil && (len(reads) == 0 || refusedOrBroken(cerr, st.conn)) {
 		err = cerr
 	}
 	if lerr != nil {
@@ -296,9 +295,8 @@ func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, a
 // runRead hands the rows of the next query of br to r.Scan. Only the
 // server's refusal of the query is returned: a Scan that failed on the
 // client leaves the insert committed (the failure is the caller's to act
-// on; it is returned as scanErr, the first one, for the batch's Close to
-// be told apart), and a broken session is told by that Close.
-func runRead(br pgx.BatchResults, r Read, prev error) (err, scanErr error) {
+// on), and a broken session is told by the batch's Close.
+func runRead(br pgx.BatchResults, r Read) error {
 	rows, err := br.Query()
 	if err == nil {
 		if r.Scan != nil {
@@ -307,14 +305,18 @@ func runRead(br pgx.BatchResults, r Read, prev error) (err, scanErr error) {
 		rows.Close()
 		err = rows.Err()
 	}
+	if refusedOrBroken(err, nil) {
+		return err
+	}
+	return nil
+}
+
+// refusedOrBroken reports whether err is the server's (a *pgconn.PgError)
+// or came with conn broken, rather than a failure of the client's own
+// (a Scan of Reads) after the server had done its part.
+func refusedOrBroken(err error, conn *pgx.Conn) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return err, prev
-	}
-	if prev == nil {
-		prev = err
-	}
-	return nil, prev
+	return errors.As(err, &pgErr) || (err != nil && conn != nil && conn.IsClosed())
 }
 
 // reopen handles a pre-minted id that already exists: the same open intent

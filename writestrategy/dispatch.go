@@ -446,7 +446,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 	env.floatsExact = true
 	hb := &heldBegin{intents: intents, pool: boundedBegin{d.db}}
 	err = func() error {
-		tx, pipe, err := hb.beginPipelined(actx, tunedSettings)
+		tx, pipe, err := hb.beginPipelined(actx)
 		if err != nil {
 			return err
 		}
@@ -760,12 +760,11 @@ func (h *heldBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, er
 	return tx, err
 }
 
-// beginPipelined begins the transaction as BeginTx does with
-// opts.BeginQuery "BEGIN; settings", but, on an intent's session, as a
-// pipelinedTx (returned too), whose BEGIN and settings go with the output's
-// description.
-func (h *heldBegin) beginPipelined(ctx context.Context, settings string) (pgx.Tx, *pipelinedTx, error) {
-	return h.begin(ctx, pgx.TxOptions{BeginQuery: "BEGIN; " + settings}, []string{"BEGIN", settings})
+// beginPipelined begins a write transaction (tunedBegin) as BeginTx does,
+// but, on an intent's session, as a pipelinedTx (returned too), whose
+// BEGIN and settings go with the output's description.
+func (h *heldBegin) beginPipelined(ctx context.Context) (pgx.Tx, *pipelinedTx, error) {
+	return h.begin(ctx, pgx.TxOptions{BeginQuery: tunedBegin}, []string{"BEGIN", tunedSettings})
 }
 
 func (h *heldBegin) begin(ctx context.Context, opts pgx.TxOptions, pipelined []string) (pgx.Tx, *pipelinedTx, error) {

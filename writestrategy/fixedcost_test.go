@@ -235,15 +235,7 @@ func smallWriteRoundTrips(t *testing.T, arm sink.Sink, limit int) {
 func TestDispatchPostgresCommitPaths(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name     string
-		liveness ledger.Liveness
-		expect   bool
-	}{
-		{"held", ledger.LivenessAuto, false},
-		{"pool", ledger.LivenessOff, false},
-		{"expectations", ledger.LivenessAuto, true},
-	} {
+	for _, tc := range commitPaths {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var seen []time.Time

@@ -322,6 +322,19 @@ func TestTxCommitFailsAtCommit(t *testing.T) {
 	}
 }
 
+// commitPaths are the ways a write's commit can go: on the held session of
+// an intent (liveness) or on a pool connection (none), with or without
+// expectations.
+var commitPaths = []struct {
+	name     string
+	liveness ledger.Liveness
+	expect   bool
+}{
+	{"held", ledger.LivenessAuto, false},
+	{"pool", ledger.LivenessOff, false},
+	{"expectations", ledger.LivenessAuto, true},
+}
+
 // The Iceberg arm's commit on a catalog in the ledger's database, whichever
 // way it goes: on the held session of an intent (liveness: the owner's
 // ledger commit ends the transaction) or on a pool connection (none), with
@@ -331,15 +344,7 @@ func TestTxCommitFailsAtCommit(t *testing.T) {
 func TestTxCommitPaths(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name     string
-		liveness ledger.Liveness
-		expect   bool
-	}{
-		{"held", ledger.LivenessAuto, false},
-		{"pool", ledger.LivenessOff, false},
-		{"expectations", ledger.LivenessAuto, true},
-	} {
+	for _, tc := range commitPaths {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var veto atomic.Bool
