@@ -60,6 +60,24 @@ func describeTypes(ctx context.Context, tx pgx.Tx, sql string, visible bool) (Sc
 // (in the round trip of its BEGIN, when it has not begun yet) when pipe is
 // tx's transaction.
 func describeTypesOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, visible bool) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
+	d, err := describeOn(ctx, tx, pipe, sql, visible)
+	return d.cols, d.oids, d.types, err
+}
+
+// description is what describeOn learns of a SELECT.
+type description struct {
+	cols  Schema
+	oids  []uint32
+	mods  []int32
+	types map[uint32]*pgTypeRow
+	// builtin: every column has a built-in type of the static table, so
+	// the description follows from the names, oids and modifiers alone.
+	builtin bool
+}
+
+// describeOn is describeTypesOn, with the columns' type modifiers and
+// whether every type is built in.
+func describeOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, visible bool) (description, error) {
 	var sd *pgconn.StatementDescription
 	var err error
 	if pipe != nil && pipe.conn == tx.Conn() {
@@ -68,7 +86,7 @@ func describeTypesOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql stri
 		sd, err = tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	}
 	if err != nil {
-		return Schema{}, nil, nil, queryError("describe output", err)
+		return description{}, queryError("describe output", err)
 	}
 	oids := make([]uint32, len(sd.Fields))
 	mods := make([]int32, len(sd.Fields))
@@ -76,12 +94,12 @@ func describeTypesOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql stri
 	for i, f := range sd.Fields {
 		oids[i], mods[i] = f.DataTypeOID, f.TypeModifier
 		if err := checkColumnName(f.Name); err != nil {
-			return Schema{}, nil, nil, err
+			return description{}, err
 		}
 		s.Columns = append(s.Columns, Column{Name: f.Name})
 	}
 	if len(oids) == 0 {
-		return Schema{}, nil, nil, fmt.Errorf("%w: the output has no columns", ErrInvalid)
+		return description{}, fmt.Errorf("%w: the output has no columns", ErrInvalid)
 	}
 	names, types, ok := builtinDescribe(oids, mods, visible)
 	if !ok {
@@ -89,21 +107,21 @@ func describeTypesOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql stri
 	SELECT * FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY
 ), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
 		if err != nil {
-			return Schema{}, nil, nil, queryError("describe output", err)
+			return description{}, queryError("describe output", err)
 		}
 		if names, _, types, err = readTypes(rows, len(oids), "describe output"); err != nil {
-			return Schema{}, nil, nil, err
+			return description{}, err
 		}
 	}
 	seen := map[string]bool{}
 	for i := range s.Columns {
 		s.Columns[i].Type = names[i]
 		if seen[s.Columns[i].Name] {
-			return Schema{}, nil, nil, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
+			return description{}, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
 		}
 		seen[s.Columns[i].Name] = true
 	}
-	return s, oids, types, nil
+	return description{cols: s, oids: oids, mods: mods, types: types, builtin: ok}, nil
 }
 
 func count(ctx context.Context, tx pgx.Tx, sql string, args []any) (int64, error) {
@@ -131,18 +149,22 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	if err != nil {
 		return nil, err
 	}
+	if rs, ok, err := applySpeculative(ctx, tx, env, s, ps); ok || err != nil {
+		return rs, err
+	}
 	ctl := env.ctlSchema()
 	results := make([]WriteResult, len(ps))
 	encs := make([]*rowEncoding, len(ps))
 	for i, p := range ps {
-		cols, oids, types, err := describeTypesOn(ctx, tx, env.pipe, p.sql, p.builtinVisible)
+		d, err := describeOn(ctx, tx, env.pipe, p.sql, p.builtinVisible)
 		if err != nil {
 			return nil, err
 		}
-		if encs[i], err = encodingFor(cols, oids, types); err != nil {
+		if encs[i], err = encodingFor(d.cols, d.oids, d.types); err != nil {
 			return nil, err
 		}
-		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols}
+		env.described.put(p.sql, p.builtinVisible, d, encs[i])
+		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: d.cols}
 	}
 	restore := noRestore
 	if !env.floatsExact {

@@ -78,6 +78,8 @@ type Dispatcher struct {
 	db  Beginner
 	cfg DispatchConfig
 	log *slog.Logger
+	// described: output queries' descriptions (see applySpeculative).
+	described *descriptions
 }
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding
@@ -93,7 +95,7 @@ func NewDispatcher(db Beginner, cfg *DispatchConfig) (*Dispatcher, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{db: db, cfg: c, log: c.Logger}, nil
+	return &Dispatcher{db: db, cfg: c, log: c.Logger, described: &descriptions{}}, nil
 }
 
 // Request is one output write.
@@ -450,7 +452,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		if err != nil {
 			return err
 		}
-		env.pipe = pipe
+		env.pipe, env.described = pipe, d.described
 		defer func() { // a no-op once committed
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()

@@ -55,6 +55,9 @@ type Env struct {
 	// pipe: the write's transaction, when the dispatcher began it as a
 	// pipelinedTx (its BEGIN then goes with the output's description).
 	pipe *pipelinedTx
+	// described: the descriptions of output queries written before (the
+	// dispatcher's), which a write on pipe may build its statements from.
+	described *descriptions
 }
 
 func (e *Env) ctlSchema() string {

@@ -99,11 +99,12 @@ func (c *turnCounter) stop() (int, []string) {
 // maxSmallWriteRoundTrips is the most round trips a 1-row replace of a
 // fresh dataset on the Postgres arm may take (warm pool and statement
 // caches, built-in column types, no idempotency key, no open intent to
-// recover): the output's row, intents and flags, the intent (lock and
-// insert) with the datasets read, the transaction's begin and settings
-// with the output's description, the row store's delete and insert, the
-// ledger commit with the COMMIT.
-const maxSmallWriteRoundTrips = 5
+// recover; its output query written before): the output's row, intents
+// and flags, the intent (lock and insert) with the datasets read, the
+// transaction's begin and settings with the check of the output's
+// description and the row store's delete and insert, the ledger commit
+// with the COMMIT.
+const maxSmallWriteRoundTrips = 4
 
 // maxSmallIcebergWriteRoundTrips is the most round trips a 1-row replace
 // of a fresh dataset on the Iceberg arm may take, its catalog being the

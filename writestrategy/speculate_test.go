@@ -1,0 +1,205 @@
+package writestrategy_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// staleTracer records the batch statements the server refused because a
+// cached statement's result columns changed.
+type staleTracer struct {
+	mu    sync.Mutex
+	stale int
+}
+
+func (s *staleTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (s *staleTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if d.Err != nil && strings.Contains(d.Err.Error(), "cached plan must not change result type") {
+		s.mu.Lock()
+		s.stale++
+		s.mu.Unlock()
+	}
+}
+
+func (s *staleTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (s *staleTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (s *staleTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *staleTracer) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale
+}
+
+// speculationWorld is a dispatcher writing the row store through a pool of
+// two connections (so that every session has the writes' statements
+// cached after a few writes), with a tracer of refused cached statements.
+func speculationWorld(t *testing.T) (*writestrategy.Dispatcher, *pgxpool.Pool, *ledger.Ledger, *staleTracer) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 2
+	tr := &staleTracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := ledger.New(pool, nil)
+	require.NoError(t, err)
+	flags, err := sink.NewFlags(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Postgres}))
+	res, err := sink.NewResolver(flags, nil)
+	require.NoError(t, err)
+	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Workspace: "test"})
+	require.NoError(t, err)
+	return d, pool, l, tr
+}
+
+func columnTypes(s writestrategy.Schema) string {
+	var parts []string
+	for _, c := range s.Columns {
+		parts = append(parts, c.Name+" "+c.Type)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// A write whose output query is the same text as an earlier write's but
+// whose columns changed in between (a retyped column, with an encoding of
+// its own; a renamed one; a widened one) writes and declares the columns
+// as they are now, whether the session had the earlier description cached
+// (the server refuses it) or not.
+func TestDispatchOutputColumnsChangeBetweenWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, pool, l, tr := speculationWorld(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE spec_src (id int4, v int4, f float8);
+		INSERT INTO spec_src VALUES (1, 10, 0.5), (2, 20, '-0'), (3, NULL, 'NaN')`)
+	require.NoError(t, err)
+	ensureOutputs(t, pool, "spec")
+	q := writestrategy.Query{Output: "spec", SQL: `SELECT * FROM spec_src ORDER BY id`}
+	write := func(wantCols string, wantRows ...string) {
+		t.Helper()
+		rs, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: q})
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		require.EqualValues(t, 3, rs[0].Rows)
+		require.Equal(t, wantCols, columnTypes(rs[0].Columns))
+		require.Equal(t, wantRows, rowStoreRows(t, pool, "spec"))
+		ds, err := l.Dataset(ctx, "spec")
+		require.NoError(t, err)
+		declared, err := writestrategy.ParseSchema(ds.Schema)
+		require.NoError(t, err)
+		require.Equal(t, wantCols, columnTypes(declared))
+		require.EqualValues(t, 3, ds.RowCount)
+	}
+	first := []string{`{"f": "-0", "v": 20, "id": 2}`, `{"f": "0.5", "v": 10, "id": 1}`, `{"f": "NaN", "v": null, "id": 3}`}
+	for range 4 {
+		write("id integer, v integer, f double precision", first...)
+	}
+
+	// v becomes a float: stored as its text form, declared as double.
+	_, err = pool.Exec(ctx, `ALTER TABLE spec_src ALTER v TYPE float8; UPDATE spec_src SET v = '-0' WHERE id = 1`)
+	require.NoError(t, err)
+	for range 3 {
+		write("id integer, v double precision, f double precision",
+			`{"f": "-0", "v": "20", "id": 2}`, `{"f": "0.5", "v": "-0", "id": 1}`, `{"f": "NaN", "v": null, "id": 3}`)
+	}
+	// Same types, a column renamed, on new sessions (no cached statement:
+	// the statements built from the earlier description fail to prepare).
+	_, err = pool.Exec(ctx, `ALTER TABLE spec_src RENAME f TO g`)
+	require.NoError(t, err)
+	pool.Reset()
+	for range 3 {
+		write("id integer, v double precision, g double precision",
+			`{"g": "-0", "v": "20", "id": 2}`, `{"g": "0.5", "v": "-0", "id": 1}`, `{"g": "NaN", "v": null, "id": 3}`)
+	}
+	// Same encoding, another type: id widened to bigint, on new sessions
+	// (the statements prepare; the description they were built from is
+	// found stale by comparison).
+	_, err = pool.Exec(ctx, `ALTER TABLE spec_src ALTER id TYPE int8`)
+	require.NoError(t, err)
+	pool.Reset()
+	write("id bigint, v double precision, g double precision",
+		`{"g": "-0", "v": "20", "id": 2}`, `{"g": "0.5", "v": "-0", "id": 1}`, `{"g": "NaN", "v": null, "id": 3}`)
+	require.Positive(t, tr.count(), "some write found its session's cached description stale")
+
+	require.Zero(t, pool.Stat().AcquiredConns(), "nothing held")
+	var open int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status <> 'committed'`).Scan(&open))
+	require.Zero(t, open, "every write committed")
+}
+
+// A write sent with an earlier description that fails on its data (the
+// description still right) fails as it would have: a QueryError, the
+// earlier rows kept, the intent aborted; the next write lands. Appends
+// sent that way number their rows after the last one.
+func TestDispatchSpeculativeWriteFailsAndAppends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, pool, l, _ := speculationWorld(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE spec_div (id int4, d int4); INSERT INTO spec_div VALUES (1, 1), (2, 2)`)
+	require.NoError(t, err)
+	ensureOutputs(t, pool, "div", "log")
+	q := writestrategy.Query{Output: "div", SQL: `SELECT id, 10 / d AS q FROM spec_div ORDER BY id`}
+	want := []string{`{"q": 10, "id": 1}`, `{"q": 5, "id": 2}`}
+	for range 4 {
+		_, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: q})
+		require.NoError(t, err)
+		require.Equal(t, want, rowStoreRows(t, pool, "div"))
+	}
+	_, err = pool.Exec(ctx, `UPDATE spec_div SET d = 0 WHERE id = 2`)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: q})
+		var qe *writestrategy.QueryError
+		require.True(t, errors.As(err, &qe), "%v", err)
+		require.Contains(t, err.Error(), "division by zero")
+		require.Equal(t, want, rowStoreRows(t, pool, "div"), "the earlier rows stay")
+		ds, err := l.Dataset(ctx, "div")
+		require.NoError(t, err)
+		require.EqualValues(t, 2, ds.RowCount)
+	}
+	var aborted int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE dataset_id = 'div' AND status = 'aborted'`).Scan(&aborted))
+	require.Equal(t, 2, aborted)
+	_, err = pool.Exec(ctx, `UPDATE spec_div SET d = 5 WHERE id = 2`)
+	require.NoError(t, err)
+	_, err = d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: q})
+	require.NoError(t, err)
+	require.Equal(t, []string{`{"q": 10, "id": 1}`, `{"q": 2, "id": 2}`}, rowStoreRows(t, pool, "div"))
+
+	a := writestrategy.Query{Output: "log", SQL: `SELECT id FROM spec_div ORDER BY id`, Mode: facade.Append}
+	for i := range 5 {
+		rs, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: a})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, rs[0].Rows)
+		require.Equal(t, facade.Append, rs[0].Mode)
+		ds, err := l.Dataset(ctx, "log")
+		require.NoError(t, err)
+		require.EqualValues(t, 2*(i+1), ds.RowCount)
+	}
+	require.Equal(t, "0,1,2,3,4,5,6,7,8,9", rowIndexes(t, pool, "log"))
+	require.Zero(t, pool.Stat().AcquiredConns(), "nothing held")
+}
