@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"io"
@@ -62,10 +63,15 @@ type Resolver struct {
 	now        func() time.Time
 
 	mu    sync.Mutex
-	cache map[string]cacheEntry
+	cache map[string]*list.Element // of *cacheEntry, in order
+	// order holds the entries oldest first: every entry lives for the same
+	// TTL, so the front is the first to expire (and the one evicted when
+	// the cache is full).
+	order list.List
 }
 
 type cacheEntry struct {
+	key       string
 	decisions []Decision
 	expires   time.Time
 	// prefetched: read by Prefetch and not returned yet (its first
@@ -101,7 +107,7 @@ func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Resolver{src: src, ttl: c.TTL, maxEntries: c.MaxEntries, log: c.Logger, now: c.Now, cache: map[string]cacheEntry{}}, nil
+	return &Resolver{src: src, ttl: c.TTL, maxEntries: c.MaxEntries, log: c.Logger, now: c.Now, cache: map[string]*list.Element{}}, nil
 }
 
 // Resolve returns where a write of datasetID by writerID goes: the override
@@ -137,6 +143,7 @@ func (r *Resolver) ResolvePair(ctx context.Context, writerID, firstDatasetID, se
 func (r *Resolver) Invalidate() {
 	r.mu.Lock()
 	clear(r.cache)
+	r.order.Init()
 	r.mu.Unlock()
 }
 
@@ -151,20 +158,18 @@ func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...s
 	}
 	key := resolutionKey(writerID, datasetIDs)
 	r.mu.Lock()
-	e, ok := r.cache[key]
-	if ok && !r.now().Before(e.expires) {
-		delete(r.cache, key)
-		ok = false
-	}
+	e := r.get(key)
 	// A prefetched resolution is logged as read the first time it is used.
-	read := ok && e.prefetched
-	if read {
-		r.cache[key] = cacheEntry{decisions: e.decisions, expires: e.expires}
+	var ds []Decision
+	var read bool
+	if e != nil {
+		ds, read = e.decisions, e.prefetched
+		e.prefetched = false
 	}
 	r.mu.Unlock()
-	if ok {
-		r.logDecisions(ctx, e.decisions, !read)
-		return e.decisions, nil
+	if e != nil {
+		r.logDecisions(ctx, ds, !read)
+		return ds, nil
 	}
 
 	ss, err := r.src.Lookup(ctx, writerID, datasetIDs...)
@@ -174,7 +179,7 @@ func (r *Resolver) resolve(ctx context.Context, writerID string, datasetIDs ...s
 	if len(ss) != len(datasetIDs) {
 		return nil, fmt.Errorf("sink: flag lookup returned %d settings for %d datasets", len(ss), len(datasetIDs))
 	}
-	ds := decideAll(ss)
+	ds = decideAll(ss)
 	r.mu.Lock()
 	r.put(key, ds, false)
 	r.mu.Unlock()
@@ -204,8 +209,7 @@ func (r *Resolver) Prefetch(writerID string, datasetIDs ...string) func(b *pgx.B
 	}
 	key := resolutionKey(writerID, datasetIDs)
 	r.mu.Lock()
-	e, cached := r.cache[key]
-	cached = cached && r.now().Before(e.expires)
+	cached := r.get(key) != nil
 	r.mu.Unlock()
 	if cached {
 		return nil
@@ -245,27 +249,44 @@ func decideAll(ss []Setting) []Decision {
 	return ds
 }
 
-// put stores ds under key; r.mu is held.
+// get returns the live entry of key (nil when none; an expired one is
+// dropped); r.mu is held.
+func (r *Resolver) get(key string) *cacheEntry {
+	el, ok := r.cache[key]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*cacheEntry)
+	if !r.now().Before(e.expires) {
+		r.order.Remove(el)
+		delete(r.cache, key)
+		return nil
+	}
+	return e
+}
+
+// put stores ds under key; r.mu is held. When the cache is full, the
+// expired entries go, then the oldest ones: each in constant time.
 func (r *Resolver) put(key string, ds []Decision, prefetched bool) {
 	now := r.now()
-	if _, ok := r.cache[key]; !ok && len(r.cache) >= r.maxEntries {
-		for k, e := range r.cache {
-			if !now.Before(e.expires) {
-				delete(r.cache, k)
-			}
-		}
-		for len(r.cache) >= r.maxEntries {
-			var victim string
-			var first time.Time
-			for k, e := range r.cache {
-				if victim == "" || e.expires.Before(first) {
-					victim, first = k, e.expires
-				}
-			}
-			delete(r.cache, victim)
-		}
+	e := &cacheEntry{key: key, decisions: ds, expires: now.Add(r.ttl), prefetched: prefetched}
+	if el, ok := r.cache[key]; ok {
+		el.Value = e
+		r.order.MoveToBack(el)
+		return
 	}
-	r.cache[key] = cacheEntry{decisions: ds, expires: now.Add(r.ttl), prefetched: prefetched}
+	for front := r.order.Front(); front != nil && !now.Before(front.Value.(*cacheEntry).expires); front = r.order.Front() {
+		r.evict(front)
+	}
+	for len(r.cache) >= r.maxEntries {
+		r.evict(r.order.Front())
+	}
+	r.cache[key] = r.order.PushBack(e)
+}
+
+func (r *Resolver) evict(el *list.Element) {
+	r.order.Remove(el)
+	delete(r.cache, el.Value.(*cacheEntry).key)
 }
 
 // Len returns the number of cached resolutions, expired ones not yet dropped

@@ -123,6 +123,42 @@ func TestResolverCacheBounded(t *testing.T) {
 	assert.Equal(t, before, src.n.Load())
 }
 
+// A full cache first drops what expired, then the oldest entries; the
+// others stay cached.
+func TestResolverCacheEvictsExpiredThenOldest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := &countingLookuper{}
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	r, err := sink.NewResolver(src, &sink.ResolverConfig{MaxEntries: 3, TTL: time.Second, Now: clock.Now})
+	require.NoError(t, err)
+	resolve := func(id string) {
+		t.Helper()
+		_, err := r.Resolve(ctx, "w", id)
+		require.NoError(t, err)
+	}
+	resolve("a")
+	clock.Advance(600 * time.Millisecond)
+	resolve("b")
+	resolve("c")
+	clock.Advance(500 * time.Millisecond) // a expired, b and c not
+	resolve("d")
+	require.Equal(t, 3, r.Len())
+	before := src.n.Load()
+	resolve("b")
+	resolve("c")
+	resolve("d")
+	require.Equal(t, before, src.n.Load(), "b, c and d stayed cached")
+	resolve("e") // full, nothing expired: b (the oldest) goes
+	before = src.n.Load()
+	resolve("c")
+	resolve("d")
+	resolve("e")
+	require.Equal(t, before, src.n.Load())
+	resolve("b")
+	require.Equal(t, before+1, src.n.Load(), "b was evicted")
+}
+
 func TestResolverConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
