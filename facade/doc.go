@@ -85,8 +85,11 @@
 // month, day, hour, bucket[N] or truncate[W] fields, optionally a sort
 // order. The rows must arrive clustered by partition: order the query by
 // WriteOrder (partition keys, then sort keys), as the Dispatcher does; a
-// bucket[N] key is ordered by the bucket itself (OrderKey.Bucket), which
-// the Dispatcher computes in SQL. The facade does not sort: the declared
+// partition key is ordered by the field's value (a bucket[N] key by the
+// bucket, OrderKey.Bucket; a time key by its column truncated to the unit,
+// OrderKey.Unit; a truncate[W] key by the truncated column,
+// OrderKey.Width), which the Dispatcher computes in SQL, so that the sort
+// keys order the rows within each partition. The facade does not sort: the declared
 // sort order is recorded and the rows are written in the order they come. One
 // data file is open at a time, so memory does not grow with the partition
 // count; a row returning to a partition that already ended fails the write

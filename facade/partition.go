@@ -489,14 +489,24 @@ type OrderKey struct {
 	// Bucket > 0 orders by the Iceberg bucket of Column into Bucket
 	// buckets (a bucket[Bucket] partition field), not by Column itself.
 	Bucket int
+	// Unit ("year", "month", "day" or "hour") orders by Column truncated
+	// to that unit, in UTC (a time partition field), not by Column itself,
+	// so that the keys after it order the rows within each partition.
+	Unit string
+	// Width > 0 orders by Column truncated as a truncate[Width] partition
+	// field truncates it (strings to their first Width characters,
+	// integers down to a multiple of Width), for the same reason; a
+	// column of another type is ordered by itself.
+	Width int
 }
 
 // WriteOrder returns the order in which a write's rows must arrive to be
-// clustered by partition, then sorted by the sort order: the source column
-// of each partition field (ascending: year, month, day, hour, truncate and
-// identity preserve the order of their source; a bucket[N] field is ordered
-// by the bucket of its source, OrderKey.Bucket = N), followed by the sort
-// order's keys. The layout is the dataset's declaration
+// clustered by partition, then sorted by the sort order: each partition
+// field's value, ascending (an identity field's column; a year, month,
+// day or hour field's column truncated to that unit, OrderKey.Unit; a
+// truncate[W] field's column truncated, OrderKey.Width = W; a bucket[N]
+// field's bucket, OrderKey.Bucket = N), followed by the sort order's
+// keys. The layout is the dataset's declaration
 // (Config.PartitionFor), which the next write applies, else the table's
 // current one. It is empty for an unpartitioned, unsorted dataset.
 // Identity columns are left out (the facade stamps them; __created_at is
@@ -556,10 +566,21 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 }
 
 // partitionOrderKey is the order key clustering a partition field: its
-// source column ascending, or for a bucket[N] field the column's bucket.
+// value ascending.
 func partitionOrderKey(column string, t iceberg.Transform) OrderKey {
-	if b, ok := t.(iceberg.BucketTransform); ok {
-		return OrderKey{Column: column, Bucket: b.NumBuckets}
+	switch t := t.(type) {
+	case iceberg.BucketTransform:
+		return OrderKey{Column: column, Bucket: t.NumBuckets}
+	case iceberg.YearTransform:
+		return OrderKey{Column: column, Unit: "year"}
+	case iceberg.MonthTransform:
+		return OrderKey{Column: column, Unit: "month"}
+	case iceberg.DayTransform:
+		return OrderKey{Column: column, Unit: "day"}
+	case iceberg.HourTransform:
+		return OrderKey{Column: column, Unit: "hour"}
+	case iceberg.TruncateTransform:
+		return OrderKey{Column: column, Width: t.Width}
 	}
 	return OrderKey{Column: column}
 }

@@ -282,7 +282,7 @@ func TestWriteOrderBucket(t *testing.T) {
 	require.Equal(t, []facade.OrderKey{
 		{Column: "name"},
 		{Column: "id", Bucket: 8},
-		{Column: "ts"},
+		{Column: "ts", Unit: "day"},
 		{Column: "id", Descending: true, NullsFirst: true},
 	}, keys)
 }

@@ -98,7 +98,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if p.identitySQL != "" {
 			sql, args = p.identitySQL, p.identityArgs
 		}
-		sql = orderedSQL(sql, env.OrderBy[p.output], env.ctlSchema(), stringColumns(cols, oids, types))
+		sql = orderedSQL(sql, env.OrderBy[p.output], env.ctlSchema(), kindsOf(cols, oids, types))
 		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
 			return nil, err
 		}

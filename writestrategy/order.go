@@ -70,32 +70,46 @@ func checkBucketKeys(dataset string, cols Schema, oids []uint32, keys []facade.O
 	return nil
 }
 
-// stringColumns returns the output columns of a string type (text,
-// varchar, char, name, and domains over them: pg_type category S).
-func stringColumns(cols Schema, oids []uint32, types map[uint32]*pgTypeRow) map[string]bool {
-	out := map[string]bool{}
+// columnKinds are the output columns of the types whose order keys are
+// rendered apart: strings (text, varchar, char, name, and domains over
+// them: pg_type category S), timestamptz and the integers.
+type columnKinds struct {
+	str, tz, integer map[string]bool
+}
+
+// kindsOf returns the column kinds of an output.
+func kindsOf(cols Schema, oids []uint32, types map[uint32]*pgTypeRow) columnKinds {
+	k := columnKinds{str: map[string]bool{}, tz: map[string]bool{}, integer: map[string]bool{}}
 	for i, c := range cols.Columns {
 		if i >= len(oids) {
 			break
 		}
-		t := types[oids[i]]
+		o := oids[i]
+		t := types[o]
 		for t != nil && t.base != 0 {
-			t = types[t.base]
+			o = t.base
+			t = types[o]
 		}
-		if t != nil && t.category == 'S' {
-			out[c.Name] = true
+		switch {
+		case t != nil && t.category == 'S':
+			k.str[c.Name] = true
+		case o == 1184:
+			k.tz[c.Name] = true
+		case o == 20 || o == 21 || o == 23:
+			k.integer[c.Name] = true
 		}
 	}
-	return out
+	return k
 }
 
 // orderedSQL wraps a compute query in an ORDER BY over its output columns;
 // a bucket key orders by ctlSchema.iceberg_bucket(column, N) (ctlSchema
-// quoted). A key over a string column (strs) orders by its bytes (COLLATE
-// "C"), the order Iceberg compares strings in, whatever the column's
-// collation: under a linguistic collation the rows of one truncate[W]
-// partition need not be adjacent ("ab" < "Ab" < "abc").
-func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string, strs map[string]bool) string {
+// quoted), a time unit key by date_trunc in UTC, a truncate key by the
+// truncated string or integer. A key over a string column orders by its
+// bytes (COLLATE "C"), the order Iceberg compares strings in, whatever the
+// column's collation: under a linguistic collation the rows of one
+// truncate[W] partition need not be adjacent ("ab" < "Ab" < "abc").
+func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string, kinds columnKinds) string {
 	if len(keys) == 0 {
 		return sql
 	}
@@ -108,11 +122,20 @@ func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string, strs map[s
 			b.WriteString(", ")
 		}
 		col := pgx.Identifier{k.Column}.Sanitize()
-		if k.Bucket > 0 {
+		switch {
+		case k.Bucket > 0:
 			fmt.Fprintf(&b, "%s.iceberg_bucket(%s, %d)", ctlSchema, col, k.Bucket)
-		} else {
+		case k.Unit != "" && kinds.tz[k.Column]:
+			fmt.Fprintf(&b, "pg_catalog.date_trunc('%s', %s, 'UTC')", k.Unit, col)
+		case k.Unit != "":
+			fmt.Fprintf(&b, "pg_catalog.date_trunc('%s', %s)", k.Unit, col)
+		case k.Width > 0 && kinds.str[k.Column]:
+			fmt.Fprintf(&b, `pg_catalog.left(%s::pg_catalog.text, %d) COLLATE "C"`, col, k.Width)
+		case k.Width > 0 && kinds.integer[k.Column]:
+			fmt.Fprintf(&b, "(%s::pg_catalog.int8 - ((%s::pg_catalog.int8 %% %d) + %d) %% %d)", col, col, k.Width, k.Width, k.Width)
+		default:
 			b.WriteString(col)
-			if strs[k.Column] {
+			if kinds.str[k.Column] {
 				b.WriteString(` COLLATE "C"`)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
@@ -219,4 +220,44 @@ func TestDispatchPartitionedTextUnderLinguisticCollation(t *testing.T) {
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	require.NoError(t, err)
 	require.Len(t, tasks, 4) // "ab", "Ab", "a-", "ac"
+}
+
+// TestDispatchPartitionedSortedAcrossBatches: with the compute streamed in
+// batches much smaller than a partition, every data file is still sorted by
+// the declared sort order: the compute orders by each partition field's
+// value (day of a timestamp, truncated string, truncated integer), not by
+// its source column, so the sort keys order the rows within a partition.
+func TestDispatchPartitionedSortedAcrossBatches(t *testing.T) {
+	t.Parallel()
+	layouts := map[string]facade.Partitioning{
+		"by_day": {Fields: []facade.PartitionField{{Column: "ts", Transform: "day"}},
+			SortOrder: []facade.SortField{{Column: "id", Descending: true}}},
+		"by_name": {Fields: []facade.PartitionField{{Column: "name", Transform: "truncate[6]"}},
+			SortOrder: []facade.SortField{{Column: "id", Descending: true}}},
+		"by_id": {Fields: []facade.PartitionField{{Column: "id", Transform: "truncate[500]"}},
+			SortOrder: []facade.SortField{{Column: "ts", Descending: true}}},
+	}
+	w := newWorldWith(t, nil, &facade.Config{PartitionFor: func(id string) (facade.Partitioning, bool) {
+		p, ok := layouts[id]
+		return p, ok
+	}}, &cursor.Options{BatchSize: 100}, nil)
+	seedWorld(t, w, 2000)
+	for out := range layouts {
+		ensureOutputs(t, w.pool, out)
+		w.iceberg(out)
+		res := w.mustWrite(writestrategy.Transform{Output: out, Source: "orders"})
+		require.EqualValues(t, 2000, res[0].Rows)
+		tbl, err := w.lake.(*facade.Facade).LoadTable(context.Background(), out)
+		require.NoError(t, err)
+		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		require.NoError(t, err)
+		require.Greater(t, len(tasks), 1, out)
+		total := 0
+		for _, task := range tasks {
+			ids := fileIDs(t, task.File.FilePath())
+			require.True(t, slices.IsSortedFunc(ids, func(a, b int64) int { return int(b - a) }), "%s: %s sorted by the sort order", out, task.File.FilePath())
+			total += len(ids)
+		}
+		require.Equal(t, 2000, total, out)
+	}
 }
