@@ -258,7 +258,11 @@ type batcher struct {
 	rec    *recycler // allocator of the batches' buffers
 	opened bool
 	ended  bool
+	full   bool // a batch was full: the next ones are BatchSize rows
 }
+
+// firstBatchRows bounds the rows of a stream's first batch.
+const firstBatchRows = 1024
 
 func (s *Stream) start() *batcher {
 	return &batcher{s: s, r: &run{o: s.o, db: s.db, sql: s.sql, args: s.args}}
@@ -320,10 +324,15 @@ func (b *batcher) next() (arrow.RecordBatch, error) {
 		return nil, err
 	}
 	size := b.s.o.BatchSize
+	if b.s.o.smallFirst && !b.full {
+		// The first batch is small, so that a small result does not cost
+		// full-size buffers; once one is full, every batch is BatchSize.
+		size = min(size, firstBatchRows)
+	}
 	rows := b.r.rows
 	cols := b.cols
 	for _, c := range cols {
-		c.start()
+		c.start(size)
 	}
 	count := 0
 	for count < size && rows.Next() {
@@ -348,6 +357,8 @@ func (b *batcher) next() (arrow.RecordBatch, error) {
 		if count == 0 {
 			return nil, nil
 		}
+	} else {
+		b.full = true
 	}
 	arrs := make([]arrow.Array, len(cols))
 	bytes := 0

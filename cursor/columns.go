@@ -25,9 +25,9 @@ import (
 // of decode.go.
 
 type colBuilder interface {
-	// start begins a batch of at most size rows (the size given to
-	// newColBuilder).
-	start()
+	// start begins a batch of at most size rows (at most the size given
+	// to newColBuilder).
+	start(size int)
 	// decode appends one value (nil = NULL).
 	decode(v []byte) error
 	// build returns the batch's column as an array.
@@ -116,10 +116,12 @@ type fixed[T any] struct {
 	dt   arrow.DataType
 }
 
-func (c *fixed[T]) start() {
-	if c.raw != nil { // kept from a batch that got no row
+func (c *fixed[T]) start(size int) {
+	if c.raw != nil && c.size >= size { // kept from a batch that got no row
 		return
 	}
+	c.release()
+	c.size = size
 	var z T
 	c.raw = c.mem.Allocate(c.size * int(unsafe.Sizeof(z)))
 	c.vals = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(c.raw))), c.size)[:0]
@@ -163,8 +165,13 @@ type boolCol struct {
 	dt   arrow.DataType
 }
 
-func (c *boolCol) start() {
+func (c *boolCol) start(size int) {
+	if c.vals != nil && c.size < size {
+		c.release()
+	}
 	if c.vals == nil {
+		c.validity.release()
+		c.size = size
 		c.vals = c.bitmap()
 	}
 }
@@ -333,8 +340,14 @@ type varCol struct {
 	jsonb   bool
 }
 
-func (c *varCol) start() {
+func (c *varCol) start(size int) {
+	if c.offRaw != nil && c.size < size {
+		c.free(c.offRaw)
+		c.offRaw, c.offsets = nil, nil
+	}
 	if c.offRaw == nil {
+		c.validity.release()
+		c.size = size
 		c.offRaw = c.mem.Allocate((c.size + 1) * 4)
 		c.offsets = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(c.offRaw))), c.size+1)[:1]
 		c.offsets[0] = 0
@@ -406,7 +419,7 @@ type builderCol struct {
 	d decoder
 }
 
-func (c *builderCol) start()                {}
+func (c *builderCol) start(int)             {}
 func (c *builderCol) decode(v []byte) error { return c.d.decode(v) }
 func (c *builderCol) build() arrow.Array    { return c.b.NewArray() }
 func (c *builderCol) release()              { c.b.Release() }

@@ -43,7 +43,7 @@ func TestColumnBuilders(t *testing.T) {
 		{Name: "j", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "t", Type: cols[4].field.Type, Nullable: true}}, nil)
 	for batch := range 4 {
 		for _, b := range bs {
-			b.start()
+			b.start(size)
 		}
 		n := size
 		if batch == 3 {
@@ -94,7 +94,7 @@ func TestColumnBuilders(t *testing.T) {
 	}
 	require.Error(t, bs[3].decode([]byte{2, '{', '}'}), "jsonb version")
 	for _, b := range bs {
-		b.start() // an empty batch at the end holds buffers until release
+		b.start(size) // an empty batch at the end holds buffers until release
 	}
 	for _, b := range bs {
 		b.release()
@@ -216,7 +216,7 @@ func BenchmarkDecodeRow(b *testing.B) {
 	for b.Loop() {
 		if n == 0 {
 			for _, c := range bs {
-				c.start()
+				c.start(size)
 			}
 		}
 		for i, c := range bs {

@@ -79,8 +79,10 @@ const (
 type Options struct {
 	// Mode is Direct (default) or Staged.
 	Mode StreamMode
-	// BatchSize is the maximum number of rows per record batch
-	// (default DefaultBatchSize). Unused by Rows.
+	// BatchSize is the number of rows per record batch, the last one
+	// excepted. Zero means DefaultBatchSize after a first batch of at most
+	// 1,024 rows, so that a small result takes small buffers. Unused by
+	// Rows.
 	BatchSize int
 	// MaxRows, when > 0, fails the stream with a *LimitError once it would
 	// produce more than MaxRows rows.
@@ -108,6 +110,9 @@ type Options struct {
 	// staging table), which runs under context.WithoutCancel
 	// (default DefaultCleanupTimeout).
 	CleanupTimeout time.Duration
+
+	// smallFirst: BatchSize was defaulted; the first batch is smaller.
+	smallFirst bool
 }
 
 func (o *Options) resolve() (Options, error) {
@@ -128,7 +133,7 @@ func (o *Options) resolve() (Options, error) {
 		return r, fmt.Errorf("cursor: Options.NumericScale %d must be within 0..38", r.NumericScale)
 	}
 	if r.BatchSize == 0 {
-		r.BatchSize = DefaultBatchSize
+		r.BatchSize, r.smallFirst = DefaultBatchSize, true
 	}
 	if r.NumericScale == 0 {
 		r.NumericScale = DefaultNumericScale

@@ -2,6 +2,7 @@ package cursor_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,6 +13,40 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
+
+// With the default batch size, the first batch is small (a small result
+// takes small buffers) and the following ones are DefaultBatchSize; all
+// rows come, in order, with a bool, a string and nulls across the sizes.
+func TestDefaultBatchSizes(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	const n = 2*cursor.DefaultBatchSize + 1500
+	for _, mode := range []cursor.StreamMode{cursor.Direct, cursor.Staged} {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		s, err := cursor.Batches(ctx, pool, `SELECT g AS n, CASE WHEN g % 7 <> 0 THEN 'r' || g END AS s, g % 2 = 0 AS b
+			FROM generate_series(1, $1::int) g`, []any{n}, &cursor.Options{Mode: mode, Allocator: mem})
+		require.NoError(t, err)
+		var sizes []int64
+		next := int32(1)
+		for b, err := range s.All() {
+			require.NoError(t, err)
+			sizes = append(sizes, b.NumRows())
+			ns, ss, bs := b.Column(0).(*array.Int32), b.Column(1).(*array.String), b.Column(2).(*array.Boolean)
+			for i := range ns.Len() {
+				require.Equal(t, next, ns.Value(i))
+				require.Equal(t, next%7 == 0, ss.IsNull(i))
+				if next%7 != 0 {
+					require.Equal(t, "r"+strconv.Itoa(int(next)), ss.Value(i))
+				}
+				require.Equal(t, next%2 == 0, bs.Value(i))
+				next++
+			}
+			b.Release()
+		}
+		require.Equal(t, []int64{1024, cursor.DefaultBatchSize, cursor.DefaultBatchSize, n - 1024 - 2*cursor.DefaultBatchSize}, sizes, "%s", mode)
+		mem.AssertSize(t, 0)
+	}
+}
 
 func TestBatchSizes(t *testing.T) {
 	pool := pgtest.Pool(t)

@@ -1,9 +1,9 @@
 package facade
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -197,7 +197,7 @@ type nativeFiles struct {
 type nativeFile struct {
 	path string
 	out  iceio.FileWriter
-	buf  *bufio.Writer
+	buf  *growWriter
 	n    int64 // bytes through buf
 	w    *pqarrow.FileWriter
 }
@@ -206,6 +206,50 @@ func (f *nativeFile) Write(p []byte) (int, error) {
 	n, err := f.buf.Write(p)
 	f.n += int64(n)
 	return n, err
+}
+
+// growWriter buffers the writes to a data file: its buffer starts small
+// (a small write's file costs a small buffer) and doubles up to
+// maxFileBuffer as the file grows.
+type growWriter struct {
+	out io.Writer
+	buf []byte
+}
+
+const (
+	minFileBuffer = 16 << 10
+	maxFileBuffer = 256 << 10
+)
+
+func (g *growWriter) Write(p []byte) (int, error) {
+	if len(g.buf)+len(p) > cap(g.buf) && cap(g.buf) < maxFileBuffer {
+		nb := make([]byte, len(g.buf), min(maxFileBuffer, max(2*cap(g.buf), minFileBuffer, len(g.buf)+len(p))))
+		copy(nb, g.buf)
+		g.buf = nb
+	}
+	if len(g.buf)+len(p) > cap(g.buf) {
+		if err := g.Flush(); err != nil {
+			return 0, err
+		}
+		if len(p) >= cap(g.buf) {
+			return g.out.Write(p)
+		}
+	}
+	g.buf = append(g.buf, p...)
+	return len(p), nil
+}
+
+// Flush writes what is buffered.
+func (g *growWriter) Flush() error {
+	if len(g.buf) == 0 {
+		return nil
+	}
+	n, err := g.out.Write(g.buf)
+	if err == nil && n < len(g.buf) {
+		err = io.ErrShortWrite
+	}
+	g.buf = g.buf[:0]
+	return err
 }
 
 func newNativeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema, rowGroupRows int, targetSize int64,
@@ -244,7 +288,7 @@ func (n *nativeFiles) write(rec arrow.RecordBatch) error {
 			return fmt.Errorf("facade: create data file: %w", err)
 		}
 		n.opened++
-		f := &nativeFile{path: path, out: out, buf: bufio.NewWriterSize(out, 256<<10)}
+		f := &nativeFile{path: path, out: out, buf: &growWriter{out: out}}
 		f.w, err = pqarrow.NewFileWriter(n.sc, f, n.props, n.arrProps)
 		if err != nil {
 			out.Close()
