@@ -50,7 +50,9 @@
 // row count, status, sink and schema, after Config.Expectations had their
 // chance to veto. CommitTx does the same inside the caller's transaction;
 // CommitTxNow stamps the database clock as the commit time, and
-// CommitTxEnd commits the caller's transaction too.
+// CommitTxEnd commits the caller's transaction too; CommitTxEndAfter sends
+// the writer's own statements (a Prior, which may set the row count in
+// RowCountSetting) in that round trip, before the ledger commit.
 // Check asks the expectations without committing anything, for writers that
 // make data visible elsewhere first (the Iceberg arm asks before its
 // snapshot commit, so a veto leaves the table as it was).

@@ -149,6 +149,11 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	if err != nil {
 		return nil, err
 	}
+	return applyPlanned(ctx, tx, env, s, ps)
+}
+
+// applyPlanned is Apply once s is planned (ps).
+func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps []projection) ([]WriteResult, error) {
 	if rs, ok, err := applySpeculative(ctx, tx, env, s, ps); ok || err != nil {
 		return rs, err
 	}
@@ -168,6 +173,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	}
 	restore := noRestore
 	if !env.floatsExact {
+		var err error
 		if restore, err = floatDigits(ctx, tx); err != nil {
 			return nil, err
 		}

@@ -418,6 +418,15 @@ func declaredSchema(summary map[string]string) json.RawMessage {
 	return json.RawMessage(raw)
 }
 
+// checkPlannedModes is checkModes for planned outputs.
+func checkPlannedModes(ps []projection, intents map[string]*ledger.Intent) error {
+	rs := make([]WriteResult, len(ps))
+	for i, p := range ps {
+		rs[i] = WriteResult{DatasetID: p.output, Mode: p.mode}
+	}
+	return checkModes(rs, intents)
+}
+
 func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 	for _, r := range ps {
 		if in := intents[r.DatasetID]; in != nil && in.WriteMode != r.Mode {
@@ -458,7 +467,26 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 			defer cancel()
 			_ = tx.Rollback(cctx)
 		}()
-		if results, err = Apply(actx, tx, env, req.Strategy); err != nil {
+		ps, err := prepare(actx, tx, env, req.Strategy, sink.Postgres)
+		if err != nil {
+			return err
+		}
+		if err := checkPlannedModes(ps, intents); err != nil {
+			return err
+		}
+		// One output replaced on its intent's session: the write and the
+		// ledger commit in one round trip (PhaseApply holds both).
+		var done bool
+		if len(ps) == 1 {
+			if results, done, err = d.oneTrip(actx, tx, env, req.Strategy, ps, intents[ps[0].output]); done {
+				if err == nil {
+					aph.end(resultRows(results), nil)
+					_, lph = d.observe(ctx, w, PhaseLedgerCommit, w.outs)
+				}
+				return err
+			}
+		}
+		if results, err = applyPlanned(actx, tx, env, req.Strategy, ps); err != nil {
 			return err
 		}
 		if err := checkModes(results, intents); err != nil {

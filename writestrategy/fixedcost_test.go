@@ -104,7 +104,7 @@ func (c *turnCounter) stop() (int, []string) {
 // transaction's begin and settings with the check of the output's
 // description and the row store's delete and insert, the ledger commit
 // with the COMMIT.
-const maxSmallWriteRoundTrips = 4
+const maxSmallWriteRoundTrips = 3
 
 // maxSmallIcebergWriteRoundTrips is the most round trips a 1-row replace
 // of a fresh dataset on the Iceberg arm may take, its catalog being the

@@ -24,7 +24,9 @@ const (
 	// output (waiting for a writer of the same dataset).
 	PhaseOpen Phase = "open"
 	// PhaseApply is the Postgres arm's compute and row store write: one
-	// statement in the write's transaction.
+	// statement in the write's transaction. When the write and its ledger
+	// commit go in one round trip (one output replaced, on the session its
+	// intent holds), PhaseApply holds both and PhaseLedgerCommit is empty.
 	PhaseApply Phase = "apply"
 	// PhaseCompute is the Iceberg arm's compute start: the compute
 	// transaction begins and the sources are resolved and hydrated; the

@@ -165,11 +165,43 @@ func (t *pipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols [
 	return t.conn.CopyFrom(ctx, table, cols, src)
 }
 
+// SendBatch sends b, begun first; a batch that begins with the
+// transaction's own BEGIN and settings (see Dispatcher.oneTrip) begins it
+// in its round trip.
 func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !t.begun && !t.closed && t.begins(b) {
+		return &beginningBatch{BatchResults: t.conn.SendBatch(ctx, b), t: t}
+	}
 	if err := t.ensure(ctx); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
 	return t.conn.SendBatch(ctx, b)
+}
+
+// begins reports whether b's first statements are t's BEGIN and settings.
+func (t *pipelinedTx) begins(b *pgx.Batch) bool {
+	if b.Len() <= len(t.begin) {
+		return false
+	}
+	for i, q := range t.begin {
+		if qq := b.QueuedQueries[i]; qq.SQL != q || len(qq.Arguments) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// beginningBatch is the results of a batch that begins its transaction:
+// its Close records the session's state as the transaction's.
+type beginningBatch struct {
+	pgx.BatchResults
+	t *pipelinedTx
+}
+
+func (b *beginningBatch) Close() error {
+	err := b.BatchResults.Close()
+	b.t.afterBegin(err)
+	return err
 }
 
 // LargeObjects works on the transaction's session, begun; pgx makes its

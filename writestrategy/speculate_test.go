@@ -3,6 +3,7 @@ package writestrategy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -202,4 +203,80 @@ func TestDispatchSpeculativeWriteFailsAndAppends(t *testing.T) {
 	}
 	require.Equal(t, "0,1,2,3,4,5,6,7,8,9", rowIndexes(t, pool, "log"))
 	require.Zero(t, pool.Stat().AcquiredConns(), "nothing held")
+}
+
+// An append sent with an earlier description of its output query (on the
+// session's cached statement, or on a new session) whose columns changed
+// in between appends with the columns as they are now.
+func TestDispatchAppendColumnsChangeBetweenWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, pool, l, tr := speculationWorld(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE spec_app (id int4, f float8); INSERT INTO spec_app VALUES (1, '-0')`)
+	require.NoError(t, err)
+	ensureOutputs(t, pool, "app")
+	a := writestrategy.Query{Output: "app", SQL: `SELECT * FROM spec_app`, Mode: facade.Append}
+	write := func(wantCols string) {
+		t.Helper()
+		rs, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: a})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, rs[0].Rows)
+		require.Equal(t, wantCols, columnTypes(rs[0].Columns))
+		ds, err := l.Dataset(ctx, "app")
+		require.NoError(t, err)
+		declared, err := writestrategy.ParseSchema(ds.Schema)
+		require.NoError(t, err)
+		require.Equal(t, wantCols, columnTypes(declared))
+	}
+	for range 4 {
+		write("id integer, f double precision")
+	}
+	before := tr.count()
+	_, err = pool.Exec(ctx, `ALTER TABLE spec_app ALTER id TYPE int8`)
+	require.NoError(t, err)
+	for range 2 {
+		write("id bigint, f double precision")
+	}
+	require.Greater(t, tr.count(), before, "a session's cached description was refused")
+	_, err = pool.Exec(ctx, `ALTER TABLE spec_app ALTER id TYPE int4`)
+	require.NoError(t, err)
+	pool.Reset() // new sessions: the earlier description is found stale by comparison
+	write("id integer, f double precision")
+	rows := rowStoreRows(t, pool, "app")
+	require.Len(t, rows, 7)
+	for _, r := range rows {
+		require.Equal(t, `{"f": "-0", "id": 1}`, r)
+	}
+	require.Equal(t, "0,1,2,3,4,5,6", rowIndexes(t, pool, "app"))
+}
+
+// A session keeps the description checks of a bounded number of output
+// queries: writes of many different queries leave at most that many
+// prepared on each session, and every write lands.
+func TestDispatchDescriptionChecksBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, pool, _, _ := speculationWorld(t)
+	ensureOutputs(t, pool, "many")
+	for i := range 80 {
+		q := writestrategy.Query{Output: "many", SQL: fmt.Sprintf(`SELECT %d AS n, g AS m FROM generate_series(1, %d) g`, i, i%5+1)}
+		rs, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: q})
+		require.NoError(t, err)
+		require.EqualValues(t, i%5+1, rs[0].Rows)
+	}
+	var conns []*pgxpool.Conn
+	for range 2 {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	total := 0
+	for _, c := range conns {
+		var n int
+		require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'lakewrite_check_%'`).Scan(&n))
+		require.LessOrEqual(t, n, 32)
+		total += n
+		c.Release()
+	}
+	require.Positive(t, total)
 }
