@@ -1023,6 +1023,36 @@ func (l *Ledger) Abort(ctx context.Context, in *Intent, cause error) error {
 	return nil
 }
 
+// Withdraw deletes an intent that was opened but must not be used (its
+// writer found, before writing anything, that it opened it for the wrong
+// sink): unlike Abort it leaves no trace in the ledger. The intent must
+// still be open with its attempt (ErrNotOpen otherwise, and nothing is
+// deleted); its hold is released either way.
+func (l *Ledger) Withdraw(ctx context.Context, in *Intent) error {
+	if err := in.validate(); err != nil {
+		return err
+	}
+	defer in.Release()
+	run := func(db DB) error {
+		tag, err := db.Exec(ctx, `DELETE FROM `+l.table("pipeline_build_transactions")+`
+			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.Attempt)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = l.stateError(ctx, db, in)
+		}
+		return err
+	}
+	err := l.use(in, run)
+	var broke *holdBroke
+	if errors.Is(err, errHoldGone) || errors.Is(err, errSessionInTx) || errors.As(err, &broke) {
+		err = run(l.db)
+	}
+	if err != nil {
+		return l.wrap("withdraw", in.ID, err)
+	}
+	in.mark(true, false)
+	return nil
+}
+
 func (l *Ledger) abortTx(ctx context.Context, tx pgx.Tx, in *Intent, cause error) error {
 	tag, err := tx.Exec(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
 		SET status = 'aborted', error = $3, ended_at = now()

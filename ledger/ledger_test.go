@@ -29,6 +29,22 @@ func newLedger(t *testing.T, cfg *ledger.Config) (*ledger.Ledger, *pgxpool.Pool)
 	return l, pool
 }
 
+// warm opens n connections of pool and puts them back idle, so that tests
+// bounding a wait in milliseconds do not spend it starting a connection
+// (slow on a loaded machine).
+func warm(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	var conns []*pgxpool.Conn
+	for range n {
+		c, err := pool.Acquire(context.Background())
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+}
+
 func ensure(t *testing.T, l *ledger.Ledger, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
@@ -350,8 +366,10 @@ func TestBusyAndDifferentDatasets(t *testing.T) {
 	ctx := context.Background()
 	l, pool := newLedger(t, &ledger.Config{WaitTimeout: 200 * time.Millisecond})
 	ensure(t, l, "a", "b")
+	warm(t, pool, 3) // the waits measured below are not a connection's start
 	held, err := l.Open(ctx, params("a"))
 	require.NoError(t, err)
+	t.Cleanup(held.Release) // a failed check does not leave the pool waiting on it
 
 	// A different dataset does not wait.
 	other, err := l.Open(ctx, params("b"))

@@ -362,6 +362,7 @@ func TestOpenErrorsHoldNothing(t *testing.T) {
 	l, pool := newLedger(t, &ledger.Config{WaitTimeout: 100 * time.Millisecond})
 	ensure(t, l, "d", "owned")
 	require.NoError(t, l.ClaimDataset(ctx, "owned", "someone.else"))
+	warm(t, pool, 3) // the waits measured below are not a connection's start
 
 	_, err := l.Open(ctx, params("missing"))
 	require.ErrorIs(t, err, ledger.ErrDatasetNotFound)

@@ -80,6 +80,8 @@ type Dispatcher struct {
 	log *slog.Logger
 	// described: output queries' descriptions (see applySpeculative).
 	described *descriptions
+	// predicted: each writer's last resolved sink (see openPredicted).
+	predicted predictions
 }
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding
@@ -167,14 +169,40 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 			return res, err
 		}
 	}
-	if err := d.recoverOutputs(ctx, w); err != nil {
-		return nil, err
-	}
-	// 1. Resolve the sink, before anything else.
-	run, decision, err := d.resolve(ctx, w, req)
+	// The intent of a write whose sink is predictable opens first, with
+	// the reads that resolve its sink (openPredicted).
+	op, predicted, err := d.openPredicted(ctx, w, req)
 	if err != nil {
 		return nil, err
 	}
+	if !predicted {
+		if err := d.recoverOutputs(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	// 1. Resolve the sink, before anything else is written.
+	run, decision, err := d.resolve(ctx, w, req)
+	if predicted && (err != nil || decision.Sink != op.sink) {
+		// Opened for another sink (or not to be written): withdrawn, the
+		// write runs as usual.
+		if werr := d.withdraw(ctx, op); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		op, predicted = nil, false
+		if err := d.recoverOutputs(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(w.outs) == 1 {
+		d.predicted.put(req.WriterID, decision.Sink)
+	}
+	w.opened = op
 	// 2. Clamp the read mode: an Iceberg sink forces a full rebuild.
 	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows,
 		SourceFilter: req.SourceFilter}
@@ -248,6 +276,11 @@ func resultRows(rs []WriteResult) int64 {
 // transaction plans from (env.read), on the session that transaction then
 // runs on (prepare reads them itself when it runs elsewhere).
 func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName sink.Sink, env *Env) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
+	if op := w.opened; op != nil && op.sink == sinkName {
+		w.opened = nil
+		env.read = op.read
+		return op.intents, nil, nil
+	}
 	ctx, ph := d.observe(ctx, w, PhaseOpen, w.outs)
 	defer func() { ph.end(0, err) }()
 	outs := append([]string(nil), req.Strategy.Outputs()...)

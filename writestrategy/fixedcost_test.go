@@ -99,22 +99,21 @@ func (c *turnCounter) stop() (int, []string) {
 // maxSmallWriteRoundTrips is the most round trips a 1-row replace of a
 // fresh dataset on the Postgres arm may take (warm pool and statement
 // caches, built-in column types, no idempotency key, no open intent to
-// recover; its output query written before): the output's row, intents
-// and flags, the intent (lock and insert) with the datasets read, the
-// transaction's begin and settings with the check of the output's
-// description and the row store's delete and insert, the ledger commit
-// with the COMMIT.
-const maxSmallWriteRoundTrips = 3
+// recover; its output query written before on the session, and its
+// writer's last write resolved to the same sink): the intent (lock and
+// insert) with the datasets and flags read, then the transaction's begin
+// and settings, the check of the output's description, the row store's
+// delete and insert, the ledger commit and the COMMIT.
+const maxSmallWriteRoundTrips = 2
 
 // maxSmallIcebergWriteRoundTrips is the most round trips a 1-row replace
 // of a fresh dataset on the Iceberg arm may take, its catalog being the
 // Postgres catalog in the ledger's database (same conditions as
-// maxSmallWriteRoundTrips): the output's row, intents and flags, the
-// intent with the datasets read, the compute transaction's begin (on the
-// intent's session), the
+// maxSmallWriteRoundTrips): the intent with the datasets and flags read,
+// the compute transaction's begin (on the intent's session), the
 // output's description and rows, the catalog's reads of the table, the
 // pointer swap, the ledger commit with its unlock and the COMMIT.
-const maxSmallIcebergWriteRoundTrips = 13
+const maxSmallIcebergWriteRoundTrips = 12
 
 // The fixed cost of a small write, in round trips to the database, is
 // pinned on either arm: it may go down, never up.

@@ -21,7 +21,11 @@ const (
 	// PhaseResolve resolves the sink of the output (or split pair).
 	PhaseResolve Phase = "resolve"
 	// PhaseOpen reconciles stale intents and opens one ledger intent per
-	// output (waiting for a writer of the same dataset).
+	// output (waiting for a writer of the same dataset). A write of one
+	// replaced output whose flags are not cached opens its intent for the
+	// sink its writer's last write resolved to before PhaseResolve, which
+	// then reads nothing; when the flags say another sink, that intent is
+	// withdrawn and PhaseOpen comes again after PhaseResolve.
 	PhaseOpen Phase = "open"
 	// PhaseApply is the Postgres arm's compute and row store write: one
 	// statement in the write's transaction. When the write and its ledger
@@ -158,6 +162,9 @@ type writeInfo struct {
 	// datasets are the outputs' rows as read before any intent was
 	// opened (after their recovery); a missing one is not registered.
 	datasets map[string]ledger.Dataset
+	// opened is the write's intent opened for its predicted sink, until
+	// the write's arm takes it (openPredicted).
+	opened *opened
 }
 
 // progress wraps an output's borrowed batches so that a ProgressObserver

@@ -1,0 +1,76 @@
+package writestrategy_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// intentRows counts the ledger rows of a dataset's intents by status.
+func intentRows(t *testing.T, w *world, id string) map[string]int {
+	t.Helper()
+	rows, err := w.pool.Query(context.Background(), `SELECT status, sink FROM lakewrite.pipeline_build_transactions WHERE dataset_id = $1`, id)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st, sk string
+		require.NoError(t, rows.Scan(&st, &sk))
+		out[st+"/"+sk]++
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// A write whose intent was opened for the sink its writer's last write
+// resolved to, when its own flags say another (a canary flip, and its
+// revert), lands on the sink the flags say, with one intent in the ledger:
+// the one opened for the wrong sink is withdrawn without a trace. A write
+// to a registered relation is refused with no intent either.
+func TestDispatchPredictedSinkWithdrawn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedWorld(t, w, 20)
+	ensureOutputs(t, w.pool, "p1", "p2", "p3", "p4")
+	tr := func(out string) writestrategy.WriteStrategy {
+		return writestrategy.Transform{Output: out, Source: "orders"}
+	}
+
+	rs := w.mustWrite(tr("p1")) // the writer's default: the row store
+	require.Equal(t, sink.Postgres, rs[0].Sink)
+	w.iceberg("p2") // p2 flipped: the prediction (row store) is wrong
+	rs = w.mustWrite(tr("p2"))
+	require.Equal(t, sink.Iceberg, rs[0].Sink)
+	require.EqualValues(t, 20, rs[0].Rows)
+	require.Equal(t, map[string]int{"committed/iceberg_native": 1}, intentRows(t, w, "p2"))
+	w.resolver.Invalidate()
+	rs = w.mustWrite(tr("p3")) // predicted Iceberg (the last write), resolved to the row store
+	require.Equal(t, sink.Postgres, rs[0].Sink)
+	require.Equal(t, map[string]int{"committed/pg": 1}, intentRows(t, w, "p3"))
+	w.resolver.Invalidate()
+	rs = w.mustWrite(tr("p4")) // predicted right
+	require.Equal(t, sink.Postgres, rs[0].Sink)
+	require.Equal(t, map[string]int{"committed/pg": 1}, intentRows(t, w, "p4"))
+
+	// Reverted: p2 goes back to the row store (a full rebuild).
+	_, err := w.flags.ClearOverride(ctx, writer, "p2")
+	require.NoError(t, err)
+	w.resolver.Invalidate()
+	rs = w.mustWrite(tr("p2"))
+	require.Equal(t, sink.Postgres, rs[0].Sink)
+	require.Equal(t, map[string]int{"committed/iceberg_native": 1, "committed/pg": 1}, intentRows(t, w, "p2"))
+	require.Equal(t, w.checksum("p1"), w.checksum("p2"))
+
+	_, err = writestrategy.RegisterRelation(ctx, w.pool, nil, "prel", "SELECT 1 AS x")
+	require.NoError(t, err)
+	w.resolver.Invalidate()
+	_, err = w.write(tr("prel"))
+	require.ErrorIs(t, err, writestrategy.ErrRelationDataset)
+	require.Empty(t, intentRows(t, w, "prel"))
+	require.Zero(t, w.pool.Stat().AcquiredConns(), "nothing held")
+}
