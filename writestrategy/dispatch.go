@@ -203,6 +203,13 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 		d.predicted.put(req.WriterID, decision.Sink)
 	}
 	w.opened = op
+	defer func() {
+		// Opened for the write but not taken by its arm (it failed first).
+		if w.opened != nil {
+			err = errors.Join(err, d.withdraw(ctx, w.opened))
+			w.opened = nil
+		}
+	}()
 	// 2. Clamp the read mode: an Iceberg sink forces a full rebuild.
 	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows,
 		SourceFilter: req.SourceFilter}

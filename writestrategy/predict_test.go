@@ -74,3 +74,24 @@ func TestDispatchPredictedSinkWithdrawn(t *testing.T) {
 	require.Empty(t, intentRows(t, w, "prel"))
 	require.Zero(t, w.pool.Stat().AcquiredConns(), "nothing held")
 }
+
+// An intent opened for the predicted sink whose write fails before its arm
+// takes the intent (an Iceberg sink without a Lakehouse) is withdrawn:
+// nothing held, no intent left.
+func TestDispatchPredictedIntentNotTaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedWorld(t, w, 5)
+	ensureOutputs(t, w.pool, "n1", "n2")
+	require.NoError(t, w.flags.SetWriter(ctx, sink.WriterFlags{WriterID: "ice.only", Default: sink.Iceberg, Max: sink.Iceberg}))
+	d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Workspace: "test"})
+	require.NoError(t, err)
+	for _, out := range []string{"n1", "n2"} { // n2: opened for Iceberg (n1's sink) first
+		w.resolver.Invalidate()
+		_, err := d.Write(ctx, writestrategy.Request{WriterID: "ice.only", Strategy: writestrategy.Transform{Output: out, Source: "orders"}})
+		require.ErrorIs(t, err, writestrategy.ErrInvalid)
+		require.Empty(t, intentRows(t, w, out))
+		require.Zero(t, w.pool.Stat().AcquiredConns(), "nothing held")
+	}
+}

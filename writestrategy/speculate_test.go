@@ -86,11 +86,11 @@ func columnTypes(s writestrategy.Schema) string {
 	return strings.Join(parts, ", ")
 }
 
-// A write whose output query is the same text as an earlier write's but
+// A replace whose output query is the same text as an earlier write's but
 // whose columns changed in between (a retyped column, with an encoding of
 // its own; a renamed one; a widened one) writes and declares the columns
-// as they are now, whether the session had the earlier description cached
-// (the server refuses it) or not.
+// as they are now, whether the session had the earlier description
+// prepared (the server refuses it: the write is redone) or not.
 func TestDispatchOutputColumnsChangeBetweenWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -127,8 +127,8 @@ func TestDispatchOutputColumnsChangeBetweenWrites(t *testing.T) {
 		write("id integer, v double precision, f double precision",
 			`{"f": "-0", "v": "20", "id": 2}`, `{"f": "0.5", "v": "-0", "id": 1}`, `{"f": "NaN", "v": null, "id": 3}`)
 	}
-	// Same types, a column renamed, on new sessions (no cached statement:
-	// the statements built from the earlier description fail to prepare).
+	// Same types, a column renamed, on new sessions (whose description
+	// checks are prepared anew).
 	_, err = pool.Exec(ctx, `ALTER TABLE spec_src RENAME f TO g`)
 	require.NoError(t, err)
 	pool.Reset()
@@ -136,9 +136,7 @@ func TestDispatchOutputColumnsChangeBetweenWrites(t *testing.T) {
 		write("id integer, v double precision, g double precision",
 			`{"g": "-0", "v": "20", "id": 2}`, `{"g": "0.5", "v": "-0", "id": 1}`, `{"g": "NaN", "v": null, "id": 3}`)
 	}
-	// Same encoding, another type: id widened to bigint, on new sessions
-	// (the statements prepare; the description they were built from is
-	// found stale by comparison).
+	// Same encoding, another type: id widened to bigint, on new sessions.
 	_, err = pool.Exec(ctx, `ALTER TABLE spec_src ALTER id TYPE int8`)
 	require.NoError(t, err)
 	pool.Reset()
