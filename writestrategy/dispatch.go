@@ -200,7 +200,7 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 		return nil, err
 	}
 	if len(w.outs) == 1 {
-		d.predicted.put(req.WriterID, decision.Sink)
+		d.predicted.put(req.WriterID, w.outs[0], decision.Sink)
 	}
 	w.opened = op
 	defer func() {

@@ -23,7 +23,8 @@ const (
 	// PhaseOpen reconciles stale intents and opens one ledger intent per
 	// output (waiting for a writer of the same dataset). A write of one
 	// replaced output whose flags are not cached opens its intent for the
-	// sink its writer's last write resolved to before PhaseResolve, which
+	// sink its last write (or its writer's) resolved to before
+	// PhaseResolve, which
 	// then reads nothing; when the flags say another sink, that intent is
 	// withdrawn and PhaseOpen comes again after PhaseResolve.
 	PhaseOpen Phase = "open"

@@ -16,8 +16,8 @@ import (
 )
 
 // A write of one output that replaces it, whose writer's flags are not
-// cached, opens its intent for the sink its writer's last write resolved
-// to, and reads the flags in the intent's round trip (with the datasets
+// cached, opens its intent for the sink its last write (or, for an output
+// not written before, its writer's last write) resolved to, and reads the flags in the intent's round trip (with the datasets
 // rows it plans from): the sink is then resolved from them, with no round
 // trip of its own. When the flags say another sink, the intent is
 // withdrawn (deleted: it wrote nothing) and the write runs as it would
@@ -25,31 +25,36 @@ import (
 // of a gone writer is reconciled by the ledger's Open itself, as it would
 // be for any write.
 
-// maxPredictions bounds the writers whose last sink a Dispatcher
-// remembers.
-const maxPredictions = 1024
+// maxPredictions bounds the sinks a Dispatcher remembers.
+const maxPredictions = 8192
 
 // predictions remembers the sink each writer's last single-output write
-// resolved to.
+// resolved to, for each output and for the writer as a whole: an output
+// written before is predicted its own last sink (a canary keeps its flip),
+// a new one its writer's last.
 type predictions struct {
 	mu sync.Mutex
 	m  map[string]sink.Sink
 }
 
-func (p *predictions) get(writer string) (sink.Sink, bool) {
+func (p *predictions) get(writer, output string) (sink.Sink, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if s, ok := p.m[writer+"\x00"+output]; ok {
+		return s, true
+	}
 	s, ok := p.m[writer]
 	return s, ok
 }
 
-func (p *predictions) put(writer string, s sink.Sink) {
+func (p *predictions) put(writer, output string, s sink.Sink) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil || len(p.m) >= maxPredictions {
-		p.m = map[string]sink.Sink{}
+		p.m = map[string]sink.Sink{} // forget all: predictions only save round trips
 	}
 	p.m[writer] = s
+	p.m[writer+"\x00"+output] = s
 }
 
 // opened is an intent opened before its write's sink was resolved.
@@ -66,7 +71,7 @@ func (d *Dispatcher) openPredicted(ctx context.Context, w *writeInfo, req Reques
 	if len(w.outs) != 1 || req.IdempotencyKey != "" || appends(req.Strategy) {
 		return nil, false, nil
 	}
-	predicted, ok := d.predicted.get(req.WriterID)
+	predicted, ok := d.predicted.get(req.WriterID, w.outs[0])
 	if !ok || (predicted != sink.Postgres && predicted != sink.Iceberg) {
 		return nil, false, nil
 	}

@@ -95,3 +95,48 @@ func TestDispatchPredictedIntentNotTaken(t *testing.T) {
 		require.Zero(t, w.pool.Stat().AcquiredConns(), "nothing held")
 	}
 }
+
+// openCounter counts the open phases of each write.
+type openCounter struct{ opens int }
+
+func (o *openCounter) PhaseStart(ctx context.Context, ev writestrategy.PhaseEvent) context.Context {
+	if ev.Phase == writestrategy.PhaseOpen {
+		o.opens++
+	}
+	return ctx
+}
+
+func (o *openCounter) PhaseEnd(context.Context, writestrategy.PhaseEvent) {}
+
+// An output written before is predicted its own last sink, not its
+// writer's: with one output flipped to Iceberg and one on the row store,
+// writes alternating between them open each intent once.
+func TestDispatchPredictionPerOutput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedWorld(t, w, 5)
+	ensureOutputs(t, w.pool, "q1", "q2")
+	obs := &openCounter{}
+	d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
+		Lakehouse: w.lake, Workspace: "test", Observer: obs})
+	require.NoError(t, err)
+	w.iceberg("q2")
+	write := func(out string, want sink.Sink) int {
+		t.Helper()
+		w.resolver.Invalidate()
+		obs.opens = 0
+		rs, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: out, Source: "orders"}})
+		require.NoError(t, err)
+		require.Equal(t, want, rs[0].Sink)
+		return obs.opens
+	}
+	write("q1", sink.Postgres)
+	require.Equal(t, 2, write("q2", sink.Iceberg), "q2 new: predicted the writer's row store, withdrawn")
+	for range 3 {
+		require.Equal(t, 1, write("q1", sink.Postgres))
+		require.Equal(t, 1, write("q2", sink.Iceberg))
+	}
+	require.Equal(t, map[string]int{"committed/pg": 4}, intentRows(t, w, "q1"))
+	require.Equal(t, map[string]int{"committed/iceberg_native": 4}, intentRows(t, w, "q2"))
+}
