@@ -366,7 +366,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 	}
 
 	writeTbl := tbl
-	if props := dictionaryOff(s0.cur, tbl.Properties()); len(props) > 0 {
+	if props := stagedWriteProps(s0.cur, tbl.Properties()); len(props) > 0 {
 		txn := tbl.NewTransaction()
 		if err := txn.SetProperties(props); err != nil {
 			return nil, fmt.Errorf("stage writer properties: %w", err)

@@ -231,6 +231,14 @@
 // arrow-go's decoder does not release a buffer, which an allocator other
 // than Go's heap reports as a leak.
 //
+// Pages default to 64 KiB of values, checked every 512 values (the table
+// properties write.parquet.page-size-bytes and write.parquet.page-row-limit
+// override them), rather than iceberg-go's 1 MiB checked every 20,000
+// values: a page that fits one zstd block (128 KiB) is compressed without
+// the 16 MiB history window a larger page makes each zstd encoder
+// allocate. This applies to every write and compaction, whichever writer
+// encodes the files.
+//
 // # Parallel encoding
 //
 // Config.WriteWorkers > 1 encodes a write into that many data files in

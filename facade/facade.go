@@ -144,11 +144,11 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		return nil, err
 	}
 	// Peek at the first batch to choose the columns written without a
-	// dictionary (see dictionaryOff); the writer sees the whole stream.
+	// dictionary (see stagedWriteProps); the writer sees the whole stream.
 	rows, stop, first, firstErr := peekFirst(req.Rows)
 	defer stop()
 	if firstErr == nil {
-		if props := dictionaryOff(first, tbl.Properties()); len(props) > 0 {
+		if props := stagedWriteProps(first, tbl.Properties()); len(props) > 0 {
 			if err := txn.SetProperties(props); err != nil {
 				return nil, fmt.Errorf("facade: stage writer properties: %w", err)
 			}

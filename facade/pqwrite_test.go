@@ -2,6 +2,8 @@ package facade_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -133,4 +135,81 @@ func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
 		rec.Release()
 	}
 	require.Equal(t, 5000, rows)
+}
+
+// TestPageSizes: by default a data file's pages hold at most about 64 KiB
+// of values plus one check interval, so each fits one zstd block (128 KiB)
+// and is compressed without a history window, from the facade's own writer
+// and from iceberg-go's (a partitioned table) alike;
+// write.parquet.page-size-bytes and write.parquet.page-row-limit still set
+// them.
+func TestPageSizes(t *testing.T) {
+	ctx := context.Background()
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "doc", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	// largestPage writes 200,000 rows of ~60-byte strings and returns the
+	// largest uncompressed data page of each column of the file.
+	largestPage := func(props iceberg.Properties, partitioned bool) map[string]int32 {
+		e := newIcebergEnv(t, func(c *facade.Config) {
+			c.TableProperties = props
+			if partitioned {
+				c.PartitionFor = func(string) (facade.Partitioning, bool) {
+					return facade.Partitioning{Fields: []facade.PartitionField{{Column: "id", Transform: "bucket[1]"}}}, true
+				}
+			}
+		})
+		defer e.mem.AssertSize(t, 0)
+		b := array.NewRecordBuilder(e.mem, sc)
+		defer b.Release()
+		for i := range 200_000 {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf(`{"k":%d,"v":"%040d","w":%d}`, i, i*7919, i%13))
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		_, err := e.f.Write(ctx, facade.Target{DatasetID: "pages"}, facade.WriteRequest{Mode: facade.Replace, Schema: sc,
+			Rows: func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }})
+		require.NoError(t, err)
+		tbl, err := e.f.LoadTable(ctx, "pages")
+		require.NoError(t, err)
+		tasks, err := tbl.Scan().PlanFiles(ctx)
+		require.NoError(t, err)
+		require.Len(t, tasks, 1)
+		fsys, err := tbl.FS(ctx)
+		require.NoError(t, err)
+		f, err := fsys.Open(tasks[0].File.FilePath())
+		require.NoError(t, err)
+		rdr, err := file.NewParquetReader(f)
+		require.NoError(t, err)
+		defer rdr.Close()
+		out := map[string]int32{}
+		for g := range rdr.NumRowGroups() {
+			rg := rdr.RowGroup(g)
+			for c := range rdr.MetaData().Schema.NumColumns() {
+				name := rdr.MetaData().Schema.Column(c).Name()
+				pages, err := rg.GetColumnPageReader(c)
+				require.NoError(t, err)
+				for pages.Next() {
+					if p, ok := pages.Page().(file.DataPage); ok {
+						out[name] = max(out[name], p.UncompressedSize())
+					}
+				}
+				require.NoError(t, pages.Err())
+			}
+		}
+		return out
+	}
+
+	for _, partitioned := range []bool{false, true} {
+		def := largestPage(nil, partitioned)
+		for _, col := range []string{"id", "doc", facade.ColRowID, facade.ColRowIndex} {
+			require.Positive(t, def[col], col)
+			require.LessOrEqual(t, def[col], int32(128<<10), "%s partitioned=%v", col, partitioned)
+		}
+		big := largestPage(iceberg.Properties{table.ParquetPageSizeBytesKey: strconv.Itoa(1 << 20),
+			table.ParquetPageRowLimitKey: "20000"}, partitioned)
+		require.Greater(t, big["doc"], int32(128<<10), "partitioned=%v", partitioned)
+	}
 }
