@@ -646,14 +646,22 @@ func (b *bench) prepareDataset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := b.dropTable(ctx, ident); err != nil {
+		return fmt.Errorf("drop the previous output table: %w", err)
+	}
+	return nil
+}
+
+// dropTable purges a table left by an earlier run, or forgets its catalog
+// entry when its metadata is unreadable (a run on the same database with
+// another warehouse).
+func (b *bench) dropTable(ctx context.Context, ident table.Identifier) error {
 	if err := b.env.Catalog.PurgeTable(ctx, ident); err == nil || errors.Is(err, catalog.ErrNoSuchTable) ||
 		errors.Is(err, catalog.ErrNoSuchNamespace) {
 		return nil
 	}
-	// The table's metadata is unreadable (e.g. its warehouse is gone):
-	// forget the catalog entry.
 	if err := b.env.Catalog.DropTable(ctx, ident); err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
-		return fmt.Errorf("drop the previous output table: %w", err)
+		return err
 	}
 	return nil
 }
@@ -764,7 +772,7 @@ func (b *bench) plainParquet(ctx context.Context) (int64, int64, error) {
 // stamping, ledger or bound on memory. A reference point, not a target.
 func (b *bench) naiveIceberg(ctx context.Context) (int64, int64, error) {
 	ident := table.Identifier{"lakewrite", naiveTable}
-	if err := b.env.Catalog.PurgeTable(ctx, ident); err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
+	if err := b.dropTable(ctx, ident); err != nil {
 		return 0, 0, fmt.Errorf("drop %v: %w", ident, err)
 	}
 	s, err := cursor.Batches(ctx, b.env.Pool, query, nil, b.cursorOptions())
