@@ -2,6 +2,7 @@ package writestrategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -88,6 +89,32 @@ func describeOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, v
 	if err != nil {
 		return description{}, queryError("describe output", err)
 	}
+	return fieldsDescription(sd, visible, func(oids []uint32, mods []int32) ([]string, map[uint32]*pgTypeRow, error) {
+		rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
+	SELECT * FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY
+), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
+		if err != nil {
+			return nil, nil, queryError("describe output", err)
+		}
+		names, _, types, err := readTypes(rows, len(oids), "describe output")
+		return names, types, err
+	})
+}
+
+// typeLookup reads from the catalog the names (format_type) and pg_type
+// rows of the types oids with modifiers mods.
+type typeLookup func(oids []uint32, mods []int32) ([]string, map[uint32]*pgTypeRow, error)
+
+// errNotBuiltin is fieldsDescription's error, without a lookup, for a
+// column whose type is not built in.
+var errNotBuiltin = errors.New("a column type is not built in")
+
+// fieldsDescription is the description of the columns of sd: their names
+// (each one an output may have, none twice), type oids and modifiers, and
+// their types' names and pg_type rows, from the static table when every
+// type is built in (builtinDescribe; visible: see builtinVisibleSQL), else
+// from lookup (errNotBuiltin when lookup is nil).
+func fieldsDescription(sd *pgconn.StatementDescription, visible bool, lookup typeLookup) (description, error) {
 	oids := make([]uint32, len(sd.Fields))
 	mods := make([]int32, len(sd.Fields))
 	var s Schema
@@ -103,13 +130,11 @@ func describeOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, v
 	}
 	names, types, ok := builtinDescribe(oids, mods, visible)
 	if !ok {
-		rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
-	SELECT * FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY
-), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
-		if err != nil {
-			return description{}, queryError("describe output", err)
+		if lookup == nil {
+			return description{}, errNotBuiltin
 		}
-		if names, _, types, err = readTypes(rows, len(oids), "describe output"); err != nil {
+		var err error
+		if names, types, err = lookup(oids, mods); err != nil {
 			return description{}, err
 		}
 	}

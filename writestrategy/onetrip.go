@@ -125,8 +125,11 @@ func (d *Dispatcher) oneTrip(ctx context.Context, tx pgx.Tx, env *Env, s WriteSt
 		}
 		return nil, false, nil // the other way tells what is wrong
 	}
-	desc, ok := builtinDescription(sd, p.builtinVisible)
-	if !ok {
+	// The check's description is used only when every column type is
+	// built in (no catalog lookup); otherwise, or when the columns are not
+	// ones an output may have, the write goes the other way.
+	desc, err := fieldsDescription(sd, p.builtinVisible, nil)
+	if err != nil {
 		return nil, false, nil
 	}
 	enc, err := encodingFor(desc.cols, desc.oids, desc.types)
@@ -175,32 +178,4 @@ func (d *Dispatcher) oneTrip(ctx context.Context, tx pgx.Tx, env *Env, s WriteSt
 	r := WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: desc.cols,
 		Rows: tags[insertAt].RowsAffected(), TxnID: in.ID, CommittedAt: at}
 	return []WriteResult{r}, true, nil
-}
-
-// builtinDescription is the description of a statement whose columns all
-// have built-in types (ok false otherwise, or when a column name is not
-// one an output may have).
-func builtinDescription(sd *pgconn.StatementDescription, visible bool) (description, bool) {
-	d := description{oids: make([]uint32, len(sd.Fields)), mods: make([]int32, len(sd.Fields)), builtin: true}
-	seen := map[string]bool{}
-	for i, f := range sd.Fields {
-		if checkColumnName(f.Name) != nil || seen[f.Name] {
-			return description{}, false
-		}
-		seen[f.Name] = true
-		d.oids[i], d.mods[i] = f.DataTypeOID, f.TypeModifier
-		d.cols.Columns = append(d.cols.Columns, Column{Name: f.Name})
-	}
-	if len(d.oids) == 0 {
-		return description{}, false
-	}
-	names, types, ok := builtinDescribe(d.oids, d.mods, visible)
-	if !ok {
-		return description{}, false
-	}
-	for i := range d.cols.Columns {
-		d.cols.Columns[i].Type = names[i]
-	}
-	d.types = types
-	return d, true
 }
