@@ -1010,15 +1010,9 @@ func (l *Ledger) Abort(ctx context.Context, in *Intent, cause error) error {
 			return l.abortTx(ctx, tx, in, cause)
 		})
 	}
-	err := l.use(in, run)
-	var broke *holdBroke
-	if errors.Is(err, errHoldGone) || errors.Is(err, errSessionInTx) || errors.As(err, &broke) {
-		err = run(l.db)
+	if err := l.endOnHold(in, "abort", run); err != nil {
+		return err
 	}
-	if err != nil {
-		return l.wrap("abort", in.ID, err)
-	}
-	in.mark(true, false)
 	l.log.InfoContext(ctx, "lakewrite intent aborted", "txn_id", in.ID, "dataset_id", in.DatasetID, "cause", causeText(cause))
 	return nil
 }
@@ -1041,13 +1035,22 @@ func (l *Ledger) Withdraw(ctx context.Context, in *Intent) error {
 		}
 		return err
 	}
+	return l.endOnHold(in, "withdraw", run)
+}
+
+// endOnHold runs run, which ends in, on the writer's held session, or on
+// the ledger's DB when that session cannot run it (the hold is gone or
+// broke, or the session runs a transaction: Intent.BeginTx). An error is
+// wrapped as op's; on success in is marked finished. The caller releases
+// the hold.
+func (l *Ledger) endOnHold(in *Intent, op string, run func(db DB) error) error {
 	err := l.use(in, run)
 	var broke *holdBroke
 	if errors.Is(err, errHoldGone) || errors.Is(err, errSessionInTx) || errors.As(err, &broke) {
 		err = run(l.db)
 	}
 	if err != nil {
-		return l.wrap("withdraw", in.ID, err)
+		return l.wrap(op, in.ID, err)
 	}
 	in.mark(true, false)
 	return nil
