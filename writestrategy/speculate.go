@@ -165,8 +165,35 @@ func (t *pipelinedTx) canSpeculate(tx pgx.Tx) bool {
 	if t.begun || t.closed || tx.Conn() != t.conn {
 		return false
 	}
-	cfg := t.conn.Config()
-	return cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && cfg.StatementCacheCapacity > 0
+	return cachesStatements(t.conn)
+}
+
+// cachesStatementsKey is the key, in a session's CustomData, of what
+// cachesStatements found for its pgx.Conn.
+const cachesStatementsKey = "lakewrite.writestrategy.cachesStatements"
+
+// connCaching is whether conn caches statements.
+type connCaching struct {
+	conn *pgx.Conn
+	ok   bool
+}
+
+// cachesStatements reports whether conn runs its queries through pgx's
+// statement cache: its default exec mode caches statements, in a cache
+// of some capacity. A Conn's config does not change once it is connected,
+// and Conn.Config copies all of it, so the answer is read once per Conn and
+// kept in its session's CustomData.
+func cachesStatements(conn *pgx.Conn) bool {
+	data := conn.PgConn().CustomData()
+	if c, _ := data[cachesStatementsKey].(*connCaching); c != nil && c.conn == conn {
+		return c.ok
+	}
+	cfg := conn.Config()
+	ok := cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && cfg.StatementCacheCapacity > 0
+	if data != nil {
+		data[cachesStatementsKey] = &connCaching{conn: conn, ok: ok}
+	}
+	return ok
 }
 
 // speculate begins the transaction and, in the same round trip, checks the
