@@ -96,8 +96,8 @@ func lookupTypes(ctx context.Context, q interface {
 		if len(ids) == 0 {
 			break
 		}
-		rows, err := q.Query(ctx, `SELECT oid::int8, typname::text, typtype::text, typelem::int8, typbasetype::int8, typtypmod, typcategory::text
-FROM pg_catalog.pg_type WHERE oid::int8 = ANY($1)`, ids)
+		rows, err := q.Query(ctx, `SELECT oid::pg_catalog.int8, typname::pg_catalog.text, typtype::pg_catalog.text, typelem::pg_catalog.int8, typbasetype::pg_catalog.int8, typtypmod, typcategory::pg_catalog.text
+FROM pg_catalog.pg_type WHERE oid::pg_catalog.int8 = ANY($1)`, ids)
 		if err != nil {
 			return nil, err
 		}

@@ -389,7 +389,7 @@ func (c *PostgresCatalog) loadOrProbe(ctx context.Context, ident table.Identifie
 		tbl, err := c.LoadTable(ctx, ident)
 		return tbl, nil, err
 	}
-	rows, err := c.db.Query(ctx, `SELECT 0, metadata_location, NULL::varchar FROM iceberg_tables
+	rows, err := c.db.Query(ctx, `SELECT 0, metadata_location, NULL::pg_catalog.varchar FROM iceberg_tables
 			WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3`+c.typeFilter()+`
 		UNION ALL SELECT 1, property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
 			WHERE catalog_name = $1 AND namespace = $2
@@ -483,7 +483,7 @@ func (c *PostgresCatalog) insertTable(ctx context.Context, q querier, nsKey, nam
 	if c.v0 {
 		cols, typ = `catalog_name, table_namespace, table_name, metadata_location`, ``
 	}
-	tag, err := q.Exec(ctx, `INSERT INTO iceberg_tables (`+cols+`) SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar`+typ+`
+	tag, err := q.Exec(ctx, `INSERT INTO iceberg_tables (`+cols+`) SELECT $1::pg_catalog.varchar, $2::pg_catalog.varchar, $3::pg_catalog.varchar, $4::pg_catalog.varchar`+typ+`
 		WHERE EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)
 		OR EXISTS (SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2)
 		ON CONFLICT DO NOTHING`, c.name, nsKey, name, metaLoc)

@@ -48,7 +48,7 @@ func (l *Ledger) EnsureDataset(ctx context.Context, id, name string, schema json
 		return Dataset{}, invalid("dataset %q: schema is not valid JSON", id)
 	}
 	if _, err := l.db.Exec(ctx, `INSERT INTO `+l.table("datasets")+` (id, name, schema)
-		VALUES ($1, $2, $3::jsonb) ON CONFLICT (id) DO NOTHING`, id, name, nullJSON(schema)); err != nil {
+		VALUES ($1, $2, $3::pg_catalog.jsonb) ON CONFLICT (id) DO NOTHING`, id, name, nullJSON(schema)); err != nil {
 		return Dataset{}, fmt.Errorf("ledger: ensure dataset %q: %w", id, err)
 	}
 	return l.Dataset(ctx, id)

@@ -63,7 +63,7 @@ func lockKey(schema, id string) int64 {
 // heldKeys is the set of advisory lock keys granted in the current
 // database, as bigint keys (pg_advisory_lock(bigint) shows its key's high
 // half in classid, its low half in objid, and objsubid 1).
-const heldKeys = `SELECT (k.classid::bigint << 32) | k.objid::bigint FROM pg_catalog.pg_locks k
+const heldKeys = `SELECT (k.classid::pg_catalog.int8 << 32) | k.objid::pg_catalog.int8 FROM pg_catalog.pg_locks k
 	WHERE k.locktype = 'advisory' AND k.objsubid = 1 AND k.granted
 	  AND k.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
 

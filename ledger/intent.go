@@ -691,7 +691,7 @@ func (l *Ledger) CommitTxEndAfter(ctx context.Context, tx pgx.Tx, in *Intent, o 
 			return tags, time.Time{}, err
 		}
 		if p.RowCountSet {
-			if err := tx.QueryRow(ctx, `SELECT current_setting($1)::int8`, RowCountSetting).Scan(&o.RowCount); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT current_setting($1)::pg_catalog.int8`, RowCountSetting).Scan(&o.RowCount); err != nil {
 				return tags, time.Time{}, l.wrap("commit", in.ID, err)
 			}
 		}
@@ -768,7 +768,7 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	var sink vocab.Sink
 	var committedAt time.Time
 	err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
-		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = coalesce($5::timestamptz, now()),
+		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = coalesce($5::pg_catalog.timestamptz, now()),
 		    ended_at = now(), error = NULL
 		WHERE id = $1 AND status = 'open' AND attempt = $2
 		RETURNING write_mode, sink, committed_at`, in.ID, in.Attempt, o.RowCount, snap, at).Scan(&mode, &sink, &committedAt)
@@ -783,7 +783,7 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	}
 	if mode == Maintenance {
 		tag, err := tx.Exec(ctx, `UPDATE `+l.table("datasets")+`
-			SET maintained_at = $2, maintenance = coalesce($3::jsonb, maintenance) WHERE id = $1`,
+			SET maintained_at = $2, maintenance = coalesce($3::pg_catalog.jsonb, maintenance) WHERE id = $1`,
 			in.DatasetID, committedAt, nullJSON(o.Report))
 		if err != nil {
 			return err
@@ -802,7 +802,7 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	}
 	tag, err := tx.Exec(ctx, `UPDATE `+l.table("datasets")+`
 		SET row_count = CASE WHEN $2 = 'append' THEN row_count + $3 ELSE $3 END,
-		    source_watermark = $4, status = 'active', schema = coalesce($5::jsonb, schema), sink = $6, updated_at = now()
+		    source_watermark = $4, status = 'active', schema = coalesce($5::pg_catalog.jsonb, schema), sink = $6, updated_at = now()
 		WHERE id = $1`, in.DatasetID, mode, o.RowCount, o.CommittedAt, nullJSON(o.Schema), sink)
 	if err != nil {
 		return err
@@ -839,7 +839,7 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 	guard := ""
 	if end != nil {
 		guard = `,
-		(CASE WHEN (SELECT count(*) FROM d) = 1 THEN 'true' ELSE '` + refusedMarker + ` ' || (SELECT count(*) FROM i) END)::bool`
+		(CASE WHEN (SELECT count(*) FROM d) = 1 THEN 'true' ELSE '` + refusedMarker + ` ' || (SELECT count(*) FROM i) END)::pg_catalog.bool`
 	}
 	const sp = "lw_ledger_commit"
 	b := &pgx.Batch{}
@@ -849,8 +849,8 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		b.QueuedQueries = append(b.QueuedQueries, prior.Batch.QueuedQueries...)
 	}
 	b.Queue(`SAVEPOINT ` + sp)
-	b.Queue(`WITH ts AS MATERIALIZED (SELECT coalesce($5::timestamptz, clock_timestamp()) AS at,
-		coalesce($3::int8, current_setting('`+RowCountSetting+`', true)::int8) AS n),
+	b.Queue(`WITH ts AS MATERIALIZED (SELECT coalesce($5::pg_catalog.timestamptz, clock_timestamp()) AS at,
+		coalesce($3::pg_catalog.int8, current_setting('`+RowCountSetting+`', true)::pg_catalog.int8) AS n),
 	i AS (UPDATE `+l.table("pipeline_build_transactions")+`
 		SET status = 'committed', row_count = (SELECT n FROM ts), snapshot_id = $4, committed_at = (SELECT at FROM ts),
 		    ended_at = now(), error = NULL
@@ -858,11 +858,11 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		RETURNING write_mode, sink),
 	d AS (UPDATE `+l.table("datasets")+` ds
 		SET row_count = CASE WHEN i.write_mode = 'append' THEN ds.row_count ELSE 0 END + (SELECT n FROM ts),
-		    source_watermark = (SELECT at FROM ts), status = 'active', schema = coalesce($7::jsonb, ds.schema), sink = i.sink, updated_at = now()
+		    source_watermark = (SELECT at FROM ts), status = 'active', schema = coalesce($7::pg_catalog.jsonb, ds.schema), sink = i.sink, updated_at = now()
 		FROM i WHERE ds.id = $6
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM d), (SELECT at FROM ts),
-		CASE WHEN $8::int8 IS NOT NULL AND (SELECT count(*) FROM d) = 1 THEN pg_advisory_unlock($8) END`+guard,
+		CASE WHEN $8::pg_catalog.int8 IS NOT NULL AND (SELECT count(*) FROM d) = 1 THEN pg_advisory_unlock($8) END`+guard,
 		in.ID, in.Attempt, rows, snap, at, in.DatasetID, nullJSON(o.Schema), unlockKey)
 	b.Queue(`RELEASE SAVEPOINT ` + sp)
 	if end != nil {

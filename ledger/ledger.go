@@ -379,7 +379,7 @@ func autocommit(db DB) bool {
 
 func (l *Ledger) table(name string) string { return l.schema + "." + name }
 
-const txnColumns = `id::text, dataset_id, writer_id, sink, write_mode, status, row_count,
+const txnColumns = `id::pg_catalog.text, dataset_id, writer_id, sink, write_mode, status, row_count,
 	coalesce(snapshot_id, 0), created_at, committed_at, coalesce(error, ''), attempt, coalesce(idempotency_key, ''), coalesce(actor, '')`
 
 func scanTxn(row pgx.Row, extra ...any) (Txn, error) {

@@ -110,7 +110,7 @@ func (l *Ledger) sweepQuery(p SweepParams) (string, []any) {
 		SELECT ` + txnColumns + `, lock_key, coalesce(lock_key IN (SELECT * FROM held), false) AS live
 		FROM ` + l.table("pipeline_build_transactions") + `
 		WHERE status = 'open' AND ` + which + `
-		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::interval))
+		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::pg_catalog.interval))
 		ORDER BY live, created_at LIMIT $3`, []any{p.OlderThan, p.DatasetID, p.Limit, p.OlderThan > 0}
 }
 

@@ -27,7 +27,7 @@ func (l *Ledger) Committed(ctx context.Context, datasetID string, low, high time
 	}
 	rows, err := l.db.Query(ctx, `SELECT `+txnColumns+` FROM `+l.table("pipeline_build_transactions")+`
 		WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> 'maintenance'
-		  AND ($2::timestamptz IS NULL OR committed_at > $2) AND committed_at <= $3
+		  AND ($2::pg_catalog.timestamptz IS NULL OR committed_at > $2) AND committed_at <= $3
 		ORDER BY committed_at, id`, datasetID, lowArg, high)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: committed window: %w", err)

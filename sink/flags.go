@@ -151,9 +151,9 @@ func (f *Flags) SetOverride(ctx context.Context, writerID string, s Sink, datase
 	// SetWriter lowering the ceiling either sees this override (and caps it)
 	// or makes this statement see the new ceiling.
 	tag, err := f.db.Exec(ctx, `WITH w AS (
-			SELECT writer_id FROM `+f.flags+` WHERE writer_id = $1 AND max_mode = ANY($4::text[]) FOR SHARE)
+			SELECT writer_id FROM `+f.flags+` WHERE writer_id = $1 AND max_mode = ANY($4::pg_catalog.text[]) FOR SHARE)
 		INSERT INTO `+f.ovr+` (writer_id, dataset_id, mode)
-		SELECT w.writer_id, d.id, $3 FROM w, unnest($2::text[]) AS d(id)
+		SELECT w.writer_id, d.id, $3 FROM w, unnest($2::pg_catalog.text[]) AS d(id)
 		ON CONFLICT (writer_id, dataset_id) DO UPDATE SET mode = EXCLUDED.mode, updated_at = now()`,
 		writerID, ids, string(s), atLeast(s))
 	if err != nil {
@@ -178,7 +178,7 @@ func (f *Flags) SetOverride(ctx context.Context, writerID string, s Sink, datase
 }
 
 func (f *Flags) missingDatasets(ctx context.Context, ids []string) ([]string, error) {
-	rows, err := f.db.Query(ctx, `SELECT d.id FROM unnest($1::text[]) AS d(id)
+	rows, err := f.db.Query(ctx, `SELECT d.id FROM unnest($1::pg_catalog.text[]) AS d(id)
 		WHERE NOT EXISTS (SELECT 1 FROM `+f.dsets+` x WHERE x.id = d.id) ORDER BY d.id`, ids)
 	if err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func (f *Flags) ClearOverride(ctx context.Context, writerID string, datasetIDs .
 	if err != nil {
 		return 0, err
 	}
-	tag, err := f.db.Exec(ctx, `DELETE FROM `+f.ovr+` WHERE writer_id = $1 AND dataset_id = ANY($2::text[])`, writerID, ids)
+	tag, err := f.db.Exec(ctx, `DELETE FROM `+f.ovr+` WHERE writer_id = $1 AND dataset_id = ANY($2::pg_catalog.text[])`, writerID, ids)
 	if err != nil {
 		return 0, f.dbErr("clear override", err)
 	}
@@ -244,7 +244,7 @@ func (f *Flags) Lookup(ctx context.Context, writerID string, datasetIDs ...strin
 // lookupSQL is Lookup's query: $1 the writer id, $2 the dataset ids.
 func (f *Flags) lookupSQL() string {
 	return `SELECT d.id, w.writer_id IS NOT NULL, coalesce(w.default_mode, ''), coalesce(w.max_mode, ''), coalesce(o.mode, '')
-		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, n)
+		FROM unnest($2::pg_catalog.text[]) WITH ORDINALITY AS d(id, n)
 		LEFT JOIN ` + f.flags + ` w ON w.writer_id = $1
 		LEFT JOIN ` + f.ovr + ` o ON o.writer_id = $1 AND o.dataset_id = d.id
 		ORDER BY d.n`

@@ -91,7 +91,7 @@ func describeOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, v
 	}
 	return fieldsDescription(sd, visible, func(oids []uint32, mods []int32) ([]string, map[uint32]*pgTypeRow, error) {
 		rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
-	SELECT * FROM unnest($1::oid[], $2::int4[]) WITH ORDINALITY
+	SELECT * FROM unnest($1::pg_catalog.oid[], $2::pg_catalog.int4[]) WITH ORDINALITY
 ), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
 		if err != nil {
 			return nil, nil, queryError("describe output", err)
@@ -294,7 +294,7 @@ func insertRowsSQL(ctl string, p projection, enc *rowEncoding, txn any, appendRo
 		base = "(SELECT coalesce(max(row_index), -1) FROM " + ctl + ".dataset_rows WHERE dataset_id = " + ds + ")"
 	}
 	b.w("INSERT INTO ", ctl, ".dataset_rows (dataset_id, row_index, data, txn_id) SELECT ", ds, ", ", base,
-		" + row_number() OVER (), ", enc.data(), ", ", t, "::uuid FROM ", enc.from(p.sql))
+		" + row_number() OVER (), ", enc.data(), ", ", t, "::pg_catalog.uuid FROM ", enc.from(p.sql))
 	return b.String(), b.args
 }
 
@@ -305,7 +305,7 @@ func insertSplit(ctx context.Context, tx pgx.Tx, ctl string, ps []projection, en
 	var ctes []string
 	for i, p := range ps {
 		ds, txn := b.param(p.output), b.param(txns[i])
-		ctes = append(ctes, fmt.Sprintf(`i%d AS (INSERT INTO %s.dataset_rows (dataset_id, row_index, data, txn_id) SELECT %s, row_number() OVER () - 1, %s, %s::uuid FROM %s RETURNING 1)`,
+		ctes = append(ctes, fmt.Sprintf(`i%d AS (INSERT INTO %s.dataset_rows (dataset_id, row_index, data, txn_id) SELECT %s, row_number() OVER () - 1, %s, %s::pg_catalog.uuid FROM %s RETURNING 1)`,
 			i, ctl, ds, encs[i].data(), txn, encs[i].from(p.sql)))
 	}
 	b.w("WITH ", strings.Join(ctes, ", "), " SELECT (SELECT count(*) FROM i0), (SELECT count(*) FROM i1)")
@@ -330,10 +330,10 @@ func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, e
 	ds, t := b.param(p.output), b.param(txn)
 	rows := ctl + ".dataset_rows"
 	b.w("WITH o AS MATERIALIZED (SELECT ", enc.data(), " AS data, row_number() OVER () AS n FROM ", enc.from(p.sql), "), ",
-		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data::text = d.data::text) RETURNING 1), ",
+		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data::pg_catalog.text = d.data::pg_catalog.text) RETURNING 1), ",
 		"ins AS (INSERT INTO ", rows, " (dataset_id, row_index, data, txn_id) SELECT ", ds,
 		", (SELECT coalesce(max(row_index), -1) FROM ", rows, " WHERE dataset_id = ", ds, ") + row_number() OVER (ORDER BY o.n), o.data, ", t,
-		"::uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND d.data::text = o.data::text) RETURNING 1) ",
+		"::pg_catalog.uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND d.data::pg_catalog.text = o.data::pg_catalog.text) RETURNING 1) ",
 		"SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ins), (SELECT count(*) FROM del)")
 	var total, inserted, deleted int64
 	if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&total, &inserted, &deleted); err != nil {

@@ -77,7 +77,7 @@ var builtinTypes = map[uint32]builtinType{
 // builtinVisibleSQL is true when every built-in type above whose name is
 // not a keyword is visible in the search path (so format_type prints, and
 // to_regtype reads, its bare name as that type).
-const builtinVisibleSQL = `(SELECT coalesce(bool_and(pg_catalog.pg_type_is_visible(o)), false) FROM unnest('{17,25,114,1082,2950,3802}'::oid[]) o)`
+const builtinVisibleSQL = `(SELECT coalesce(bool_and(pg_catalog.pg_type_is_visible(o)), false) FROM unnest('{17,25,114,1082,2950,3802}'::pg_catalog.oid[]) o)`
 
 // varlenHeader is VARHDRSZ, which type modifiers of numeric and varchar
 // include.

@@ -918,7 +918,7 @@ func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResu
 // tunedSettings are the transaction-local settings of a write
 // transaction: JIT off (see tuneTx), and float text forms exact
 // (extra_float_digits at least 1, which the row store's encoding needs).
-const tunedSettings = `SELECT set_config('jit', 'off', true), set_config('extra_float_digits', greatest(current_setting('extra_float_digits')::int, 1)::text, true)`
+const tunedSettings = `SELECT set_config('jit', 'off', true), set_config('extra_float_digits', greatest(current_setting('extra_float_digits')::pg_catalog.int4, 1)::pg_catalog.text, true)`
 
 // tunedBegin begins a write transaction with tunedSettings, in one round
 // trip (a simple-protocol query of two statements).

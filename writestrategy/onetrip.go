@@ -147,7 +147,7 @@ func (d *Dispatcher) oneTrip(ctx context.Context, tx pgx.Tx, env *Env, s WriteSt
 	insertAt := b.Len()
 	sql, args := insertRowsSQL(ctl, p, enc, env.txnID(p.output), false)
 	b.Queue(sql, args...)
-	b.Queue(`SELECT pg_catalog.set_config($1, (SELECT coalesce(max(row_index), -1) + 1 FROM `+ctl+`.dataset_rows WHERE dataset_id = $2)::text, true)`,
+	b.Queue(`SELECT pg_catalog.set_config($1, (SELECT coalesce(max(row_index), -1) + 1 FROM `+ctl+`.dataset_rows WHERE dataset_id = $2)::pg_catalog.text, true)`,
 		ledger.RowCountSetting, p.output)
 
 	tags, at, err := d.cfg.Ledger.CommitTxEndAfter(ctx, tx, in, ledger.Outcome{Schema: desc.cols.JSON()},

@@ -57,7 +57,7 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 			".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
 			") WHERE d.dataset_id = " + b.param(datasetID)
 		if deltaTxns != nil {
-			sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::uuid[])"
+			sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::pg_catalog.uuid[])"
 		}
 		return sql + `) SELECT * FROM "__rel")`
 	}}

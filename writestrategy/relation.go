@@ -94,7 +94,7 @@ func RegisterRelationTx(ctx context.Context, tx pgx.Tx, env *Env, datasetID, rel
 	var prev *string
 	err = tx.QueryRow(ctx, `WITH up AS (
 			INSERT INTO `+env.ctlSchema()+`.datasets AS d (id, name, schema, sink, relation, status)
-			VALUES ($1, $1, $2::jsonb, $3, $4, 'active')
+			VALUES ($1, $1, $2::pg_catalog.jsonb, $3, $4, 'active')
 			ON CONFLICT (id) DO UPDATE SET schema = excluded.schema, sink = excluded.sink, relation = excluded.relation,
 				status = 'active', updated_at = now()
 			WHERE (d.sink IS NULL OR d.sink = $3)
@@ -134,7 +134,7 @@ func normalizeRelation(ctx context.Context, tx pgx.Tx, relation string) (string,
 	// The relation is stored schema-qualified, as it resolves now: later
 	// reads (on any session, whatever its search_path) read this one.
 	var kind, persistence, nsp, name *string
-	if err := tx.QueryRow(ctx, `SELECT c.relkind::text, c.relpersistence::text, n.nspname::text, c.relname::text
+	if err := tx.QueryRow(ctx, `SELECT c.relkind::pg_catalog.text, c.relpersistence::pg_catalog.text, n.nspname::pg_catalog.text, c.relname::pg_catalog.text
 		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.oid = to_regclass($1)`, q).Scan(&kind, &persistence, &nsp, &name); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return "", queryError("look up relation", err)

@@ -30,7 +30,7 @@ import (
 // and read back as they always did.
 
 // rowMarker is merged into every new row: it tells new rows from old ones.
-const rowMarker = `'{"": 1}'::jsonb`
+const rowMarker = `'{"": 1}'::pg_catalog.jsonb`
 
 // ErrUnsupportedType: an output column's type cannot be stored in the row
 // store without loss (an anonymous record, a pseudo-type); nothing was
@@ -67,8 +67,8 @@ const typeRowsCTE = `t(oid, typtype, typbasetype, typelem, typcategory, typlen) 
 // first one row per item of "c" (its ordinal "n", the text expression
 // itemText, its oid "o"), then the pg_type rows of "t".
 func typeRowsSelect(itemText string) string {
-	return `SELECT n::int8, ` + itemText + `, o, NULL::text, NULL::oid, NULL::oid, NULL::text, NULL::int2 FROM c
-UNION ALL SELECT NULL, NULL, oid, typtype::text, typbasetype, typelem, typcategory::text, typlen FROM t`
+	return `SELECT n::pg_catalog.int8, ` + itemText + `, o, NULL::pg_catalog.text, NULL::pg_catalog.oid, NULL::pg_catalog.oid, NULL::pg_catalog.text, NULL::pg_catalog.int2 FROM c
+UNION ALL SELECT NULL, NULL, oid, typtype::pg_catalog.text, typbasetype, typelem, typcategory::pg_catalog.text, typlen FROM t`
 }
 
 // readTypes reads the rows of typeRowsSelect: the text and oid of each of
@@ -198,7 +198,7 @@ func encodingFor(cols Schema, oids []uint32, types map[uint32]*pgTypeRow) (*rowE
 			enc.sel = append(enc.sel, "x."+q)
 			continue
 		}
-		enc.sel = append(enc.sel, "x."+q+"::text AS "+q)
+		enc.sel = append(enc.sel, "x."+q+"::pg_catalog.text AS "+q)
 		enc.textForm = true
 	}
 	return enc, nil
@@ -221,7 +221,7 @@ func noRestore(context.Context) error { return nil }
 // ones; the returned function restores the setting.
 func floatDigits(ctx context.Context, tx pgx.Tx) (func(context.Context) error, error) {
 	var cur int
-	if err := tx.QueryRow(ctx, `SELECT current_setting('extra_float_digits')::int`).Scan(&cur); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT current_setting('extra_float_digits')::pg_catalog.int4`).Scan(&cur); err != nil {
 		return nil, queryError("read extra_float_digits", err)
 	}
 	if cur >= 1 {
@@ -247,8 +247,8 @@ func declaredTypes(ctx context.Context, tx pgx.Tx, s Schema) ([]resolvedType, []
 		names[i] = c.Type
 	}
 	rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, n) AS (
-	SELECT coalesce(to_regtype(x)::oid, 0), i FROM unnest($1::text[]) WITH ORDINALITY u(x, i)
-), `+typeRowsCTE+" "+typeRowsSelect("NULL::text"), names)
+	SELECT coalesce(to_regtype(x)::pg_catalog.oid, 0), i FROM unnest($1::pg_catalog.text[]) WITH ORDINALITY u(x, i)
+), `+typeRowsCTE+" "+typeRowsSelect("NULL::pg_catalog.text"), names)
 	if err != nil {
 		return nil, nil, nil, queryError("read column types", err)
 	}

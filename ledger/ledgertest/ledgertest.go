@@ -88,7 +88,7 @@ func Txns(t testing.TB, db ledger.DB, l *ledger.Ledger, datasetID string) []ledg
 	ctx, cancel := bounded()
 	defer cancel()
 	table := pgx.Identifier{l.Schema(), "pipeline_build_transactions"}.Sanitize()
-	rows, err := db.Query(ctx, `SELECT id::text FROM `+table+` WHERE dataset_id = $1 ORDER BY created_at, id`, datasetID)
+	rows, err := db.Query(ctx, `SELECT id::pg_catalog.text FROM `+table+` WHERE dataset_id = $1 ORDER BY created_at, id`, datasetID)
 	if err != nil {
 		t.Fatalf("ledgertest: list intents of %q: %v", datasetID, err)
 		return nil
