@@ -383,8 +383,9 @@ func TestBusyAndDifferentDatasets(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, held.ID, be.HolderID)
 
-	// Or when the caller's context ends first.
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	// Or when the caller's context ends first (while it waits for the
+	// dataset: the deadline leaves a loaded machine time to get there).
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	l2, err := ledger.New(pool, &ledger.Config{WaitTimeout: time.Hour})
 	require.NoError(t, err)
