@@ -42,6 +42,9 @@ type Options struct {
 	// Tracer, when set, traces the pool's queries (e.g. to count the
 	// statements of a write).
 	Tracer pgx.QueryTracer
+	// TCP connects to the throwaway cluster over TCP loopback instead of
+	// its unix socket (ignored with DatabaseURL).
+	TCP bool
 }
 
 // Env is a running embedded default. Close releases everything.
@@ -71,7 +74,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}()
 	if e.URL == "" {
-		c, err := pgcluster.Start(ctx, pgcluster.Options{})
+		c, err := pgcluster.Start(ctx, pgcluster.Options{TCP: o.TCP})
 		if err != nil {
 			return nil, fmt.Errorf("start a local Postgres (set DATABASE_URL to use your own): %w", err)
 		}

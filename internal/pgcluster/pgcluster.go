@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -40,6 +41,7 @@ type Cluster struct {
 	dir        string
 	socketDir  string
 	port       int
+	tcp        bool
 	supervisor *exec.Cmd
 	stopped    bool
 }
@@ -48,6 +50,10 @@ type Cluster struct {
 type Options struct {
 	// Settings are extra server settings (name -> value) passed with -c.
 	Settings map[string]string
+	// TCP makes the server listen on 127.0.0.1 as well, at a free port,
+	// and URL connect over TCP loopback (as a service reaches a server on
+	// another host) instead of the unix socket.
+	TCP bool
 }
 
 // FindBinDir returns the directory holding initdb and postgres: the one on PATH
@@ -99,7 +105,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
-	c := &Cluster{dir: dir, socketDir: filepath.Join(dir, "sock"), port: 5432}
+	c := &Cluster{dir: dir, socketDir: filepath.Join(dir, "sock"), port: 5432, tcp: opts.TCP}
+	if c.tcp {
+		if c.port, err = freePort(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	cleanupDir := true
 	defer func() {
 		if cleanupDir {
@@ -138,6 +150,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		"max_connections":         "300",
 		"shared_buffers":          "256MB",
 		"logging_collector":       "off",
+	}
+	if c.tcp {
+		settings["listen_addresses"] = "127.0.0.1"
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v
@@ -208,6 +223,9 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 
 // URL returns a connection string for database db as the postgres superuser.
 func (c *Cluster) URL(db string) string {
+	if c.tcp {
+		return "postgres://postgres@127.0.0.1:" + strconv.Itoa(c.port) + "/" + url.PathEscape(db) + "?sslmode=disable"
+	}
 	q := url.Values{}
 	q.Set("host", c.socketDir)
 	q.Set("port", strconv.Itoa(c.port))
@@ -291,4 +309,14 @@ func (c *Cluster) CrashRestart(ctx context.Context) error {
 			return fmt.Errorf("pgcluster: the server did not come back after a crash restart: %w", err)
 		}
 	}
+}
+
+// freePort returns a TCP port of 127.0.0.1 free at the time of the call.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/internal/pgcluster"
@@ -96,6 +97,25 @@ func TestClusterStopRemovesDir(t *testing.T) {
 	c.Stop()
 	require.NoDirExists(t, dir)
 	c.Stop() // idempotent
+}
+
+// A cluster started with TCP is reached over TCP loopback.
+func TestClusterTCP(t *testing.T) {
+	if os.Getenv(pgtest.EnvURL) != "" && !hasBinaries() {
+		t.Skip("external server in use and no local binaries")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{TCP: true})
+	require.NoError(t, err)
+	defer c.Stop()
+	require.Contains(t, c.URL("postgres"), "@127.0.0.1:")
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var addr string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT host(inet_client_addr())").Scan(&addr))
+	require.Equal(t, "127.0.0.1", addr)
 }
 
 // A cluster whose owning process dies without Stop is removed by its
