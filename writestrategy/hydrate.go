@@ -46,11 +46,11 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	for i, c := range s.Columns {
 		typ := c.Type
 		if !types[i].binary() {
-			typ, asText[c.Name] = "text", true
+			typ, asText[c.Name] = "pg_catalog.text", true
 		}
 		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+typ)
 	}
-	defs = append(defs, `"__row_index" bigint`, `"__row_id" bigint`, `"__created_at" timestamptz`)
+	defs = append(defs, `"__row_index" pg_catalog.int8`, `"__row_id" pg_catalog.int8`, `"__created_at" pg_catalog.timestamptz`)
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+pgx.Identifier{name}.Sanitize()+" ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
 		return nil, queryError("hydrate "+datasetID, err)
 	}

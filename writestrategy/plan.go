@@ -43,7 +43,7 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 		for i, c := range s.Columns {
 			q := quoteIdents([]string{c.Name})[0]
 			if jsonCols[c.Name] {
-				defs[i] = q + " jsonb"
+				defs[i] = q + " pg_catalog.jsonb"
 				sel[i] = "CASE WHEN d.data ? '' THEN (r." + q + " #>> '{}')::" + c.Type + " ELSE r." + q + "::" + c.Type + " END AS " + q
 				continue
 			}
