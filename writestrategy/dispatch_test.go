@@ -66,11 +66,18 @@ func newWorldOn(t *testing.T, url string, lake facade.Lakehouse, fc *facade.Conf
 		require.NoError(t, err)
 		lake = f
 	}
+	return wireWorld(t, pool, lake, co, lc)
+}
+
+// wireWorld wires the ledger, the writer flags (writer: the row store by
+// default, Iceberg at most), the resolver and the dispatcher on pool.
+func wireWorld(t *testing.T, pool *pgxpool.Pool, lake facade.Lakehouse, co *cursor.Options, lc *ledger.Config) *world {
+	t.Helper()
 	l, err := ledger.New(pool, lc)
 	require.NoError(t, err)
 	flags, err := sink.NewFlags(pool, nil)
 	require.NoError(t, err)
-	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, flags.SetWriter(context.Background(), sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Iceberg}))
 	res, err := sink.NewResolver(flags, nil)
 	require.NoError(t, err)
 	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake, Workspace: "test", Cursor: co})

@@ -48,17 +48,8 @@ func TestTypeNamesShadowedByTempTables(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_catalog.to_regtype('text')::pg_catalog.oid <> 25`).Scan(&shadowed))
 	require.True(t, shadowed, "a bare text is the temporary table's type")
 
-	l, err := ledger.New(pool, nil)
-	require.NoError(t, err)
-	flags, err := sink.NewFlags(pool, nil)
-	require.NoError(t, err)
-	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Iceberg}))
-	res, err := sink.NewResolver(flags, nil)
-	require.NoError(t, err)
-	lake := facadetest.New(nil)
-	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lake, Workspace: "test"})
-	require.NoError(t, err)
-	w := &world{t: t, pool: pool, ledger: l, flags: flags, resolver: res, lake: lake, d: d}
+	w := wireWorld(t, pool, facadetest.New(nil), nil, nil)
+	l, flags := w.ledger, w.flags
 
 	// Columns of types whose names are SQL keywords: a column's declared
 	// type is a plain name, and text is not visible on these sessions.

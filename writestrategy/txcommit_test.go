@@ -46,16 +46,7 @@ func newPGWorldOn(t *testing.T, url, warehouse string, fc *facade.Config, lc *le
 	f, err := facade.New(cat, fc)
 	require.NoError(t, err)
 	require.True(t, f.CommitsInTx())
-	l, err := ledger.New(pool, lc)
-	require.NoError(t, err)
-	flags, err := sink.NewFlags(pool, nil)
-	require.NoError(t, err)
-	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Postgres, Max: sink.Iceberg}))
-	res, err := sink.NewResolver(flags, nil)
-	require.NoError(t, err)
-	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: f, Workspace: "test"})
-	require.NoError(t, err)
-	return &pgWorld{world: &world{t: t, pool: pool, ledger: l, flags: flags, resolver: res, lake: f, d: d}, f: f, warehouse: warehouse}
+	return &pgWorld{world: wireWorld(t, pool, f, nil, lc), f: f, warehouse: warehouse}
 }
 
 // dispatcher returns a dispatcher of the world writing through lake.
