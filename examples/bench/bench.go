@@ -791,6 +791,10 @@ func (b *bench) naiveIceberg(ctx context.Context) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	// The namespace exists once the e2e phase has run; -only naive creates it.
+	if err := b.env.Catalog.CreateNamespace(ctx, ident[:1], nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		return 0, 0, err
+	}
 	tbl, err := b.env.Catalog.CreateTable(ctx, ident, sc)
 	if err != nil {
 		return 0, 0, err
