@@ -185,6 +185,10 @@ func printTable(w io.Writer, r *report) {
 	if r.RatioTargetMet != nil {
 		fmt.Fprintf(w, "e2e / naive: %.2fx rows/s (target >= %.2fx: %s); e2e client CPU below naive's: %s\n",
 			r.E2EVsNaive, targetVsNaive, metStr(*r.RatioTargetMet), metStr(*r.CPUTargetMet))
+		if e := r.phase(phaseE2E); e != nil && r.E2EFloor > 0 {
+			fmt.Fprintf(w, "e2e CPU floor on %d CPUs: (client %.2fs + server %.2fs) / %d = %.2fs, so at most %.2fx naive at this CPU per row (e2e kept %.0f%% of the CPUs busy)\n",
+				r.Machine.CPUs, e.ClientCPU, e.ServerCPU, r.Machine.CPUs, r.E2EFloor, r.E2ECeilingVsNaive, 100*r.E2EFloor/e.Seconds)
+		}
 	}
 	if r.RSSTargetMet != nil {
 		fmt.Fprintf(w, "target e2e peak RSS <= %s: %s\n", mib(targetRSSByte), metStr(*r.RSSTargetMet))
