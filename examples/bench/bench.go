@@ -24,6 +24,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
@@ -43,6 +44,10 @@ const (
 	seedMark = "lakewrite-bench v1 rows="
 	// query is the measured query of every phase.
 	query = `SELECT id, name, amount, ts, flag, attrs, category FROM ` + sourceTable
+	// warmQuery reads every row up to its last column in the backend itself
+	// (no parallel workers), so that backend has touched every part of the
+	// table's pages in shared memory, and sends one row.
+	warmQuery = `BEGIN; SET LOCAL max_parallel_workers_per_gather = 0; SELECT sum(length(category)) FROM ` + sourceTable + `; COMMIT`
 )
 
 // Phase names, in the order "all" runs them.
@@ -71,6 +76,9 @@ type config struct {
 	Only         string // copy|cursor|e2e|parquet|naive|all
 	RowGroupRows int    // facade.Config.RowGroupRows and the plain Parquet writer's; 0 = facade default
 	WriteQueue   int    // facade.Config.WriteQueue; 0 = facade default
+	// WarmBackends is how many pool connections scan the source table
+	// before the phases (see warmBackends); 0 = none.
+	WarmBackends int
 	WriteWorkers int    // facade.Config.WriteWorkers; 0 = facade default
 	Compression  string // facade.Config.Compression and the plain Parquet writer's; "" = zstd
 	// CompressionLevel is the codec level of the output table
@@ -115,9 +123,9 @@ func (c *config) tuning() string {
 	if comp == "" {
 		comp = "zstd"
 	}
-	out := fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s write-workers=%s compression=%s level=%s",
+	out := fmt.Sprintf("batch=%s row-group-rows=%s write-queue=%s write-workers=%s compression=%s level=%s warm-backends=%d",
 		def(c.Batch, "default"), def(c.RowGroupRows, "default"), def(c.WriteQueue, "default"), def(c.WriteWorkers, "default"),
-		comp, def(c.CompressionLevel, "default"))
+		comp, def(c.CompressionLevel, "default"), c.WarmBackends)
 	for _, k := range slices.Sorted(maps.Keys(c.TableProps)) {
 		out += " " + k + "=" + c.TableProps[k]
 	}
@@ -242,8 +250,8 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 	if cfg.Rows <= 0 {
 		return nil, fmt.Errorf("-rows %d: want > 0", cfg.Rows)
 	}
-	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 || cfg.WriteWorkers < 0 {
-		return nil, errors.New("-batch, -row-group-rows, -write-queue and -write-workers must not be negative")
+	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 || cfg.WriteWorkers < 0 || cfg.WarmBackends < 0 {
+		return nil, errors.New("-batch, -row-group-rows, -write-queue, -write-workers and -warm-backends must not be negative")
 	}
 	if _, err := codec(cfg.Compression); err != nil {
 		return nil, err
@@ -285,6 +293,9 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		return nil, err
 	}
 	if rep.Seed, err = b.seed(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.warmBackends(ctx, cfg.WarmBackends); err != nil {
 		return nil, err
 	}
 
@@ -567,6 +578,33 @@ func (b *bench) seed(ctx context.Context) (*phaseResult, error) {
 	}
 	secs := time.Since(start).Seconds()
 	return &phaseResult{Phase: "seed", Rows: b.cfg.Rows, Seconds: secs, RowsPerSec: float64(b.cfg.Rows) / secs}, nil
+}
+
+// warmBackends scans the source table once on each of n distinct pool
+// connections, so that every phase reads through a server process that
+// has read the table before, as the connections of a long-lived pool have.
+// A backend's first pass over pages in shared memory costs it more server
+// CPU than its later ones (it maps each page into its own address space),
+// and only the phases that hold two connections at once (e2e: the ledger's
+// hold and the cursor's) would otherwise get a fresh backend.
+func (b *bench) warmBackends(ctx context.Context, n int) error {
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := b.env.Pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Exec(ctx, warmQuery); err != nil {
+			return fmt.Errorf("warm the pool: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkAllVisible reports a source table whose pages are not all marked

@@ -29,7 +29,7 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	goroutines := runtime.NumGoroutine()
 
-	cfg := config{Rows: rows, DatabaseURL: url, Warehouse: warehouse, Batch: 4096, Only: "all"}
+	cfg := config{Rows: rows, DatabaseURL: url, Warehouse: warehouse, Batch: 4096, Only: "all", WarmBackends: 2}
 	rep, err := run(ctx, cfg)
 	require.NoError(t, err)
 

@@ -54,6 +54,7 @@ func mainCode() int {
 	flag.StringVar(&cfg.Only, "only", "all", "phases: copy, cursor, e2e, parquet, naive (comma-separated, in that order) or all")
 	flag.IntVar(&cfg.RowGroupRows, "row-group-rows", 0, "Parquet row group rows (0: facade default)")
 	flag.IntVar(&cfg.WriteQueue, "write-queue", 0, "batches queued ahead of the Parquet writer (0: facade default)")
+	flag.IntVar(&cfg.WarmBackends, "warm-backends", 3, "pool connections that scan the source table before the phases, so every phase reads through a server process that has read it before (0: none)")
 	flag.IntVar(&cfg.WriteWorkers, "write-workers", 0, "data files encoded in parallel by the e2e write (0: facade default)")
 	flag.StringVar(&cfg.Compression, "compression", "zstd", "Parquet codec: zstd, snappy or uncompressed")
 	flag.IntVar(&cfg.CompressionLevel, "compression-level", 0, "codec level (0: codec default; zstd 1 = fastest)")
