@@ -579,10 +579,11 @@ func (b *bench) seed(ctx context.Context) (*phaseResult, error) {
 // warmBackends scans the source table once on each of n distinct pool
 // connections, so that every phase reads through a server process that
 // has read the table before, as the connections of a long-lived pool have.
-// A backend's first pass over pages in shared memory costs it more server
-// CPU than its later ones (it maps each page into its own address space),
-// and only the phases that hold two connections at once (e2e: the ledger's
-// hold and the cursor's) would otherwise get a fresh backend.
+// A backend's first pass over the table costs it much more server CPU than
+// its later ones (on the machines we measured, ~0.5 s more per million rows,
+// spent on the first load of each tuple's header in shared memory), and
+// only the phases that hold two connections at once (e2e: the ledger's hold
+// and the cursor's) would otherwise get a fresh backend.
 func (b *bench) warmBackends(ctx context.Context, n int) error {
 	var conns []*pgxpool.Conn
 	defer func() {
