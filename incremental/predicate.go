@@ -52,10 +52,12 @@ func DeltaPredicate(w Window, firstParam int, column ...string) (Predicate, erro
 	}, nil
 }
 
-// TxnPredicate builds `column = ANY($N::uuid[])` over the ids of txns: the
-// rows written by exactly the window's transactions (for the row store:
-// dataset_rows.txn_id). Exact even where commit times collide; an empty
-// txns matches nothing.
+// TxnPredicate builds `column = ANY($N::pg_catalog.uuid[])` over the ids of
+// txns: the rows written by exactly the window's transactions (for the row
+// store: dataset_rows.txn_id). Exact even where commit times collide; an
+// empty txns matches nothing. The cast names the built-in type, so it means
+// the same on a session where another type or a temporary table is named
+// uuid.
 func TxnPredicate(txns []ledger.Txn, firstParam int, column ...string) (Predicate, error) {
 	col, err := quoteColumn(firstParam, column)
 	if err != nil {
@@ -65,7 +67,7 @@ func TxnPredicate(txns []ledger.Txn, firstParam int, column ...string) (Predicat
 	for i, t := range txns {
 		ids[i] = t.ID
 	}
-	return Predicate{SQL: fmt.Sprintf("%s = ANY($%d::uuid[])", col, firstParam), Args: []any{ids}}, nil
+	return Predicate{SQL: fmt.Sprintf("%s = ANY($%d::pg_catalog.uuid[])", col, firstParam), Args: []any{ids}}, nil
 }
 
 func quoteColumn(firstParam int, parts []string) (string, error) {

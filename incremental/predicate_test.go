@@ -35,7 +35,7 @@ func TestDeltaPredicate(t *testing.T) {
 
 	p, err = incremental.TxnPredicate([]ledger.Txn{{ID: "a"}, {ID: "b"}}, 2, "txn_id")
 	require.NoError(t, err)
-	assert.Equal(t, `"txn_id" = ANY($2::uuid[])`, p.SQL)
+	assert.Equal(t, `"txn_id" = ANY($2::pg_catalog.uuid[])`, p.SQL)
 	assert.Equal(t, []any{[]string{"a", "b"}}, p.Args)
 }
 
@@ -71,5 +71,16 @@ func TestPredicatesOnPostgres(t *testing.T) {
 	var c int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (VALUES ($2::uuid), ($3::uuid), (gen_random_uuid())) v(id) WHERE `+p.SQL,
 		p.Args[0], ids[0].ID, ids[1].ID).Scan(&c))
+	assert.Equal(t, 2, c)
+
+	// The same on a session whose temporary table named uuid shadows the
+	// type's bare name.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `CREATE TEMP TABLE uuid (x int) ON COMMIT DROP`)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM (VALUES ($2::pg_catalog.uuid), ($3::pg_catalog.uuid),
+		(pg_catalog.gen_random_uuid())) v(id) WHERE `+p.SQL, p.Args[0], ids[0].ID, ids[1].ID).Scan(&c))
 	assert.Equal(t, 2, c)
 }
