@@ -599,7 +599,7 @@ func (b *bench) warmBackends(ctx context.Context, n int) error {
 		conns = append(conns, c)
 		// The phases' statement, as COPY: the backend itself (no parallel
 		// workers) reads and sends every value; the client drops the bytes.
-		if _, err := c.Conn().PgConn().CopyTo(ctx, io.Discard, `COPY (`+query+`) TO STDOUT (FORMAT binary)`); err != nil {
+		if _, err := copyDiscard(ctx, c); err != nil {
 			return fmt.Errorf("warm the pool: %w", err)
 		}
 	}
@@ -642,11 +642,18 @@ func (b *bench) copyBinary(ctx context.Context) (int64, int64, error) {
 		return 0, 0, err
 	}
 	defer conn.Release()
+	n, err := copyDiscard(ctx, conn)
+	return n, 0, err
+}
+
+// copyDiscard runs the phases' statement on conn as COPY ... TO STDOUT
+// (FORMAT binary), dropping the bytes, and returns the rows sent.
+func copyDiscard(ctx context.Context, conn *pgxpool.Conn) (int64, error) {
 	tag, err := conn.Conn().PgConn().CopyTo(ctx, io.Discard, `COPY (`+query+`) TO STDOUT (FORMAT binary)`)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	return tag.RowsAffected(), 0, nil
+	return tag.RowsAffected(), nil
 }
 
 func (b *bench) cursorOptions() *cursor.Options {

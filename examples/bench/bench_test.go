@@ -60,16 +60,32 @@ func TestRun(t *testing.T) {
 	require.NotNil(t, rep.E2E)
 	assert.Equal(t, int64(rows), rep.E2E.Rows)
 	assert.NotNil(t, rep.RatioTargetMet)
+	// With the server on this machine its CPU is measured, and with it the
+	// e2e CPU floor and the ceiling it allows.
+	e2e, naive := rep.phase(phaseE2E), rep.phase(phaseNaive)
+	if e2e.ServerCPU > 0 {
+		assert.InDelta(t, (e2e.ClientCPU+e2e.ServerCPU)/float64(rep.Machine.CPUs), rep.E2EFloor, 1e-9)
+		assert.InDelta(t, naive.Seconds/rep.E2EFloor, rep.E2ECeilingVsNaive, 1e-9)
+	}
 
 	var out bytes.Buffer
 	printTable(&out, rep)
 	assert.Contains(t, out.String(), "e2e")
 	assert.Contains(t, out.String(), "COPY baseline")
+	if rep.E2EFloor > 0 {
+		assert.Contains(t, out.String(), "e2e CPU floor on")
+	}
 
 	// The ledger committed the intent with the commit result.
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
+
+	// The seed left every page of the source table all-visible.
+	var pages, visible int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT relpages, relallvisible FROM pg_class WHERE oid = $1::regclass`, sourceTable).Scan(&pages, &visible))
+	assert.Positive(t, pages)
+	assert.Equal(t, pages, visible, "all-visible pages of %s", sourceTable)
 	led, err := ledger.New(pool, nil)
 	require.NoError(t, err)
 	txn, err := led.Get(ctx, rep.E2E.TxnID)
