@@ -46,7 +46,7 @@ var stages = []stage{
 		"pqarrow.(*FileWriter).Close", "file.(*Writer).Close", "file.(*Writer).FlushWithFooter",
 		"DataFileStatsFromMeta", "dataFileStatistics",
 	}},
-	{Name: "stamp/hash", match: []string{"facade.(*stamper)", "facade.(*rowHasher)", "facade.hashColumn", "facade.valueHashes"}},
+	{Name: "stamp/hash", match: []string{"facade/internal/identity."}},
 	{Name: "encode", match: []string{"arrow-go/v18/parquet", "klauspost/compress", "iceberg-go/table."}},
 	{Name: "decode", match: []string{"/lakewrite/cursor.", "jackc/pgx"}},
 	{Name: "gc (background)", match: []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge"}},

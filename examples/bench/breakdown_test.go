@@ -8,16 +8,16 @@ import (
 // the stack, otherwise the frame nearest the leaf decides.
 func TestClassify(t *testing.T) {
 	names := []string{
-		"runtime.memclrNoHeapPointers",                                       // 1
-		"github.com/lakewrite/lakewrite/facade.(*stamper).stamp",             // 2
-		"github.com/lakewrite/lakewrite/cursor.(*Stream).All.func1",          // 3
-		"github.com/apache/arrow-go/v18/parquet/pqarrow.writeDenseArrow",     // 4
-		"github.com/apache/arrow-go/v18/parquet/pqarrow.(*FileWriter).Close", // 5
-		"github.com/apache/iceberg-go/table.WriteRecords",                    // 6
-		"github.com/lakewrite/lakewrite/ledger.(*Ledger).Commit",             // 7
-		"github.com/jackc/pgx/v5/pgconn.(*PgConn).ReceiveMessage",            // 8
-		"github.com/apache/iceberg-go/table.(*arrowRecordReader).Next",       // 9
-		"runtime.gcBgMarkWorker",                                             // 10
+		"runtime.memclrNoHeapPointers",                                             // 1
+		"github.com/lakewrite/lakewrite/facade/internal/identity.(*Stamper).Stamp", // 2
+		"github.com/lakewrite/lakewrite/cursor.(*Stream).All.func1",                // 3
+		"github.com/apache/arrow-go/v18/parquet/pqarrow.writeDenseArrow",           // 4
+		"github.com/apache/arrow-go/v18/parquet/pqarrow.(*FileWriter).Close",       // 5
+		"github.com/apache/iceberg-go/table.WriteRecords",                          // 6
+		"github.com/lakewrite/lakewrite/ledger.(*Ledger).Commit",                   // 7
+		"github.com/jackc/pgx/v5/pgconn.(*PgConn).ReceiveMessage",                  // 8
+		"github.com/apache/iceberg-go/table.(*arrowRecordReader).Next",             // 9
+		"runtime.gcBgMarkWorker",                                                   // 10
 	}
 	p := &profile{locFuncs: map[uint64][]uint64{}, funcNames: map[uint64]string{}}
 	for i, n := range names {
