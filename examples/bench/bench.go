@@ -161,6 +161,12 @@ type phaseResult struct {
 	// Stages is the client CPU by stage (decode, stamp/hash, encode, ...)
 	// from an in-process CPU profile of the phase; empty with -cpuprofile.
 	Stages []stageCPU `json:"cpu_by_stage,omitempty"`
+	// ClientSwitches and ServerSwitches are the context switches of this
+	// process and of the database's backends during the phase (server: nil
+	// when it is not on this machine). Each is a thread that stopped: to
+	// wait (voluntary) or because another took its CPU (involuntary).
+	ClientSwitches ctxSwitches  `json:"client_context_switches"`
+	ServerSwitches *ctxSwitches `json:"server_context_switches,omitempty"`
 	// Columns is the compressed bytes per column of what the phase wrote
 	// (e2e and naive: the Iceberg column sizes of the snapshot's files).
 	Columns []columnBytes `json:"bytes_by_column,omitempty"`
@@ -418,7 +424,7 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 	if resetPeakRSS() {
 		scope = "phase"
 	}
-	srv0 := b.serverCPU(ctx)
+	srv0 := b.serverProcs(ctx)
 	hs := startHeapSampler(10 * time.Millisecond)
 	var sp stageProfile
 	if b.cfg.CPUProfile == "" && name != phaseCopy && name != phaseCopy2 {
@@ -426,12 +432,12 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 			return phaseResult{}, fmt.Errorf("stage profile: %w", err)
 		}
 	}
-	cpu0 := processCPU()
+	cpu0, cs0 := processCPU(), processCtxSwitches()
 	idle0, all0 := machineIdle()
 	start := time.Now()
 	rows, out, err := fn(ctx)
 	secs := time.Since(start).Seconds()
-	cpu := processCPU() - cpu0
+	cpu, cs := processCPU()-cpu0, processCtxSwitches().sub(cs0)
 	idle1, all1 := machineIdle()
 	heap := hs.stop()
 	stages, perr := sp.stop()
@@ -444,18 +450,24 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 	pr := phaseResult{
 		Phase: name, Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs,
 		PeakRSS: procStatusKB("VmHWM"), PeakRSSScope: scope, PeakHeap: heap, OutBytes: out,
-		ClientCPU: cpu.Seconds(), Stages: stages,
+		ClientCPU: cpu.Seconds(), Stages: stages, ClientSwitches: cs,
 	}
 	if all1 > all0 {
 		pr.Idle = float64(idle1-idle0) / float64(all1-all0)
 	}
 	if srv0 != nil {
-		if srv1 := b.serverCPU(ctx); srv1 != nil {
-			var d time.Duration
-			for pid, t := range srv1 {
-				d += t - srv0[pid] // a backend started during the phase counts from 0
+		if srv1 := b.serverProcs(ctx); srv1 != nil {
+			var (
+				d  time.Duration
+				sw ctxSwitches
+			)
+			for pid, p := range srv1 {
+				// A backend started during the phase counts from 0.
+				d += p.cpu - srv0[pid].cpu
+				sw.Voluntary += p.switches.Voluntary - srv0[pid].switches.Voluntary
+				sw.Involuntary += p.switches.Involuntary - srv0[pid].switches.Involuntary
 			}
-			pr.ServerCPU = d.Seconds()
+			pr.ServerCPU, pr.ServerSwitches = d.Seconds(), &sw
 		}
 	}
 	return pr, nil
@@ -489,10 +501,17 @@ func machineIdle() (idle, all uint64) {
 	return idle, all
 }
 
-// serverCPU returns the CPU time of each client backend of the database
-// when the server runs on this machine (nil otherwise): read from
-// /proc/<pid>/stat of the backends pg_stat_activity lists.
-func (b *bench) serverCPU(ctx context.Context) map[int]time.Duration {
+// procCounters is what the bench reads of a server process.
+type procCounters struct {
+	cpu      time.Duration
+	switches ctxSwitches
+}
+
+// serverProcs returns the CPU time and context switches of each client
+// backend of the database when the server runs on this machine (nil
+// otherwise): read from /proc/<pid>/ of the backends pg_stat_activity
+// lists.
+func (b *bench) serverProcs(ctx context.Context) map[int]procCounters {
 	rows, err := b.env.Pool.Query(ctx, `SELECT pid FROM pg_stat_activity
 		WHERE datname = current_database() AND backend_type = 'client backend'`)
 	if err != nil {
@@ -502,14 +521,16 @@ func (b *bench) serverCPU(ctx context.Context) map[int]time.Duration {
 	if err != nil {
 		return nil
 	}
-	out := map[int]time.Duration{}
+	out := map[int]procCounters{}
 	for _, pid := range pids {
 		cmd, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cmdline")
 		if err != nil || !strings.HasPrefix(string(cmd), "postgres") {
 			continue // not local, or gone
 		}
-		if t, ok := pidCPU(int(pid)); ok {
-			out[int(pid)] = t
+		t, ok1 := pidCPU(int(pid))
+		sw, ok2 := pidCtxSwitches(int(pid))
+		if ok1 && ok2 {
+			out[int(pid)] = procCounters{t, sw}
 		}
 	}
 	if len(out) == 0 {

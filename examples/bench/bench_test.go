@@ -66,6 +66,11 @@ func TestRun(t *testing.T) {
 	if e2e.ServerCPU > 0 {
 		assert.InDelta(t, (e2e.ClientCPU+e2e.ServerCPU)/float64(rep.Machine.CPUs), rep.E2EFloor, 1e-9)
 		assert.InDelta(t, naive.Seconds/rep.E2EFloor, rep.E2ECeilingVsNaive, 1e-9)
+		// and the context switches of both sides: streaming a result makes
+		// the client wait for the server at least once.
+		require.NotNil(t, e2e.ServerSwitches)
+		assert.Positive(t, e2e.ClientSwitches.Voluntary+e2e.ClientSwitches.Involuntary)
+		assert.GreaterOrEqual(t, e2e.ServerSwitches.Voluntary+e2e.ServerSwitches.Involuntary, int64(0))
 	}
 
 	var out bytes.Buffer
@@ -74,6 +79,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out.String(), "COPY baseline")
 	if rep.E2EFloor > 0 {
 		assert.Contains(t, out.String(), "e2e CPU floor on")
+		assert.Contains(t, out.String(), "e2e context switches per 1k rows: client ")
 	}
 
 	// The ledger committed the intent with the commit result.

@@ -191,9 +191,24 @@ func printTable(w io.Writer, r *report) {
 				r.Machine.CPUs, e.ClientCPU, e.ServerCPU, r.Machine.CPUs, r.E2EFloor, r.E2ECeilingVsNaive, 100*r.E2EFloor/e.Seconds)
 		}
 	}
+	for _, name := range []string{phaseE2E, phaseNaive} {
+		if p := r.phase(name); p != nil && p.ServerSwitches != nil {
+			fmt.Fprintf(w, "%s context switches per 1k rows: client %.1f waits + %.1f preempted, server %.1f waits + %.1f preempted\n",
+				name, perK(p.ClientSwitches.Voluntary, p.Rows), perK(p.ClientSwitches.Involuntary, p.Rows),
+				perK(p.ServerSwitches.Voluntary, p.Rows), perK(p.ServerSwitches.Involuntary, p.Rows))
+		}
+	}
 	if r.RSSTargetMet != nil {
 		fmt.Fprintf(w, "target e2e peak RSS <= %s: %s\n", mib(targetRSSByte), metStr(*r.RSSTargetMet))
 	}
+}
+
+// perK is n per thousand rows.
+func perK(n, rows int64) float64 {
+	if rows <= 0 {
+		return 0
+	}
+	return float64(n) * 1000 / float64(rows)
 }
 
 func metStr(ok bool) string {

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -118,6 +119,56 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ctxSwitches counts the context switches of a process (or of several):
+// Voluntary ones are waits (a read with nothing to read, a full socket, a
+// lock), involuntary ones are preemptions.
+type ctxSwitches struct {
+	Voluntary   int64 `json:"voluntary"`
+	Involuntary int64 `json:"involuntary"`
+}
+
+func (c ctxSwitches) sub(d ctxSwitches) ctxSwitches {
+	return ctxSwitches{c.Voluntary - d.Voluntary, c.Involuntary - d.Involuntary}
+}
+
+// processCtxSwitches is the context switches of this process, all threads.
+func processCtxSwitches() ctxSwitches {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return ctxSwitches{}
+	}
+	return ctxSwitches{int64(ru.Nvcsw), int64(ru.Nivcsw)}
+}
+
+// pidCtxSwitches is the context switches of another local process, from
+// /proc/<pid>/status; ok=false when it cannot be read.
+func pidCtxSwitches(pid int) (c ctxSwitches, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return c, false
+	}
+	found := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		var dst *int64
+		switch k {
+		case "voluntary_ctxt_switches":
+			dst = &c.Voluntary
+		case "nonvoluntary_ctxt_switches":
+			dst = &c.Involuntary
+		default:
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return c, false
+		}
+		*dst = n
+		found++
+	}
+	return c, found == 2
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux
