@@ -432,12 +432,13 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 			return phaseResult{}, fmt.Errorf("stage profile: %w", err)
 		}
 	}
-	cpu0, cs0 := processCPU(), processCtxSwitches()
+	cpu0, cs0 := processUsage()
 	idle0, all0 := machineIdle()
 	start := time.Now()
 	rows, out, err := fn(ctx)
 	secs := time.Since(start).Seconds()
-	cpu, cs := processCPU()-cpu0, processCtxSwitches().sub(cs0)
+	cpu1, cs1 := processUsage()
+	cpu, cs := cpu1-cpu0, cs1.sub(cs0)
 	idle1, all1 := machineIdle()
 	heap := hs.stop()
 	stages, perr := sp.stop()
@@ -464,8 +465,7 @@ func (b *bench) measure(ctx context.Context, name string, fn func(context.Contex
 			for pid, p := range srv1 {
 				// A backend started during the phase counts from 0.
 				d += p.cpu - srv0[pid].cpu
-				sw.Voluntary += p.switches.Voluntary - srv0[pid].switches.Voluntary
-				sw.Involuntary += p.switches.Involuntary - srv0[pid].switches.Involuntary
+				sw = sw.add(p.switches.sub(srv0[pid].switches))
 			}
 			pr.ServerCPU, pr.ServerSwitches = d.Seconds(), &sw
 		}

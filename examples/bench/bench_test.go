@@ -67,10 +67,11 @@ func TestRun(t *testing.T) {
 		assert.InDelta(t, (e2e.ClientCPU+e2e.ServerCPU)/float64(rep.Machine.CPUs), rep.E2EFloor, 1e-9)
 		assert.InDelta(t, naive.Seconds/rep.E2EFloor, rep.E2ECeilingVsNaive, 1e-9)
 		// and the context switches of both sides: streaming a result makes
-		// the client wait for the server at least once.
+		// the client wait for the server, and a backend waits for the
+		// client's next statement between the write's round trips.
 		require.NotNil(t, e2e.ServerSwitches)
-		assert.Positive(t, e2e.ClientSwitches.Voluntary+e2e.ClientSwitches.Involuntary)
-		assert.GreaterOrEqual(t, e2e.ServerSwitches.Voluntary+e2e.ServerSwitches.Involuntary, int64(0))
+		assert.Positive(t, e2e.ClientSwitches.Voluntary)
+		assert.Positive(t, e2e.ServerSwitches.Voluntary)
 	}
 
 	var out bytes.Buffer

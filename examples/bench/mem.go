@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,28 +22,40 @@ const heapObjectsMetric = "/memory/classes/heap/objects:bytes"
 // procStatusKB reads a "Name:   1234 kB" field of /proc/self/status in
 // bytes; 0 when unavailable (not Linux).
 func procStatusKB(name string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
+	v, ok := procStatusFields("/proc/self/status", name)
+	if !ok {
 		return 0
 	}
+	return v[0] << 10
+}
+
+// procStatusFields reads the numbers of the named fields ("Name:   1234
+// ...") of a /proc/<pid>/status file, in the order asked; ok=false when
+// the file or a field cannot be read.
+func procStatusFields(path string, names ...string) ([]int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	out := make([]int64, len(names))
+	found := 0
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	prefix := []byte(name + ":")
 	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, prefix) {
+		k, v, _ := bytes.Cut(sc.Bytes(), []byte(":"))
+		i := slices.Index(names, string(k))
+		if i < 0 {
 			continue
 		}
-		f := bytes.Fields(line[len(prefix):])
+		f := bytes.Fields(v)
 		if len(f) == 0 {
-			return 0
+			return nil, false
 		}
-		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
-		if err != nil {
-			return 0
+		if out[i], err = strconv.ParseInt(string(f[0]), 10, 64); err != nil {
+			return nil, false
 		}
-		return kb << 10
+		found++
 	}
-	return 0
+	return out, found == len(names)
 }
 
 // resetPeakRSS returns the heap's free memory to the OS and resets the
@@ -112,15 +124,6 @@ func (h *heapSampler) stop() uint64 {
 	return h.peak
 }
 
-// processCPU is the user+system CPU time of this process.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // ctxSwitches counts the context switches of a process (or of several):
 // Voluntary ones are waits (a read with nothing to read, a full socket, a
 // lock), involuntary ones are preemptions.
@@ -133,42 +136,28 @@ func (c ctxSwitches) sub(d ctxSwitches) ctxSwitches {
 	return ctxSwitches{c.Voluntary - d.Voluntary, c.Involuntary - d.Involuntary}
 }
 
-// processCtxSwitches is the context switches of this process, all threads.
-func processCtxSwitches() ctxSwitches {
+func (c ctxSwitches) add(d ctxSwitches) ctxSwitches {
+	return ctxSwitches{c.Voluntary + d.Voluntary, c.Involuntary + d.Involuntary}
+}
+
+// processUsage is the user+system CPU time and the context switches of
+// this process, all threads.
+func processUsage() (time.Duration, ctxSwitches) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return ctxSwitches{}
+		return 0, ctxSwitches{}
 	}
-	return ctxSwitches{int64(ru.Nvcsw), int64(ru.Nivcsw)}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ctxSwitches{int64(ru.Nvcsw), int64(ru.Nivcsw)}
 }
 
 // pidCtxSwitches is the context switches of another local process, from
 // /proc/<pid>/status; ok=false when it cannot be read.
-func pidCtxSwitches(pid int) (c ctxSwitches, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return c, false
+func pidCtxSwitches(pid int) (ctxSwitches, bool) {
+	v, ok := procStatusFields("/proc/"+strconv.Itoa(pid)+"/status", "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+	if !ok {
+		return ctxSwitches{}, false
 	}
-	found := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		var dst *int64
-		switch k {
-		case "voluntary_ctxt_switches":
-			dst = &c.Voluntary
-		case "nonvoluntary_ctxt_switches":
-			dst = &c.Involuntary
-		default:
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return c, false
-		}
-		*dst = n
-		found++
-	}
-	return c, found == 2
+	return ctxSwitches{v[0], v[1]}, true
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux
