@@ -38,8 +38,9 @@ const (
 // held) Open does not wait: with p.Lookup it reconciles the holder at once
 // (claim, then roll forward, abort, or an *UnresolvedError when Lookup
 // cannot tell) and opens; a dead maintenance holder is aborted without a
-// Lookup. Holders without liveness are only reconciled by Sweep and
-// Recover, by age.
+// Lookup. A holder without liveness is reconciled the same way, by its
+// age, when p.RecoverAfter is set (with p.Lookup); otherwise only Sweep
+// and Recover reconcile it.
 //
 // Opening a pre-minted id that is already open returns that intent
 // (holding it when its previous holder is gone), unless a reconciler
@@ -86,7 +87,9 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 			return nil, err
 		}
 		gone := h != nil && h.key != nil && !h.live
-		if gone && (h.txn.WriteMode == Maintenance || p.Lookup != nil) {
+		// A holder without liveness is taken for gone by its age alone.
+		aged := h != nil && h.key == nil && h.aged && p.Lookup != nil
+		if (gone && (h.txn.WriteMode == Maintenance || p.Lookup != nil)) || aged {
 			r, err := l.reconcile(ctx, st.conn, h.txn, h.key, p.Lookup)
 			if err != nil {
 				return nil, err
@@ -125,13 +128,16 @@ type holder struct {
 	txn  Txn
 	key  *int64 // lock_key; nil without liveness
 	live bool   // its lock is granted: the writer is alive
+	aged bool   // opened at least OpenParams.RecoverAfter ago (when set)
 }
 
-func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string) (*holder, error) {
+func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string, recoverAfter time.Duration) (*holder, error) {
 	var h holder
-	t, err := scanTxn(db.QueryRow(ctx, `SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (`+heldKeys+`), false)
-		FROM `+l.table("pipeline_build_transactions")+` WHERE dataset_id = $1 AND status = 'open'`, datasetID),
-		&h.key, &h.live)
+	t, err := scanTxn(db.QueryRow(ctx, `SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (`+heldKeys+`), false),
+		$2 AND created_at <= now() - $3::pg_catalog.interval
+		FROM `+l.table("pipeline_build_transactions")+` WHERE dataset_id = $1 AND status = 'open'`,
+		datasetID, recoverAfter > 0, recoverAfter),
+		&h.key, &h.live, &h.aged)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +235,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 	case pgErr.Code == pgLockNotAvailable:
 		return nil, nil, ErrBusy
 	case pgErr.Code == pgUniqueViolation && pgErr.ConstraintName == openIndexName:
-		h, herr := l.holderOf(ctx, db, p.DatasetID)
+		h, herr := l.holderOf(ctx, db, p.DatasetID, p.RecoverAfter)
 		switch {
 		case herr == nil && h.txn.ID == id:
 			in, err := l.reopen(ctx, db, id, p, st)

@@ -199,6 +199,14 @@ type OpenParams struct {
 	// A dead maintenance intent is aborted without asking Lookup, with or
 	// without one.
 	Lookup Lookup
+	// RecoverAfter, with Lookup, lets Open reconcile the same way an open
+	// intent without liveness (opened with LivenessOff, through a pgx.Tx,
+	// or by a writer whose lock was refused) once it was opened at least
+	// this long ago (database clock): such a holder's death cannot be
+	// seen, only its age. Zero: Open waits for such a holder like a live
+	// one (Sweep and Recover still reconcile it by age). Must not be
+	// negative; make it longer than the slowest write.
+	RecoverAfter time.Duration
 	// NoWait makes Open return a *BusyError at once instead of waiting
 	// while another intent holds the dataset (a maintenance run skips a
 	// dataset a writer is busy with). Reconciling a dead holder is not
@@ -319,6 +327,8 @@ func (p *OpenParams) validate() error {
 		return invalid("write mode %q: want %q, %q or %q", p.WriteMode, vocab.Replace, vocab.Append, Maintenance)
 	case p.ID != "" && !validID(p.ID):
 		return invalid("transaction id %q is not a UUID", p.ID)
+	case p.RecoverAfter < 0:
+		return invalid("RecoverAfter %s is negative", p.RecoverAfter)
 	}
 	return nil
 }

@@ -350,7 +350,7 @@ func (d *Dispatcher) openAll(ctx context.Context, req Request, outs []string, mo
 			reads = []ledger.Read{first}
 		}
 		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: o, WriterID: req.WriterID, Sink: sinkName,
-			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup, Reads: reads})
+			WriteMode: modes[o], IdempotencyKey: req.IdempotencyKey, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter, Reads: reads})
 		if err != nil {
 			d.abortAll(ctx, intents, err)
 			return nil, err

@@ -51,7 +51,7 @@ func (d *Dispatcher) maintain(ctx context.Context, writerID, datasetID string, n
 		return facade.MaintenanceReport{}, fmt.Errorf("%w: the Lakehouse does not implement facade.Maintainer", ErrInvalid)
 	}
 	in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg,
-		WriteMode: ledger.Maintenance, NoWait: noWait, Lookup: d.Lookup})
+		WriteMode: ledger.Maintenance, NoWait: noWait, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter})
 	if err != nil {
 		return facade.MaintenanceReport{}, err
 	}

@@ -22,8 +22,8 @@ import (
 // trip of its own. When the flags say another sink, the intent is
 // withdrawn (deleted: it wrote nothing) and the write runs as it would
 // have, reading the output's row and open intents first. An open intent
-// of a gone writer is reconciled by the ledger's Open itself, as it would
-// be for any write.
+// of a gone writer, or one without liveness older than RecoverAfter, is
+// reconciled by the ledger's Open itself, as it would be for any write.
 
 // maxPredictions bounds the sinks a Dispatcher remembers.
 const maxPredictions = 8192
@@ -93,7 +93,7 @@ func (d *Dispatcher) openPredicted(ctx context.Context, w *writeInfo, req Reques
 	read := &datasetsRead{ids: datasetIDs(req.Strategy)}
 	octx, ph := d.observe(ctx, w, PhaseOpen, w.outs)
 	in, err := d.cfg.Ledger.Open(octx, ledger.OpenParams{DatasetID: w.outs[0], WriterID: req.WriterID, Sink: predicted,
-		WriteMode: facade.Replace, Lookup: d.Lookup, Reads: []ledger.Read{
+		WriteMode: facade.Replace, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter, Reads: []ledger.Read{
 			{SQL: datasetsSQL((&Env{Schema: d.cfg.Ledger.Schema()}).ctlSchema()), Args: []any{read.ids}, Scan: read.scan}, flags}})
 	ph.end(0, err)
 	if err != nil {
