@@ -221,15 +221,39 @@
 // itself (pqarrow) and describes them for iceberg-go from the writer's
 // footer (table.DataFileFromMetadata: counts, sizes, bounds under the
 // table's metrics modes, field ids), so that each column gets the layout
-// that suits it: __row_index BYTE_STREAM_SPLIT (nearly nothing after
-// zstd), __row_id PLAIN without a codec (an incompressible hash: no CPU
-// spent compressing it), __created_at a dictionary, decimals of precision
-// <= 18 as INT32/INT64, and the business columns the table's codec, level,
-// page and dictionary settings. Partitioned, sorted and format v3 tables,
-// and tables with bloom-filter or variant-shredding properties, are
-// written by iceberg-go's writer. DELTA_BINARY_PACKED would suit __row_index too, but
-// arrow-go's decoder does not release a buffer, which an allocator other
-// than Go's heap reports as a leak.
+// that suits it: __row_index PLAIN under the table's codec, __row_id PLAIN
+// without a codec (an incompressible hash: no CPU spent compressing it),
+// __created_at a dictionary, decimals of precision <= 18 as INT32/INT64,
+// and the business columns the table's codec, level, page and dictionary
+// settings. Partitioned, sorted and format v3 tables, and tables with
+// bloom-filter or variant-shredding properties, are written by iceberg-go's
+// writer, as are compacted files.
+//
+// Every data file, from either writer, is meant to be read by the engines
+// users query the tables with. Each choice of the facade's writer and the
+// readers' support, in the releases of the last two years (DuckDB 1.1+,
+// parquet-java 1.13+ as used by Spark, Trino and Flink, Iceberg Java's
+// vectorized reader 1.4+, Arrow C++/PyArrow 14+, arrow-rs 50+):
+//
+//	choice                          DuckDB  parquet-java  Iceberg vect.  Arrow C++  arrow-rs
+//	PLAIN, dictionary (RLE_DICT.)   yes     yes           yes            yes        yes
+//	DataPageV2 (iceberg-go default; yes     yes           yes (0.12+,    yes        yes
+//	  write.parquet.page-version=1          plain/dict)
+//	  gives V1, Iceberg Java's)
+//	decimal(p<=18) as INT32/INT64   yes     yes           yes            yes        yes
+//	min/max statistics, null counts yes     yes           -              yes        yes
+//	zstd (default), snappy, gzip    yes     yes           yes            yes        yes
+//	DELTA_BINARY_PACKED (opt-in)    yes     yes           1.10+ only     yes        yes
+//	BYTE_STREAM_SPLIT int (opt-in)  no      1.14+         2026+ only     16+        53+
+//
+// So the default writes only PLAIN and dictionary encodings, the two
+// encodings every reader above has always taken; PropertyRowIndexEncoding
+// opts __row_index into the smaller encodings and names the readers that
+// refuse them. The module internal/interop proves the default by reading
+// every kind of table the library writes with DuckDB and comparing each
+// value with Postgres. arrow-go's DELTA_BINARY_PACKED decoder does not
+// release a 64-byte buffer per column reader, which an allocator other than
+// Go's heap reports (or, for a C allocator, keeps) on read-back.
 //
 // Pages default to 64 KiB of values, checked every 512 values (the table
 // properties write.parquet.page-size-bytes and write.parquet.page-row-limit

@@ -20,21 +20,24 @@ import (
 
 // The facade writes the data files of unpartitioned, unsorted tables itself
 // with pqarrow, with Parquet settings per column that iceberg-go's writer
-// cannot express (it applies one encoding and one codec to every column):
+// cannot express (it applies one encoding and one codec to every column).
+// Every choice is one that DuckDB, parquet-java (Spark, Trino, Flink, and
+// Iceberg's own vectorized reader), Arrow C++ (PyArrow) and arrow-rs
+// (DataFusion, Polars) of the last two years read; the package
+// documentation ("Data files") has the table. The interop test module
+// (internal/interop) reads every kind of table back with DuckDB.
 //
-//   - __row_index (consecutive integers): BYTE_STREAM_SPLIT, no
-//     dictionary, the table's codec: ~16 KB per million rows instead of
-//     8 MB, for ~5 ms of CPU per million rows. DELTA_BINARY_PACKED without
-//     a codec is no cheaper to encode (~4.7 ms) and arrow-go's decoder of
-//     it never releases a buffer, which a checked allocator reports as a
-//     leak when the file is read back.
+//   - __row_index (consecutive integers): PLAIN, no dictionary, the table's
+//     codec (~1 MB per million rows after zstd). PropertyRowIndexEncoding
+//     opts into DELTA_BINARY_PACKED or BYTE_STREAM_SPLIT, smaller (~10 KB
+//     and ~50 KB per million rows) but refused by some readers.
 //   - __row_id (a 63-bit hash, incompressible): PLAIN, no dictionary and no
 //     codec, so no CPU is spent compressing what does not compress.
 //   - __created_at (one value per write): dictionary.
 //   - decimals of precision <= 18: INT32/INT64 instead of a 16-byte
 //     FIXED_LEN_BYTE_ARRAY.
-//   - business columns: the table's codec, level, page and dictionary
-//     settings, as iceberg-go's writer would apply them.
+//   - business columns: the table's codec, level, page version, page and
+//     dictionary settings, as iceberg-go's writer would apply them.
 //
 // The files are then described for iceberg-go by table.DataFileFromMetadata
 // from the writer's in-memory footer (record count, column sizes, value and
@@ -42,6 +45,44 @@ import (
 // nothing is read back. Tables with a partition spec, a sort order, format
 // version 3 or writer properties this path does not reproduce (bloom
 // filters, variant shredding) keep iceberg-go's writer.
+
+// PropertyRowIndexEncoding is the table property choosing the Parquet
+// encoding of __row_index in the files the facade writes itself
+// (unpartitioned, unsorted format v2 tables; iceberg-go's writer, and so
+// compaction, ignores it). Set it with Config.TableProperties (applied when
+// the facade creates a table) or on the table. Values:
+//
+//   - "plain" (default): PLAIN under the table's codec, read by every
+//     Parquet reader.
+//   - "delta-binary-packed": DELTA_BINARY_PACKED without dictionary, ~100x
+//     smaller. Iceberg's vectorized Parquet reader (Spark and Flink on
+//     Iceberg tables) before Iceberg 1.10 refuses it, unless vectorized
+//     reads are disabled; arrow-go's decoder of it keeps one buffer per
+//     column reader, which a checking allocator reports on read-back.
+//   - "byte-stream-split": BYTE_STREAM_SPLIT, the layout written before
+//     PLAIN became the default. DuckDB (up to at least 1.5) refuses it
+//     ("BYTE_STREAM_SPLIT encoding is only supported for FLOAT or DOUBLE
+//     data"), as does Iceberg's vectorized reader before 2026 and
+//     hyparquet inside DataPageV2 pages.
+//
+// Any other value fails a write the facade encodes itself, before a file
+// is written.
+const PropertyRowIndexEncoding = "lakewrite.parquet.row-index-encoding"
+
+// rowIndexEncoding returns the __row_index encoding props ask for.
+func rowIndexEncoding(props iceberg.Properties) (parquet.Encoding, error) {
+	switch v := props.Get(PropertyRowIndexEncoding, "plain"); v {
+	case "plain":
+		return parquet.Encodings.Plain, nil
+	case "delta-binary-packed":
+		return parquet.Encodings.DeltaBinaryPacked, nil
+	case "byte-stream-split":
+		return parquet.Encodings.ByteStreamSplit, nil
+	default:
+		return parquet.Encodings.Plain, fmt.Errorf("facade: table property %s=%q: want plain, delta-binary-packed or byte-stream-split",
+			PropertyRowIndexEncoding, v)
+	}
+}
 
 // nativeProps lists the table properties the native writer honours; a table
 // property with one of nativeUnsupported's prefixes sends the write to
@@ -143,9 +184,11 @@ func nativeWriterProps(props iceberg.Properties, sc *arrow.Schema, rowGroupRows 
 		wp = append(wp, parquet.WithDictionaryCostFallbackFor(f.Name, true))
 	}
 	if sc.HasField(ColRowIndex) {
-		wp = append(wp,
-			parquet.WithDictionaryFor(ColRowIndex, false),
-			parquet.WithEncodingFor(ColRowIndex, parquet.Encodings.ByteStreamSplit))
+		enc, err := rowIndexEncoding(props)
+		if err != nil {
+			return nil, err
+		}
+		wp = append(wp, parquet.WithDictionaryFor(ColRowIndex, false), parquet.WithEncodingFor(ColRowIndex, enc))
 	}
 	if sc.HasField(ColRowID) {
 		wp = append(wp,

@@ -20,11 +20,50 @@ import (
 
 // TestNativeFilesLayoutStatsAndPruning: the data files of an unpartitioned
 // table carry field ids, per-column encodings (__row_index
-// BYTE_STREAM_SPLIT, __row_id uncompressed, a numeric(12,2) as INT64),
+// PLAIN, __row_id uncompressed, a numeric(12,2) as INT64),
 // bounds for every column, read back exactly, and a filtered scan prunes
 // the files whose bounds exclude it.
 func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
-	e := newIcebergEnv(t)
+	testNativeFiles(t, nil, parquet.Encodings.Plain)
+}
+
+// TestRowIndexEncodingProperty: PropertyRowIndexEncoding opts __row_index
+// into BYTE_STREAM_SPLIT or DELTA_BINARY_PACKED (every value still reads
+// back), and an unknown value fails the write with nothing committed.
+func TestRowIndexEncodingProperty(t *testing.T) {
+	t.Run("byte-stream-split", func(t *testing.T) {
+		testNativeFiles(t, iceberg.Properties{facade.PropertyRowIndexEncoding: "byte-stream-split"}, parquet.Encodings.ByteStreamSplit)
+	})
+	t.Run("delta-binary-packed", func(t *testing.T) {
+		// arrow-go's DELTA_BINARY_PACKED decoder never releases its
+		// 64-byte bit-width buffer, so the checked allocator would report
+		// the facade's Scan: this case reads back through iceberg-go only.
+		testNativeFiles(t, iceberg.Properties{facade.PropertyRowIndexEncoding: "delta-binary-packed"}, parquet.Encodings.DeltaBinaryPacked)
+	})
+	t.Run("unknown", func(t *testing.T) {
+		e := newIcebergEnv(t, func(c *facade.Config) {
+			c.TableProperties = iceberg.Properties{facade.PropertyRowIndexEncoding: "rle"}
+		})
+		defer e.mem.AssertSize(t, 0)
+		sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+		b := array.NewRecordBuilder(e.mem, sc)
+		defer b.Release()
+		b.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		ctx := context.Background()
+		_, err := e.f.Write(ctx, facade.Target{DatasetID: "badenc"}, facade.WriteRequest{Mode: facade.Replace, Schema: sc,
+			Rows: func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }})
+		require.ErrorContains(t, err, facade.PropertyRowIndexEncoding)
+		tbl, err := e.f.LoadTable(ctx, "badenc")
+		if err == nil {
+			require.Nil(t, tbl.CurrentSnapshot())
+		}
+	})
+}
+
+func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet.Encoding) {
+	e := newIcebergEnv(t, func(c *facade.Config) { c.TableProperties = props })
 	defer e.mem.AssertSize(t, 0)
 	ctx := context.Background()
 	sc := arrow.NewSchema([]arrow.Field{
@@ -95,7 +134,10 @@ func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
 			require.NoError(t, err)
 			return c
 		}
-		require.Contains(t, colMeta(facade.ColRowIndex).Encodings(), parquet.Encodings.ByteStreamSplit)
+		require.Contains(t, colMeta(facade.ColRowIndex).Encodings(), rowIndexEnc)
+		for _, enc := range colMeta(facade.ColRowIndex).Encodings() {
+			require.Contains(t, []parquet.Encoding{rowIndexEnc, parquet.Encodings.RLE}, enc)
+		}
 		rowID, err := rg.ColumnChunk(pqs.ColumnIndexByName(facade.ColRowID))
 		require.NoError(t, err)
 		require.Equal(t, "UNCOMPRESSED", rowID.Compression().String())
@@ -133,6 +175,21 @@ func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
 			rows++
 		}
 		rec.Release()
+	}
+	require.Equal(t, 5000, rows)
+
+	if rowIndexEnc == parquet.Encodings.DeltaBinaryPacked {
+		return
+	}
+	// And through the facade's Scan, on its (checked) allocator.
+	rows = 0
+	for rec, err := range e.f.Scan(ctx, "native", facade.ScanOptions{Columns: []string{"id", facade.ColRowIndex}}) {
+		require.NoError(t, err)
+		ids, idx := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
+		for i := range int(rec.NumRows()) {
+			require.Equal(t, ids.Value(i), idx.Value(i))
+			rows++
+		}
 	}
 	require.Equal(t, 5000, rows)
 }
