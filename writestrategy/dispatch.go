@@ -163,7 +163,8 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	}
 	w := &writeInfo{writerID: req.WriterID, outs: outs}
 	ctx, wph := d.observe(ctx, w, PhaseWrite, outs)
-	defer func() { wph.end(resultRows(results), err) }()
+	started := time.Now()
+	defer func() { err = d.nameReason(ctx, started, err); wph.end(resultRows(results), err) }()
 	if req.IdempotencyKey != "" {
 		if res, ok, err := d.replay(ctx, outs, req.IdempotencyKey); err != nil || ok {
 			return res, err
@@ -470,7 +471,7 @@ func checkPlannedModes(ps []projection, intents map[string]*ledger.Intent) error
 func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 	for _, r := range ps {
 		if in := intents[r.DatasetID]; in != nil && in.WriteMode != r.Mode {
-			return fmt.Errorf("%w: output %q changed storage while being written (planned %s, opened %s); retry", ErrInvalid, r.DatasetID, r.Mode, in.WriteMode)
+			return fmt.Errorf("%w: output %q (planned %s, opened %s)", ErrSinkChanged, r.DatasetID, r.Mode, in.WriteMode)
 		}
 	}
 	return nil
