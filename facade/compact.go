@@ -18,6 +18,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
 )
 
 // Compaction rewrites the small data files of a table's current snapshot
@@ -249,7 +251,9 @@ func datasetOf(tbl *table.Table) string {
 // delete files attached, ordered by their __row_index lower bound (files
 // without bounds last, by path).
 func selectSmallFiles(ctx context.Context, tbl *table.Table, snap *table.Snapshot, small int64) ([]compactFile, error) {
-	tasks, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
+	// one whole-file task per file: a file over the split size is planned
+	// as several tasks, and compaction must count and read it once
+	tasks, err := scanfiles.Plan(ctx, tbl.Scan(table.WithSnapshotID(snap.SnapshotID)))
 	if err != nil {
 		return nil, fmt.Errorf("plan files: %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
 )
 
 // peakAllocator tracks the peak of live bytes of a checked allocator.
@@ -202,11 +203,7 @@ func liveFiles(t *testing.T, tbl *table.Table) []iceberg.DataFile {
 	t.Helper()
 	tasks, err := tbl.Scan().PlanFiles(context.Background())
 	require.NoError(t, err)
-	out := make([]iceberg.DataFile, len(tasks))
-	for i, task := range tasks {
-		out[i] = task.File
-	}
-	return out
+	return scanfiles.DataFiles(tasks)
 }
 
 // manifestCounts is the head's manifest list length and its DELETED entries.

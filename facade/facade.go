@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
 )
 
 // Facade is the iceberg-go implementation of Lakehouse. It is safe for
@@ -519,7 +520,7 @@ func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("facade: table has no %s column", ColRowIndex)
 	}
-	tasks, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
+	tasks, err := scanfiles.Plan(ctx, tbl.Scan(table.WithSnapshotID(snap.SnapshotID)))
 	if err != nil {
 		return 0, fmt.Errorf("facade: plan files: %w", err)
 	}
@@ -856,13 +857,12 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	}
 	var old []iceberg.DataFile
 	if s.req.Mode == Replace && tbl.CurrentSnapshot() != nil {
+		// keyed by path: a file over the split size is planned as several tasks
 		tasks, err := tbl.Scan().PlanFiles(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("facade: plan files: %w", err)
 		}
-		for _, t := range tasks {
-			old = append(old, t.File)
-		}
+		old = scanfiles.DataFiles(tasks)
 	}
 	switch {
 	case len(old) > 0:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/embedded"
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -173,7 +174,7 @@ func footprint(ctx context.Context, env *embedded.Env, ds string, r *historyResu
 			return err
 		}
 		r.Manifests = len(mfs)
-		tasks, err := tbl.Scan().PlanFiles(ctx)
+		tasks, err := scanfiles.Plan(ctx, tbl.Scan())
 		if err != nil {
 			return err
 		}
