@@ -85,6 +85,9 @@ type config struct {
 	// (facade.Config.TableProperties), e.g. write.parquet.page-size-bytes.
 	TableProps map[string]string
 	Reseed     bool // seed even when a table of the right size exists
+	// Replaces is how many more times the e2e phase's output is replaced
+	// after the e2e phase (phases replace-1 .. replace-N); 0 = none.
+	Replaces   int
 	CPUProfile string
 	MemProfile string
 	Log        io.Writer // progress lines; nil = discard
@@ -211,6 +214,8 @@ type report struct {
 	RatioTargetMet *bool `json:"ratio_target_met,omitempty"`
 	CPUTargetMet   *bool `json:"cpu_target_met,omitempty"`
 	RSSTargetMet   *bool `json:"rss_target_met,omitempty"`
+	// Replaces: what -replaces found after its last replace.
+	Replaces *replaceResult `json:"replaces,omitempty"`
 }
 
 type machine struct {
@@ -252,8 +257,8 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 	if cfg.Rows <= 0 {
 		return nil, fmt.Errorf("-rows %d: want > 0", cfg.Rows)
 	}
-	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 || cfg.WriteWorkers < 0 || cfg.WarmBackends < 0 {
-		return nil, errors.New("-batch, -row-group-rows, -write-queue, -write-workers and -warm-backends must not be negative")
+	if cfg.Batch < 0 || cfg.RowGroupRows < 0 || cfg.WriteQueue < 0 || cfg.WriteWorkers < 0 || cfg.WarmBackends < 0 || cfg.Replaces < 0 {
+		return nil, errors.New("-batch, -row-group-rows, -write-queue, -write-workers, -warm-backends and -replaces must not be negative")
 	}
 	if _, err := codec(cfg.Compression); err != nil {
 		return nil, err
@@ -365,6 +370,11 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		}
 		rep.Phases = append(rep.Phases, pr)
 		b.logf("phase %s: %.0f rows/s", name, pr.RowsPerSec)
+		if name == phaseE2E && cfg.Replaces > 0 {
+			if err := b.replaceAgain(ctx, cfg.Replaces, rep); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var copyRows int64
 	var copySecs float64

@@ -128,15 +128,21 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, int64(rows), n)
 
 	// A second run on the same database reuses the seeded table and writes
-	// a new snapshot; -only selects one phase.
-	cfg.Only = phaseE2E
+	// a new snapshot; -only selects one phase; -replaces replaces its
+	// output again, here with files split into several scan tasks (a tiny
+	// split size stands in for files over 128 MiB).
+	cfg.Only, cfg.Replaces, cfg.RowGroupRows = phaseE2E, 2, 4096
+	cfg.TableProps = map[string]string{"read.split.target-size": "1"}
 	rep2, err := run(ctx, cfg)
 	require.NoError(t, err)
 	assert.Nil(t, rep2.Seed, "the seeded table is reused")
-	require.Len(t, rep2.Phases, 1)
+	require.Len(t, rep2.Phases, 3)
 	assert.Equal(t, phaseE2E, rep2.Phases[0].Phase)
+	assert.Equal(t, "replace-2", rep2.Phases[2].Phase)
 	assert.Zero(t, rep2.Phases[0].RatioVsCopy, "no COPY phase, no ratio")
 	assert.NotEqual(t, rep.E2E.TxnID, rep2.E2E.TxnID)
+	require.NotNil(t, rep2.Replaces)
+	assert.Greater(t, rep2.Replaces.ScanTasks, rep2.Replaces.DataFiles, "the files are split")
 
 	// Nothing left running (the pool and catalog above are closed by defer;
 	// allow for their goroutines and the pgtest cluster's).
@@ -161,6 +167,7 @@ func TestBadFlags(t *testing.T) {
 		{Rows: 10, Only: "nope"},
 		{Rows: 10, Compression: "lzma"},
 		{Rows: 10, Batch: -1},
+		{Rows: 10, Replaces: -1},
 	} {
 		_, err := run(ctx, cfg)
 		require.Error(t, err, "%+v", cfg)
