@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Config configures a Facade. The zero value is usable: every zero field
@@ -161,12 +162,11 @@ func (c *Config) settings() (settings, error) {
 	return s, nil
 }
 
-var datasetIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_\-]{0,127}$`)
-
-// ValidDatasetID reports whether id is accepted by DefaultNaming: 1 to 128
-// characters of [A-Za-z0-9_-], starting with a letter or digit. Such ids are
-// safe as SQL identifiers, path segments and table names.
-func ValidDatasetID(id string) bool { return datasetIDPattern.MatchString(id) }
+// ValidDatasetID reports whether id is accepted by DefaultNaming (and by
+// CheckDatasetID): 1 to 128 characters of [A-Za-z0-9_-], starting with a
+// letter or digit. Such ids are safe as SQL identifiers, path segments and
+// table names.
+func ValidDatasetID(id string) bool { return CheckDatasetID(id) == nil }
 
 // DefaultNaming maps dataset id "d" to table (namespace..., "d"), rejecting
 // ids that ValidDatasetID rejects with ErrInvalidDatasetID.
@@ -174,7 +174,7 @@ func DefaultNaming(namespace []string) func(string) (table.Identifier, error) {
 	ns := append([]string(nil), namespace...)
 	return func(id string) (table.Identifier, error) {
 		if !ValidDatasetID(id) {
-			return nil, fmt.Errorf("%w: %q (want 1-128 characters of [A-Za-z0-9_-], starting with a letter or digit)", ErrInvalidDatasetID, id)
+			return nil, fmt.Errorf("%w: %q (want %s)", ErrInvalidDatasetID, id, vocab.DatasetIDRule)
 		}
 		return append(append(table.Identifier{}, ns...), id), nil
 	}

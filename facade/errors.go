@@ -7,13 +7,18 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
 var (
 	// ErrInvalidDatasetID: the dataset id is empty, too long, or holds
-	// characters the naming cannot map to a safe table identifier.
-	ErrInvalidDatasetID = errors.New("facade: invalid dataset id")
+	// characters the naming cannot map to a safe table identifier (see
+	// CheckDatasetID).
+	ErrInvalidDatasetID = vocab.ErrInvalidDatasetID
+	// ErrInvalidColumnName: a column name outside the rule of
+	// CheckColumnNames.
+	ErrInvalidColumnName = vocab.ErrInvalidColumnName
 	// ErrInvalidRequest: the write request itself is malformed (no schema,
 	// no rows, unknown mode, reserved column names).
 	ErrInvalidRequest = identity.ErrInvalidRequest

@@ -138,13 +138,14 @@ func fieldsDescription(sd *pgconn.StatementDescription, visible bool, lookup typ
 			return description{}, err
 		}
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for i := range s.Columns {
 		s.Columns[i].Type = names[i]
-		if seen[s.Columns[i].Name] {
-			return description{}, &IdentifierError{What: "output column", Name: s.Columns[i].Name, Reason: "appears twice"}
+		n := s.Columns[i].Name
+		if prev, dup := seen[columnKey(n)]; dup {
+			return description{}, &IdentifierError{What: "output column", Name: n, Reason: clashReason(prev, n)}
 		}
-		seen[s.Columns[i].Name] = true
+		seen[columnKey(n)] = n
 	}
 	return description{cols: s, oids: oids, mods: mods, types: types, builtin: ok}, nil
 }

@@ -50,7 +50,20 @@
 // fragments (transform steps, split predicates); every value is a
 // parameter. An identifier that cannot be quoted safely (empty, longer than
 // 63 bytes, NUL, invalid UTF-8, or the reserved "__" prefix for output
-// columns) is refused with an *IdentifierError.
+// columns) is refused with an *IdentifierError, and so are two output
+// columns equal up to case ("a" and "A" are one column in Spark and Trino).
+//
+// # Names
+//
+// Dataset ids follow one rule on both sinks (facade.CheckDatasetID: 1-128
+// characters of [A-Za-z0-9_-], starting with a letter or digit): every id a
+// write, load or relation registration targets is checked before anything
+// is written, whatever the sink, with an error matching ErrInvalid and
+// facade.ErrInvalidDatasetID (errors.As finds a *facade.NameError), so a
+// dataset written to Postgres can always flip to Iceberg. Ids that are only
+// read (sources, Checksum, Maintain) need only be non-empty: a dataset
+// registered before the rule stays readable, but is written again only
+// under a valid id.
 //
 // # Tiers
 //

@@ -249,15 +249,15 @@ func loadColumns(s *arrow.Schema) (defs, names []string, err error) {
 	if s.NumFields() == 0 {
 		return nil, nil, fmt.Errorf("%w: the record batches have no columns", ErrInvalid)
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for _, f := range s.Fields() {
 		if err := checkColumnName(f.Name); err != nil {
 			return nil, nil, err
 		}
-		if seen[f.Name] {
-			return nil, nil, &IdentifierError{What: "column", Name: f.Name, Reason: "appears twice"}
+		if prev, dup := seen[columnKey(f.Name)]; dup {
+			return nil, nil, &IdentifierError{What: "column", Name: f.Name, Reason: clashReason(prev, f.Name)}
 		}
-		seen[f.Name] = true
+		seen[columnKey(f.Name)] = f.Name
 		typ, err := pgTypeOf(f.Name, f.Type)
 		if err != nil {
 			return nil, nil, err

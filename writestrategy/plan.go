@@ -234,10 +234,10 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 		if err := checkColumnName(as); err != nil {
 			return nil, err
 		}
-		if names[as] {
-			return nil, &IdentifierError{What: "join output column", Name: as, Reason: "appears twice; rename one with As"}
+		if names[columnKey(as)] {
+			return nil, &IdentifierError{What: "join output column", Name: as, Reason: "appears twice (names are compared case-insensitively); rename one with As"}
 		}
-		names[as] = true
+		names[columnKey(as)] = true
 		sel = append(sel, alias[c.Side]+"."+quoteIdents([]string{c.Name})[0]+" AS "+quoteIdents([]string{as})[0])
 	}
 	b := newBuilder(nil)

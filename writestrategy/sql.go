@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // maxIdentLen is Postgres' NAMEDATALEN-1: longer names are silently
@@ -37,13 +39,11 @@ func checkIdent(what, name string) error {
 	return nil
 }
 
-// checkColumnName also reserves the identity columns' prefix.
+// checkColumnName applies the column name rule (vocab.ColumnNameProblem,
+// which also reserves the identity columns' prefix) to one name.
 func checkColumnName(name string) error {
-	if err := checkIdent("column", name); err != nil {
-		return err
-	}
-	if strings.HasPrefix(name, "__") {
-		return &IdentifierError{What: "column", Name: name, Reason: `the "__" prefix is reserved for identity columns`}
+	if p := vocab.ColumnNameProblem(name); p != "" {
+		return &IdentifierError{What: "column", Name: name, Reason: p}
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,7 +37,7 @@ func ParseSchema(raw json.RawMessage) (Schema, error) {
 	if len(s.Columns) == 0 {
 		return s, ErrNoSchema
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for _, c := range s.Columns {
 		if err := checkColumnName(c.Name); err != nil {
 			return s, err
@@ -46,10 +45,10 @@ func ParseSchema(raw json.RawMessage) (Schema, error) {
 		if err := checkType(c.Name, c.Type); err != nil {
 			return s, err
 		}
-		if seen[c.Name] {
-			return s, &IdentifierError{What: "column", Name: c.Name, Reason: "appears twice"}
+		if prev, dup := seen[columnKey(c.Name)]; dup {
+			return s, &IdentifierError{What: "column", Name: c.Name, Reason: clashReason(prev, c.Name)}
 		}
-		seen[c.Name] = true
+		seen[columnKey(c.Name)] = c.Name
 	}
 	return s, nil
 }
@@ -226,10 +225,3 @@ func (d Deploy) Outputs() []string { return []string{d.Target} }
 
 // Sources implements WriteStrategy.
 func (d Deploy) Sources() []string { return []string{d.Source} }
-
-func checkDatasetID(what, id string) error {
-	if strings.TrimSpace(id) == "" {
-		return fmt.Errorf("%w: %s dataset id is empty", ErrInvalid, what)
-	}
-	return nil
-}

@@ -110,7 +110,7 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 // rounds them. Equal business rows on either sink give equal checksums.
 // A dataset never written has the zero checksum.
 func (d *Dispatcher) Checksum(ctx context.Context, datasetID string) (facade.Checksum, error) {
-	if err := checkDatasetID("dataset", datasetID); err != nil {
+	if err := checkDatasetID("checksummed", datasetID); err != nil {
 		return facade.Checksum{}, err
 	}
 	var sum facade.Checksum

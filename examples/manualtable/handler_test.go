@@ -552,7 +552,7 @@ func TestDeclare(t *testing.T) {
 	assert.Equal(t, []manualtable.Column{{Name: "id", Type: "bigint"}, {Name: "note", Type: "text"}}, info.Columns)
 
 	for _, cols := range [][]string{
-		{"n numeric"}, {"n money"}, {"n numeric(39,2)"}, {"a int", "a int"}, {"__row_id bigint"}, {"bad-name int"}, {},
+		{"n numeric"}, {"n money"}, {"n numeric(39,2)"}, {"a int", "a int"}, {"a int", "A int"}, {"__row_id bigint"}, {"bad-name int"}, {},
 	} {
 		e.declare("d2", cols...).error(t, http.StatusBadRequest, manualtable.CodeBadSchema)
 	}

@@ -2,6 +2,7 @@ package manualtable
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -157,15 +159,23 @@ func validateSchema(s Schema) (*table, error) {
 		return nil, fmt.Errorf("no columns declared")
 	}
 	t := &table{index: make(map[string]int, len(s.Columns))}
+	// lakewrite's one name rule, the one both sinks apply: no "__" prefix
+	// (the identity columns'), no two names equal up to case ("a" and "A"
+	// are one column in Spark and Trino).
+	names := make([]string, len(s.Columns))
+	for i, c := range s.Columns {
+		names[i] = c.Name
+	}
+	if err := facade.CheckColumnNames(names...); err != nil {
+		var ne *facade.NameError
+		if errors.As(err, &ne) {
+			return nil, fmt.Errorf("column %q: %s", ne.Name, ne.Reason)
+		}
+		return nil, err
+	}
 	for i, c := range s.Columns {
 		if !columnNameRE.MatchString(c.Name) {
 			return nil, fmt.Errorf("column %d: name %q: want 1-63 characters of [A-Za-z0-9_], not starting with a digit", i+1, c.Name)
-		}
-		if strings.HasPrefix(c.Name, "__") {
-			return nil, fmt.Errorf("column %q: names starting with __ are reserved for lakewrite's identity columns", c.Name)
-		}
-		if _, dup := t.index[c.Name]; dup {
-			return nil, fmt.Errorf("column %q is declared twice", c.Name)
 		}
 		pt, err := parsePGType(c.Type)
 		if err != nil {
