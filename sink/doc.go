@@ -30,6 +30,15 @@
 // error there would fail every deploy of a writer nobody has registered. A
 // dataset with no override gets the writer default.
 //
+// The safe default must not undo a flip: package writestrategy's Dispatcher
+// refuses, with an [*UnknownWriterError] (errors.Is(err, ErrUnknownWriter),
+// naming the known writers), a write by an unknown writer to a dataset that
+// lives on Iceberg or whose last write came from a registered writer (a typo
+// such as "pipeline.ouput"); the first write of a new dataset by an unknown
+// writer still goes to Postgres. A registered writer whose default moves a
+// dataset last written by another writer is written and logged at Warn (see
+// writestrategy's package documentation, "Sink guard").
+//
 // [Resolver] wraps a [Lookuper] (normally [*Flags]) with a cache: each
 // resolution is kept for a TTL (default 5 s, at most 10 s, so a revert takes
 // effect within 10 s), the cache is bounded, expiry is lazy (no goroutine),

@@ -16,7 +16,8 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrUnknownWriter: the writer has no flags row (set one with
 	// [Flags.SetWriter] first). Resolution does not return it: an unknown
-	// writer resolves to Postgres.
+	// writer resolves to Postgres; the write dispatch returns it (as an
+	// [*UnknownWriterError]) when that would move or take over a dataset.
 	ErrUnknownWriter = errors.New("unknown writer")
 	// ErrAboveCeiling: a sink above the writer's max sink. See [CeilingError].
 	ErrAboveCeiling = errors.New("sink above the writer's max sink")

@@ -183,6 +183,9 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	}
 	// 1. Resolve the sink, before anything else is written.
 	run, decision, err := d.resolve(ctx, w, req)
+	if err == nil {
+		err = d.guardSink(ctx, w, op, decision) // see sinkguard.go
+	}
 	if predicted && (err != nil || decision.Sink != op.sink) {
 		// Opened for another sink (or not to be written): withdrawn, the
 		// write runs as usual.
