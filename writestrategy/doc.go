@@ -84,6 +84,24 @@
 // first write there is a full rebuild: an append strategy then writes the
 // current target plus the new rows as one replace.
 //
+// # Sink guard
+//
+// A write must not move a dataset to another sink unless its own writer's
+// flags say so. A writer with no flags row (which resolves to the safe
+// default, Postgres) is refused with a *sink.UnknownWriterError
+// (errors.Is(err, sink.ErrUnknownWriter)), naming the known writers, when
+// an output lives on Iceberg or its last write came from a registered
+// writer, before any intent is kept or row written: a typo in the writer id
+// cannot undo a flip. The first write of a dataset never written, and the
+// writes of a dataset only ever written to Postgres by unregistered
+// writers, go to Postgres as before. A registered writer whose resolved
+// sink differs from where an output lives is a flip or a revert when an
+// override for the dataset, or its own default as the dataset's last
+// writer, explains it; otherwise (its default, on a dataset another writer
+// wrote last) the write goes ahead and is logged at Warn, message "sink
+// change not explained by the writer's flags", with writer_id, dataset_id,
+// from, to and last_writer.
+//
 // # The write dispatch
 //
 // Dispatcher.Write runs one output (or split pair) in this order: resolve
