@@ -205,6 +205,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		create: create, createNS: createNS,
 	}
 	if tc, ok := f.cat.(TxCatalog); ok {
+		staged.info.CommitsInTx = true
 		return &icebergTxStaged{icebergStaged: staged, cat: tc}, nil
 	}
 	return staged, nil

@@ -142,6 +142,13 @@ type StageInfo struct {
 	// Replay is set when the append's txn id already landed: Commit returns
 	// that earlier result and nothing was written.
 	Replay *CommitResult
+	// CommitsInTx is set when the facade returned the staged write as a
+	// TxStaged (its catalog commits into a caller's transaction). A wrapper
+	// whose Staged passes Info through but not CommitTx makes it true on a
+	// Staged that is not a TxStaged: the one-transaction commit was lost,
+	// and package writestrategy logs that at Warn. See TxStaged for how to
+	// wrap without losing it.
+	CommitsInTx bool
 }
 
 // Staged is a write whose data files are written but not committed.

@@ -30,6 +30,15 @@ import (
 // fails, the outcome is unknown until the caller reads it back (the ledger
 // committed in tx says it): do not call Abort then unless tx is known to
 // have rolled back.
+//
+// A Lakehouse wrapper (tracing, metrics) keeps the one-transaction commit
+// only if the Staged its Stage returns implements TxStaged whenever the
+// wrapped one does: wrap a TxStaged in a type that also has CommitTx (see
+// the example of TxStaged; facadefault.Lakehouse does the same). A wrapper
+// that hides it makes the write dispatch commit the snapshot and the
+// ledger in two steps, which a crash between them leaves to be rolled
+// forward; the dispatch detects it (StageInfo.CommitsInTx on a Staged that
+// is not a TxStaged) and logs it at Warn, once per Dispatcher.
 type TxStaged interface {
 	Staged
 	CommitTx(ctx context.Context, tx pgx.Tx) (CommitResult, error)

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,6 +83,7 @@ type Dispatcher struct {
 	described *descriptions
 	// predicted: each writer's last resolved sink (see openPredicted).
 	predicted predictions
+	lostTx    sync.Once // warnLostTxCommit
 }
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding
@@ -673,6 +675,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		sph.end(st.Info().Rows, nil)
 		staged = append(staged, st)
 	}
+	d.warnLostTxCommit(ctx, staged) // see wrapcheck.go
 	if txs, ok := allTxStaged(staged); ok {
 		return d.commitInTx(ctx, w, req, tx, hb.owner, intents, computed, txs, results, fail)
 	}
