@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
@@ -43,7 +42,7 @@ func checkStaged(ctx context.Context, l *ledger.Ledger, in *ledger.Intent, stage
 // abortStaged deletes a staged write's files, also after the caller's
 // context ended.
 func abortStaged(ctx context.Context, staged facade.Staged) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	return staged.Abort(cctx)
 }

@@ -410,14 +410,6 @@ func (d *Dispatcher) writeMode(ctx context.Context, w *writeInfo, s WriteStrateg
 	return facade.Append, nil
 }
 
-func (d *Dispatcher) abortAll(ctx context.Context, intents map[string]*ledger.Intent, cause error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	for _, in := range intents {
-		_ = d.cfg.Ledger.Abort(cctx, in, cause)
-	}
-}
-
 // Lookup is the dispatcher's ledger.Lookup: an open Postgres intent of a
 // dead process provably did not land (the row store write and the ledger
 // commit share one transaction); an Iceberg intent landed when a snapshot
@@ -509,7 +501,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		}
 		env.pipe, env.described = pipe, d.described
 		defer func() { // a no-op once committed
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			cctx, cancel := cleanupContext(ctx)
 			defer cancel()
 			_ = tx.Rollback(cctx)
 		}()
@@ -604,7 +596,9 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	for k, v := range intents {
 		pending[k] = v
 	}
+	endCompute := func() {} // the compute transaction's end, once begun
 	fail := func(err error) ([]WriteResult, error) {
+		endCompute() // first: the intents abort on the session it ran on
 		d.abortAll(ctx, pending, err)
 		return nil, err
 	}
@@ -621,8 +615,8 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		cph.end(0, err)
 		return fail(err)
 	}
-	endCompute := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	endCompute = func() {
+		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_ = tx.Rollback(cctx) // the compute transaction writes nothing; a no-op once ended
 	}

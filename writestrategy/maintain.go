@@ -58,7 +58,7 @@ func (d *Dispatcher) maintain(ctx context.Context, writerID, datasetID string, n
 	defer in.Release()
 	rep, err := m.Maintain(ctx, datasetID)
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		if aerr := d.cfg.Ledger.Abort(cctx, in, err); aerr != nil {
 			err = errors.Join(err, aerr)

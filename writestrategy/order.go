@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,6 +19,9 @@ type writeOrderer interface {
 	WriteOrder(ctx context.Context, datasetID string) ([]facade.OrderKey, error)
 }
 
+// catalogWait bounds the catalog's answer to WriteOrder.
+const catalogWait = 10 * time.Second
+
 // writeOrder asks the Lakehouse for the row order of each Iceberg output
 // and records it in env, so ComputeRows orders the compute by it.
 func (d *Dispatcher) writeOrder(ctx context.Context, env *Env, intents map[string]*ledger.Intent) error {
@@ -26,7 +30,16 @@ func (d *Dispatcher) writeOrder(ctx context.Context, env *Env, intents map[strin
 		return nil
 	}
 	for dataset := range intents {
-		keys, err := wo.WriteOrder(ctx, dataset)
+		// The write holds its intents' sessions while it asks: bounded, so
+		// that a catalog on a pool with no free connection fails the write
+		// with ErrNoConnection instead of waiting on the other writes.
+		wctx, cancel := context.WithTimeout(ctx, catalogWait)
+		keys, err := wo.WriteOrder(wctx, dataset)
+		cancel()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+			err = fmt.Errorf("%w: no answer from the catalog within %s (a catalog sharing the pool needs a connection beyond the ones the write's intents hold: size the pool for it): %w",
+				ledger.ErrNoConnection, catalogWait, err)
+		}
 		if err != nil {
 			return fmt.Errorf("writestrategy: row order of %q: %w", dataset, err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -110,7 +109,7 @@ func (d *Dispatcher) openPredicted(ctx context.Context, w *writeInfo, req Reques
 
 // withdraw deletes the intents of op (see ledger.Ledger.Withdraw).
 func (d *Dispatcher) withdraw(ctx context.Context, op *opened) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	var errs []error
 	for _, in := range op.intents {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -56,7 +55,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 		}
 	}
 	rollback := func(cause error) ([]WriteResult, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := cleanupContext(ctx)
 		_ = tx.Rollback(cctx)
 		cancel()
 		discard()
@@ -110,7 +109,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 			// then succeeds, and nothing landed. Otherwise the COMMIT was
 			// sent (tx has ended, or its session is gone): the intents say
 			// whether it landed.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			cctx, cancel := cleanupContext(ctx)
 			rerr := tx.Rollback(cctx)
 			cancel()
 			if rerr == nil {
@@ -146,7 +145,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 // it cannot pass a commit still in flight). known is false when the ledger
 // could not be asked.
 func (d *Dispatcher) resolveCommit(ctx context.Context, intents map[string]*ledger.Intent, cause error) (landed, known bool, err error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	var aborted, committed int
 	for _, in := range intents {

@@ -3,7 +3,6 @@ package writestrategy
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -173,7 +172,7 @@ func (d *Dispatcher) readTx(ctx context.Context, f func(tx pgx.Tx) error) error 
 		return queryError("begin verify", err)
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_ = tx.Rollback(cctx)
 	}()

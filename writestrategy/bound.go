@@ -1,0 +1,53 @@
+package writestrategy
+
+import (
+	"context"
+	"time"
+
+	"github.com/lakewrite/lakewrite/ledger"
+)
+
+// CleanupBound bounds the clean-up of a failed write (rolling back its
+// transaction, aborting or withdrawing its intents, deleting its staged
+// files): it runs under context.WithoutCancel of the caller's context, so
+// that a cancelled or expired write still cleans up, and ends at the
+// latest CleanupBound after the caller's deadline (or after the failure,
+// without a deadline). A Write returns at most that long after its
+// context's deadline. The clean-up needs no connection the write does not
+// already hold: a failed write's intents are aborted on their own held
+// sessions once its transaction has ended. What the bound cuts short is
+// left to reconciliation (the next write of the dataset, Sweep).
+const CleanupBound = 5 * time.Second
+
+// minCleanup is the least time a clean-up is given.
+const minCleanup = time.Second
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// cleanupContext is the context of a failed write's clean-up (see
+// CleanupBound): every clean-up step of one call shares its end.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	now := time.Now()
+	end := now.Add(CleanupBound)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(CleanupBound).Before(end) {
+		end = dl.Add(CleanupBound)
+	}
+	// A step that overran the deadline still leaves its clean-up a chance.
+	end = maxTime(end, now.Add(minCleanup))
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
+
+// abortAll aborts the intents of a failed write, within the clean-up
+// bound (cleanupContext), each on its own held session when it has one.
+func (d *Dispatcher) abortAll(ctx context.Context, intents map[string]*ledger.Intent, cause error) {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	for _, in := range intents {
+		_ = d.cfg.Ledger.Abort(cctx, in, cause)
+	}
+}

@@ -1,0 +1,124 @@
+package writestrategy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// Writers on a pool far too small for them (16 writers, 4 connections,
+// the Iceberg catalog on the same pool) all return within their deadline
+// plus the documented cleanup bound, with typed errors (the caller's
+// deadline, ErrBusy, ErrNoConnection) or results, and leave no connection
+// and no intent held (one a broken session could not abort is reconciled
+// at once). LAKEWRITE_BOUNDED_ROUNDS sets the writes
+// per writer (default 2).
+func TestUndersizedPoolBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rounds := 2
+	if s := os.Getenv("LAKEWRITE_BOUNDED_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		rounds = n
+	}
+	const writers, conns = 16, 4
+	const deadline = 3 * time.Second
+	url := pgtest.URL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	warehouse := t.TempDir()
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	require.NoError(t, err)
+	f, err := facade.New(cat, nil)
+	require.NoError(t, err)
+	w := wireWorld(t, pool, f, nil, &ledger.Config{WaitTimeout: time.Second})
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 2000)
+	outs := make([]string, writers)
+	for i := range outs {
+		outs[i] = fmt.Sprintf("b%02d", i)
+	}
+	ensureOutputs(t, w.pool, outs...)
+	w.iceberg(outs[:writers/2]...) // half on each sink
+
+	type call struct {
+		over time.Duration
+		err  error
+	}
+	var mu sync.Mutex
+	var calls []call
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				cctx, cancel := context.WithTimeout(ctx, deadline)
+				_, err := w.d.Write(cctx, writestrategy.Request{WriterID: writer,
+					Strategy: writestrategy.Transform{Output: outs[(i+r)%writers], Source: "orders"}})
+				dl, _ := cctx.Deadline()
+				cancel()
+				mu.Lock()
+				calls = append(calls, call{over: time.Since(dl), err: err})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	var worst time.Duration
+	kinds := map[string]int{}
+	var worstErr error
+	for _, c := range calls {
+		if c.over > worst {
+			worst, worstErr = c.over, c.err
+		}
+		switch {
+		case c.err == nil:
+			kinds["ok"]++
+		case errors.Is(c.err, context.DeadlineExceeded):
+			kinds["deadline"]++
+		case errors.Is(c.err, ledger.ErrBusy):
+			kinds["busy"]++
+		case errors.Is(c.err, ledger.ErrNoConnection):
+			kinds["no connection"]++
+		default:
+			t.Errorf("untyped error: %v", c.err)
+		}
+	}
+	t.Logf("%d calls: %v; latest return %s after its deadline (%v)", len(calls), kinds, worst.Round(time.Millisecond), worstErr)
+	// The clean-up context ends CleanupBound after the deadline; the call
+	// returns as soon as its clean-up step sees that.
+	require.LessOrEqual(t, worst, writestrategy.CleanupBound+time.Second, "every call returns within its deadline plus the cleanup bound")
+	require.Zero(t, pool.Stat().AcquiredConns(), "no connection held")
+	// An intent whose held session the deadline broke, and whose abort
+	// then found no free connection within the bound, may be left open:
+	// its writer is gone (no lock), so the next write of the dataset, or
+	// a sweep, reconciles it at once. None is left held.
+	rep, err := w.ledger.Sweep(ctx, ledger.SweepParams{Lookup: w.d.Lookup})
+	require.NoError(t, err)
+	require.Empty(t, rep.Live, "no intent left held by a writer that returned")
+	require.Empty(t, rep.Unresolved)
+	if n := len(rep.Aborted) + len(rep.RolledForward); n > 0 {
+		t.Logf("%d intents left open for reconciliation", n)
+	}
+	var open int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+	require.Zero(t, open, "no intent left open")
+}
