@@ -99,10 +99,21 @@
 // with Config.Liveness = LivenessOff) are reconciled as before: only by
 // Sweep and Recover, once older than OlderThan.
 //
-// How fast a dead writer is noticed:
+// How fast a dead writer is noticed (the held session is given
+// client_connection_check_interval = Config.ClientCheckInterval by the
+// statement that inserts the intent; the pool's connection keeps it):
 //
 //	what happened                             the lock is freed
 //	process exits or is killed (SIGKILL)      at once: the kernel closes its sockets
+//	  while its session is idle
+//	process exits or is killed while a        within Config.ClientCheckInterval (1s):
+//	  statement of its write runs on the        the server checks the client while the
+//	  intent's session (a long compute or       statement runs, cancels it, rolls its
+//	  insert)                                   transaction back and ends the session;
+//	                                            before PostgreSQL 14 (no
+//	                                            client_connection_check_interval) only
+//	                                            when the statement ends and the server
+//	                                            writes to the dead socket
 //	connection closed or reset, backend       at once
 //	  terminated, server restarted or
 //	  failed over

@@ -189,9 +189,17 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		// One statement, its own transaction: the lock timeout is set (for
 		// that transaction only) before the row is inserted, so it bounds
 		// the wait on another open intent's row.
-		q := `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $9, true))
+		// On the intent's held session, the statement also sets
+		// client_connection_check_interval for the session (ClientCheckInterval).
+		q := `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $9, true),
+				CASE WHEN $10 <> '' AND current_setting('server_version_num')::pg_catalog.int4 >= 140000
+					THEN set_config('client_connection_check_interval', $10, false) END)
 			` + insert(l.table("datasets")+" d CROSS JOIN lt")
-		args = append(args, l.lockTimeoutSetting())
+		check := ""
+		if st.conn != nil && db == DB(st.conn) {
+			check = l.clientCheckSetting()
+		}
+		args = append(args, l.lockTimeoutSetting(), check)
 		if st.lockPending {
 			err = l.lockAndInsert(ctx, st, q, args, in, p.Reads)
 		} else {

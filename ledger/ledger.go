@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +81,14 @@ type Config struct {
 	// the caller's context, so a cancelled context still cleans up. Default
 	// 30s.
 	CleanupTimeout time.Duration
+	// ClientCheckInterval is set as client_connection_check_interval
+	// (PostgreSQL 14 and later) on the session of every intent that holds
+	// one: while a statement of the write runs on it, the server checks
+	// this often that the writer is still connected, and when it is not,
+	// ends the statement and the session, freeing the intent's lock (see
+	// the package documentation). Default 1s; negative: not set. Older
+	// servers ignore it.
+	ClientCheckInterval time.Duration
 }
 
 // Liveness selects how the ledger tells a dead writer from a slow one.
@@ -134,6 +143,9 @@ func New(db DB, cfg *Config) (*Ledger, error) {
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = 30 * time.Second
+	}
+	if c.ClientCheckInterval == 0 {
+		c.ClientCheckInterval = time.Second
 	}
 	if c.Liveness != LivenessAuto && c.Liveness != LivenessOff {
 		return nil, invalid("Config.Liveness %d: want LivenessAuto or LivenessOff", c.Liveness)
@@ -371,6 +383,15 @@ func (l *Ledger) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
 
 // lockTimeoutSetting is the value of lock_timeout for the ledger's
 // transactions.
+// clientCheckSetting is the client_connection_check_interval set on held
+// sessions, in ms; "" when not set.
+func (l *Ledger) clientCheckSetting() string {
+	if l.cfg.ClientCheckInterval < 0 {
+		return ""
+	}
+	return strconv.FormatInt(max(l.cfg.ClientCheckInterval.Milliseconds(), 1), 10)
+}
+
 func (l *Ledger) lockTimeoutSetting() string {
 	return fmt.Sprintf("%dms", l.cfg.LockTimeout.Milliseconds())
 }
