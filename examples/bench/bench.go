@@ -87,10 +87,12 @@ type config struct {
 	Reseed     bool // seed even when a table of the right size exists
 	// Replaces is how many more times the e2e phase's output is replaced
 	// after the e2e phase (phases replace-1 .. replace-N); 0 = none.
-	Replaces   int
-	CPUProfile string
-	MemProfile string
-	Log        io.Writer // progress lines; nil = discard
+	Replaces int
+	// NoEncodingBefore skips phase e2e-bss (see rowIndexEncodingBefore).
+	NoEncodingBefore bool
+	CPUProfile       string
+	MemProfile       string
+	Log              io.Writer // progress lines; nil = discard
 }
 
 func (c *config) phases() ([]string, error) {
@@ -242,6 +244,7 @@ func (r *report) phase(name string) *phaseResult {
 // bench holds a run's environment.
 type bench struct {
 	cfg config
+	fc  *facade.Config // the facade's config
 	env *embedded.Env
 	log io.Writer
 }
@@ -283,6 +286,7 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 	if cfg.CompressionLevel != 0 {
 		fc.TableProperties[table.ParquetCompressionLevelKey] = strconv.Itoa(cfg.CompressionLevel)
 	}
+	b.fc = fc
 	b.env, err = embedded.Start(ctx, embedded.Options{
 		DatabaseURL: cfg.DatabaseURL,
 		Warehouse:   cfg.Warehouse,
@@ -372,6 +376,11 @@ func run(ctx context.Context, cfg config) (_ *report, err error) {
 		b.logf("phase %s: %.0f rows/s", name, pr.RowsPerSec)
 		if name == phaseE2E && cfg.Replaces > 0 {
 			if err := b.replaceAgain(ctx, cfg.Replaces, rep); err != nil {
+				return nil, err
+			}
+		}
+		if name == phaseE2E && !cfg.NoEncodingBefore {
+			if err := b.rowIndexEncodingBefore(ctx, rep); err != nil {
 				return nil, err
 			}
 		}
@@ -728,10 +737,15 @@ func owned(seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch,
 // endToEnd is the Iceberg arm as a pipeline runs it: ledger intent ->
 // cursor -> facade replace (one snapshot carrying the txn id) -> ledger
 // commit with the commit result.
-func (b *bench) endToEnd(ctx context.Context) (_ *e2eResult, err error) {
+func (b *bench) endToEnd(ctx context.Context) (*e2eResult, error) {
+	return b.writeOutput(ctx, b.env.Facade, datasetID)
+}
+
+// writeOutput is endToEnd into dataset id through fac.
+func (b *bench) writeOutput(ctx context.Context, fac *facade.Facade, id string) (_ *e2eResult, err error) {
 	env := b.env
 	in, err := env.Ledger.Open(ctx, ledger.OpenParams{
-		DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg, WriteMode: facade.Replace,
+		DatasetID: id, WriterID: writerID, Sink: sink.Iceberg, WriteMode: facade.Replace,
 	})
 	if err != nil {
 		return nil, err
@@ -749,8 +763,8 @@ func (b *bench) endToEnd(ctx context.Context) (_ *e2eResult, err error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := env.Facade.Write(ctx,
-		facade.Target{DatasetID: datasetID, WriterID: writerID, Workspace: "bench"},
+	res, err := fac.Write(ctx,
+		facade.Target{DatasetID: id, WriterID: writerID, Workspace: "bench"},
 		facade.WriteRequest{
 			Mode: facade.Replace, Schema: s.Schema(), Rows: owned(s.All()),
 			SourceRefs: []string{sourceTable}, TxnID: in.ID,
@@ -764,7 +778,7 @@ func (b *bench) endToEnd(ctx context.Context) (_ *e2eResult, err error) {
 		return nil, err
 	}
 	out := &e2eResult{
-		DatasetID: datasetID, TxnID: in.ID, SnapshotID: res.SnapshotID, Rows: res.Rows,
+		DatasetID: id, TxnID: in.ID, SnapshotID: res.SnapshotID, Rows: res.Rows,
 		DataFiles: len(res.DataFiles), Committed: res.CommittedAt,
 	}
 	for _, df := range res.DataFiles {
@@ -777,10 +791,14 @@ func (b *bench) endToEnd(ctx context.Context) (_ *e2eResult, err error) {
 // Iceberg table if a previous run left one (its files may live in a
 // warehouse that run removed), so every run measures the same write.
 func (b *bench) prepareDataset(ctx context.Context) error {
-	if _, err := b.env.Ledger.EnsureDataset(ctx, datasetID, "lakewrite bench output", nil); err != nil {
+	return b.prepareDatasetID(ctx, datasetID)
+}
+
+func (b *bench) prepareDatasetID(ctx context.Context, id string) error {
+	if _, err := b.env.Ledger.EnsureDataset(ctx, id, "lakewrite bench output", nil); err != nil {
 		return err
 	}
-	ident, err := b.env.Facade.TableIdentifier(datasetID)
+	ident, err := b.env.Facade.TableIdentifier(id)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func TestRun(t *testing.T) {
 		assert.Positive(t, p.PeakHeap, p.Phase)
 		assert.Positive(t, p.PeakRSS, p.Phase)
 	}
-	assert.Equal(t, []string{phaseCopy, phaseCursor, phaseE2E, phaseParquet, phaseNaive, phaseCopy2}, names)
+	assert.Equal(t, []string{phaseCopy, phaseCursor, phaseE2E, phaseE2EBSS, phaseParquet, phaseNaive, phaseCopy2}, names)
 	// bytes by column: the e2e output has the business and identity
 	// columns, the naive one the business columns
 	colNames := func(p *phaseResult) []string {
@@ -56,6 +56,18 @@ func TestRun(t *testing.T) {
 	business := []string{"id", "name", "amount", "ts", "flag", "attrs", "category"}
 	assert.Equal(t, append(business, "__row_index", "__row_id", "__created_at"), colNames(rep.phase(phaseE2E)))
 	assert.Equal(t, business, colNames(rep.phase(phaseNaive)))
+	// e2e-bss wrote the same columns; its __row_index (BYTE_STREAM_SPLIT)
+	// is smaller than the default PLAIN one.
+	assert.Equal(t, colNames(rep.phase(phaseE2E)), colNames(rep.phase(phaseE2EBSS)))
+	rowIndexBytes := func(p *phaseResult) int64 {
+		for _, c := range p.Columns {
+			if c.Column == "__row_index" {
+				return c.Bytes
+			}
+		}
+		return 0
+	}
+	assert.Less(t, rowIndexBytes(rep.phase(phaseE2EBSS)), rowIndexBytes(rep.phase(phaseE2E)))
 	require.NotNil(t, rep.Seed, "a fresh database is seeded")
 	require.NotNil(t, rep.E2E)
 	assert.Equal(t, int64(rows), rep.E2E.Rows)
@@ -131,7 +143,7 @@ func TestRun(t *testing.T) {
 	// a new snapshot; -only selects one phase; -replaces replaces its
 	// output again, here with files split into several scan tasks (a tiny
 	// split size stands in for files over 128 MiB).
-	cfg.Only, cfg.Replaces, cfg.RowGroupRows = phaseE2E, 2, 4096
+	cfg.Only, cfg.Replaces, cfg.RowGroupRows, cfg.NoEncodingBefore = phaseE2E, 2, 4096, true
 	cfg.TableProps = map[string]string{"read.split.target-size": "1"}
 	rep2, err := run(ctx, cfg)
 	require.NoError(t, err)

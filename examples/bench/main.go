@@ -70,6 +70,7 @@ func mainCode() int {
 		return nil
 	})
 	flag.IntVar(&cfg.Replaces, "replaces", 0, "replace the e2e phase's output this many more times after it, each write measured as phase replace-N (e.g. -rows 5000000 -only e2e -replaces 3: files over the 128 MiB split size)")
+	flag.BoolVar(&cfg.NoEncodingBefore, "no-e2e-bss", false, "skip phase e2e-bss (after e2e: the same write with __row_index BYTE_STREAM_SPLIT, the layout before PLAIN, for bytes and client CPU side by side)")
 	flag.BoolVar(&cfg.Reseed, "reseed", false, "seed even when a source table of the right size exists")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation profile at the end to this file")
@@ -181,6 +182,7 @@ func printTable(w io.Writer, r *report) {
 	}
 	fmt.Fprintln(w)
 	printReplaces(w, r.Replaces)
+	printEncodings(w, r)
 	if e := r.E2E; e != nil {
 		fmt.Fprintf(w, "e2e: dataset %s, txn %s committed, snapshot %d, %d rows in %d data file(s)\n",
 			e.DatasetID, e.TxnID, e.SnapshotID, e.Rows, e.DataFiles)
