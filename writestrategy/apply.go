@@ -189,7 +189,7 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 	for i, p := range ps {
 		d, err := describeOn(ctx, tx, env.pipe, p.sql, p.builtinVisible)
 		if err != nil {
-			return nil, err
+			return nil, p.locate(err, p.sql)
 		}
 		if encs[i], err = encodingFor(d.cols, d.oids, d.types); err != nil {
 			return nil, err

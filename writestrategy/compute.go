@@ -82,9 +82,9 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 	for i, p := range ps {
 		cols, oids, types, err := describeTypes(ctx, tx, p.sql, p.builtinVisible)
 		if err != nil {
-			return nil, err
+			return nil, p.locate(err, p.sql)
 		}
-		if err := checkBucketKeys(p.output, cols, oids, env.OrderBy[p.output]); err != nil {
+		if err := checkOrderKeys(p.output, cols, oids, types, env.OrderBy[p.output]); err != nil {
 			return nil, err
 		}
 		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != ""}

@@ -166,7 +166,7 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	w := &writeInfo{writerID: req.WriterID, outs: outs}
 	ctx, wph := d.observe(ctx, w, PhaseWrite, outs)
 	started := time.Now()
-	defer func() { err = d.nameReason(ctx, started, err); wph.end(resultRows(results), err) }()
+	defer func() { err = d.writeError(ctx, started, outs, err); wph.end(resultRows(results), err) }()
 	if req.IdempotencyKey != "" {
 		if res, ok, err := d.replay(ctx, outs, req.IdempotencyKey); err != nil || ok {
 			return res, err

@@ -188,6 +188,21 @@
 // checksum); Dispatcher.Checksum is one dataset's checksum, wherever it
 // lives.
 //
+// # Errors
+//
+// A failed statement of a write is a *QueryError on both sinks (on the
+// Iceberg sink it wraps the *cursor.QueryError of the stream, which
+// errors.As still finds): it names the output and, for a server error with
+// a position, the Transform step and the position within the step's own
+// SQL (a Query's: within its SQL); the wrapped *pgconn.PgError keeps the
+// server's position in the generated statement. An Iceberg output's
+// partition and sort keys are checked against the output's columns and
+// types before the compute starts (*PartitionKeyError, *BucketTypeError).
+// A write whose connection to Postgres went away fails with a
+// *ConnectionLostError (errors.Is(err, ErrConnectionLost)) that says
+// whether nothing was written or the outcome is unknown; a server timeout
+// that ended the session is a *ServerTimeoutError instead.
+//
 // # Numerics
 //
 // An unconstrained Postgres numeric maps to decimal(38, 18) on Iceberg. A

@@ -1,10 +1,11 @@
 package writestrategy
 
 import (
-	"github.com/lakewrite/lakewrite/ledger"
-
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/lakewrite/lakewrite/ledger"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -57,14 +58,39 @@ func (e *CrossJoinError) Is(target error) bool { return target == ErrCrossJoinTo
 var ErrDatasetNotFound = ledger.ErrDatasetNotFound
 
 // QueryError is a failure of a statement lakewrite ran for a strategy
-// (bad step SQL, a runtime error such as division by zero, ...). It unwraps
-// to the driver's error (*pgconn.PgError for a server error).
+// (bad step SQL, a runtime error such as division by zero, ...), on either
+// sink: match it with errors.As(err, &qe) whatever the output's sink. It
+// unwraps to the driver's error (*pgconn.PgError for a server error, whose
+// Position stays the server's, in the generated statement); on the Iceberg
+// sink it wraps the *cursor.QueryError that streamed the rows.
 type QueryError struct {
-	Op  string
-	Err error
+	Op string
+	// Output is the dataset being written; empty when the statement served
+	// the two outputs of a Split.
+	Output string
+	// Step is the Transform step whose SQL the server's error position falls
+	// in; empty when the error has no position or it falls outside every
+	// step (the Position of a Query's own SQL then has no Step).
+	Step string
+	// Position is the server's error position mapped into the step's own
+	// SQL (or a Query's SQL): 1-based, in characters; 0 when unknown.
+	Position int
+	Err      error
 }
 
-func (e *QueryError) Error() string { return "writestrategy: " + e.Op + ": " + e.Err.Error() }
+func (e *QueryError) Error() string {
+	var where strings.Builder
+	if e.Output != "" {
+		fmt.Fprintf(&where, "output %q: ", e.Output)
+	}
+	if e.Step != "" {
+		fmt.Fprintf(&where, "step %q: ", e.Step)
+	}
+	if e.Position > 0 {
+		fmt.Fprintf(&where, "at position %d of its SQL: ", e.Position)
+	}
+	return "writestrategy: " + where.String() + e.Op + ": " + e.Err.Error()
+}
 
 // Unwrap returns the driver's error.
 func (e *QueryError) Unwrap() error { return e.Err }

@@ -105,6 +105,8 @@ type projection struct {
 	// builtinVisible: the built-in types named through the search path
 	// were visible when the plan was made (see builtinVisibleSQL).
 	builtinVisible bool
+	// frags are the caller's SQL fragments in sql, for error positions.
+	frags []fragment
 }
 
 // targetState is what the plan knows about an output's current contents.
@@ -144,6 +146,7 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 	b.w(`WITH "source" AS (SELECT `, src.cols("s"), " FROM ", src.render(b), ` s ORDER BY s."__ord")`)
 	last := `"source"`
 	seen := map[string]bool{"source": true}
+	var frags []fragment
 	for _, st := range t.Steps {
 		q, err := quoteIdent("step", st.Name)
 		if err != nil {
@@ -156,11 +159,13 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 			return nil, fmt.Errorf("%w: step %q has no SQL", ErrInvalid, st.Name)
 		}
 		seen[st.Name] = true
-		b.w(", ", q, " AS (", st.SQL, "\n)")
+		b.w(", ", q, " AS (")
+		frags = append(frags, fragment{step: st.Name, start: b.sb.Len(), text: st.SQL})
+		b.w(st.SQL, "\n)")
 		last = q
 	}
 	b.w(" SELECT * FROM ", last)
-	return []projection{{output: t.Output, kind: KindTransform, mode: facade.Replace, sql: b.String(), args: b.args}}, nil
+	return []projection{{output: t.Output, kind: KindTransform, mode: facade.Replace, sql: b.String(), args: b.args, frags: frags}}, nil
 }
 
 func (j Join) plan(pc *planContext) ([]projection, error) {

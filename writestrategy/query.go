@@ -84,7 +84,8 @@ func (q Query) plan(pc *planContext) ([]projection, error) {
 	if strings.TrimSpace(q.SQL) == "" {
 		return nil, fmt.Errorf("%w: query of %q has no SQL", ErrInvalid, q.Output)
 	}
-	p := projection{output: q.Output, kind: KindQuery, mode: facade.Replace, sql: q.SQL, args: q.Args}
+	p := projection{output: q.Output, kind: KindQuery, mode: facade.Replace, sql: q.SQL, args: q.Args,
+		frags: []fragment{{text: q.SQL}}}
 	switch q.Mode {
 	case "", facade.Replace:
 		return []projection{p}, nil
@@ -100,7 +101,9 @@ func (q Query) plan(pc *planContext) ([]projection, error) {
 		fb := newBuilder(q.Args)
 		cols := tgt.cols("")
 		fb.w("SELECT ", cols, " FROM (SELECT ", cols, `, 0 AS "__part", "__ord" FROM `, tgt.render(fb),
-			` t UNION ALL SELECT `, cols, `, 1, row_number() OVER () FROM (`, q.SQL, "\n", `) n) u ORDER BY "__part", "__ord"`)
+			` t UNION ALL SELECT `, cols, `, 1, row_number() OVER () FROM (`)
+		p.frags = []fragment{{start: fb.sb.Len(), text: q.SQL}}
+		fb.w(q.SQL, "\n", `) n) u ORDER BY "__part", "__ord"`)
 		p.sql, p.args, p.mode = fb.String(), fb.args, facade.Replace
 	}
 	return []projection{p}, nil
