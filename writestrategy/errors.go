@@ -69,11 +69,13 @@ type QueryError struct {
 	// the two outputs of a Split.
 	Output string
 	// Step is the Transform step whose SQL the server's error position falls
-	// in; empty when the error has no position or it falls outside every
-	// step (the Position of a Query's own SQL then has no Step).
+	// in ("predicate" for a Split's Predicate); empty when the error has no
+	// position or it falls outside every step (the Position of a Query's
+	// own SQL then has no Step).
 	Step string
 	// Position is the server's error position mapped into the step's own
-	// SQL (or a Query's SQL): 1-based, in characters; 0 when unknown.
+	// SQL (a Split's Predicate, a Query's SQL): 1-based, in characters; 0
+	// when unknown.
 	Position int
 	Err      error
 }

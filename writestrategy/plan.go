@@ -284,8 +284,10 @@ func (s Split) plan(pc *planContext) ([]projection, error) {
 	b := newBuilder(s.Args)
 	from := src.render(b)
 	one := func(output, test string) projection {
-		sql := "SELECT " + src.cols("s") + " FROM " + from + " s WHERE (" + s.Predicate + "\n) " + test + ` ORDER BY s."__ord"`
-		return projection{output: output, kind: KindSplit, mode: facade.Replace, sql: sql, args: b.args}
+		head := "SELECT " + src.cols("s") + " FROM " + from + " s WHERE ("
+		sql := head + s.Predicate + "\n) " + test + ` ORDER BY s."__ord"`
+		return projection{output: output, kind: KindSplit, mode: facade.Replace, sql: sql, args: b.args,
+			frags: []fragment{{step: splitPredicateStep, start: len(head), text: s.Predicate}}}
 	}
 	return []projection{one(s.Matched, "IS TRUE"), one(s.Unmatched, "IS NOT TRUE")}, nil
 }

@@ -15,8 +15,12 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
+// splitPredicateStep is QueryError.Step for a position in a Split's
+// Predicate.
+const splitPredicateStep = "predicate"
+
 // fragment is a piece of caller SQL inside a generated statement: a
-// Transform step's SQL or a Query's.
+// Transform step's SQL, a Split's Predicate or a Query's SQL.
 type fragment struct {
 	step  string // "" for a Query
 	start int    // byte offset in projection.sql

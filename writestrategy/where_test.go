@@ -52,7 +52,14 @@ func TestQueryErrorWhere(t *testing.T) {
 			require.ErrorAs(t, err, &ce, "the cursor's error is kept inside")
 		}
 	}
-	_, err := w.d.Load(context.Background(), writestrategy.LoadRequest{WriterID: writer, DatasetID: "where_pg",
+	ensureOutputs(t, w.pool, "where_hi", "where_lo")
+	_, err := w.write(writestrategy.Split{Source: "orders", Predicate: "amount > $1 AND nope", Args: []any{10},
+		Matched: "where_hi", Unmatched: "where_lo"})
+	var sq *writestrategy.QueryError
+	require.ErrorAs(t, err, &sq)
+	require.Equal(t, "predicate", sq.Step)
+	require.Equal(t, strings.Index("amount > $1 AND nope", "nope")+1, sq.Position)
+	_, err = w.d.Load(context.Background(), writestrategy.LoadRequest{WriterID: writer, DatasetID: "where_pg",
 		SQL: "SELECT 1 AS a, nope AS b"})
 	var qe *writestrategy.QueryError
 	require.ErrorAs(t, err, &qe)
