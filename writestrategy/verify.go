@@ -84,7 +84,7 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 			c := &computed[i]
 			sum, err := facade.ChecksumBatches(c.Batches())
 			if err != nil {
-				return fmt.Errorf("verify %s: compute: %w", c.DatasetID, err)
+				return fmt.Errorf("verify %s: compute: %w", c.DatasetID, whereError(err, []string{c.DatasetID}))
 			}
 			out[i] = Parity{DatasetID: c.DatasetID, Mode: c.Mode, Computed: sum}
 		}

@@ -51,6 +51,11 @@ func TestQueryErrorWhere(t *testing.T) {
 			var ce *cursor.QueryError
 			require.ErrorAs(t, err, &ce, "the cursor's error is kept inside")
 		}
+		_, err = w.d.Verify(context.Background(), writestrategy.Request{Strategy: writestrategy.Transform{Output: out, Source: "orders",
+			Steps: []writestrategy.Step{{Name: "div", SQL: `SELECT id, 1 / (id - id) AS x FROM source`}}}})
+		qe = nil
+		require.ErrorAs(t, err, &qe, "Verify: %s", out)
+		require.Equal(t, out, qe.Output)
 	}
 	ensureOutputs(t, w.pool, "where_hi", "where_lo")
 	_, err := w.write(writestrategy.Split{Source: "orders", Predicate: "amount > $1 AND nope", Args: []any{10},
