@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -160,10 +162,6 @@ const (
 // without a column reads NULL), cast to text where asText says.
 func (e *env) duckRead(id string, cols []string, kinds []int) ([]string, error) {
 	files := e.dataFiles(id)
-	quoted := make([]string, len(files))
-	for i, f := range files {
-		quoted[i] = "'" + strings.ReplaceAll(f, "'", "''") + "'"
-	}
 	exprs := make([]string, len(cols))
 	for i, c := range cols {
 		exprs[i] = `"` + c + `"`
@@ -171,7 +169,7 @@ func (e *env) duckRead(id string, cols []string, kinds []int) ([]string, error) 
 			exprs[i] = `CAST("` + c + `" AS VARCHAR)`
 		}
 	}
-	q := fmt.Sprintf(`SELECT %s FROM read_parquet([%s], union_by_name = true)`, strings.Join(exprs, ", "), strings.Join(quoted, ", "))
+	q := fmt.Sprintf(`SELECT %s FROM %s`, strings.Join(exprs, ", "), readParquet(files))
 	rows, err := e.duck.QueryContext(e.ctx, q)
 	if err != nil {
 		return nil, err
@@ -192,9 +190,49 @@ func (e *env) duckRead(id string, cols []string, kinds []int) ([]string, error) 
 	return out, rows.Err()
 }
 
+// readParquet is DuckDB's read_parquet over files, columns matched by name
+// (a file without a column reads NULL).
+func readParquet(files []string) string {
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = "'" + strings.ReplaceAll(f, "'", "''") + "'"
+	}
+	return fmt.Sprintf(`read_parquet([%s], union_by_name = true)`, strings.Join(quoted, ", "))
+}
+
+// checkIdentity compares the identity columns (__row_index, __row_id,
+// __created_at) read by DuckDB with iceberg-go's read of the same
+// snapshot, row for row.
+func (e *env) checkIdentity(id string) {
+	e.t.Helper()
+	q := fmt.Sprintf(`SELECT "%s", "%s", epoch_us("%s") FROM %s`, facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt, readParquet(e.dataFiles(id)))
+	rows, err := e.duck.QueryContext(e.ctx, q)
+	require.NoError(e.t, err, id)
+	defer rows.Close()
+	var got, want []string
+	for rows.Next() {
+		var idx, rid, at int64
+		require.NoError(e.t, rows.Scan(&idx, &rid, &at))
+		got = append(got, fmt.Sprint(idx, rid, at))
+	}
+	require.NoError(e.t, rows.Err())
+	for rec, err := range e.lw.Facade.Scan(e.ctx, id, facade.ScanOptions{Columns: []string{facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt}}) {
+		require.NoError(e.t, err)
+		idx, rid, at := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64), rec.Column(2).(*array.Timestamp)
+		unit := at.DataType().(*arrow.TimestampType).Unit
+		require.Equal(e.t, arrow.Microsecond, unit)
+		for i := range int(rec.NumRows()) {
+			want = append(want, fmt.Sprint(idx.Value(i), rid.Value(i), int64(at.Value(i))))
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	require.Equal(e.t, want, got, "%s: identity columns", id)
+}
+
 // check compares the dataset, read by DuckDB, with the rows of truthSQL
 // in Postgres: same columns by name, same multiset of rows, every value
-// equal.
+// equal; and its identity columns with iceberg-go's read.
 func (e *env) check(id, truthSQL string) {
 	e.t.Helper()
 	// The simple protocol: no statement cache to go stale as a truth table
@@ -234,6 +272,7 @@ func (e *env) check(id, truthSQL string) {
 	for i := range want {
 		require.Equal(e.t, want[i], got[i], "%s: columns %v", id, cols)
 	}
+	e.checkIdentity(id)
 }
 
 func normRow(vals []any, kinds []int) string {
