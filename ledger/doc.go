@@ -128,10 +128,15 @@
 // Connection poolers in transaction mode (PgBouncer pool_mode=transaction)
 // cannot hold a session lock: the lock would stay on whichever server
 // connection ran the statement, outlive the writer, and make a dead intent
-// look alive forever (or be released by another client). Give the ledger a
-// direct connection or pool to Postgres, or a pooler in session mode; where
-// that is not possible set Config.Liveness = LivenessOff, and intents are
-// then recovered by age only (Sweep/Recover with OlderThan). A pool needs
+// look alive forever (or be released by another client). With liveness,
+// Open checks each session it takes (once per connection when its backend
+// is the one it connected to; on every Open behind a pooler, one round
+// trip) and refuses a session whose statements run on different server
+// connections with ErrTransactionPooling, before it locks or inserts
+// anything. Give the ledger a direct connection or pool to Postgres, or a
+// pooler in session mode; where that is not possible set Config.Liveness =
+// LivenessOff (no check, no session locks), and intents are then recovered
+// by age only (OpenParams.RecoverAfter, Sweep/Recover with OlderThan). A pool needs
 // room for one held connection per concurrent open intent on top of what
 // Commit, Sweep and the application use (WithTx uses two while fn runs).
 //

@@ -107,6 +107,12 @@ func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) 
 	if err != nil || conn == nil {
 		return st, err
 	}
+	if err := checkSession(ctx, conn); err != nil {
+		if pooled != nil {
+			giveBack(pooled, !conn.IsClosed(), st.cleanup)
+		}
+		return st, err
+	}
 	st.conn, st.pooled, st.hadHold, st.lockPending = conn, pooled, true, true
 	return st, nil
 }
