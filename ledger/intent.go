@@ -156,7 +156,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		return `INSERT INTO ` + l.table("pipeline_build_transactions") + `
 			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key, actor)
 			SELECT $1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '') FROM ` + from + `
-			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3)
+			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3) AND d.status <> '`+StatusDropped+`'
 			RETURNING attempt, created_at`
 	}
 	args := []any{id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey, p.Actor}
@@ -164,11 +164,14 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) error {
 		var owner *string
-		switch oerr := q.QueryRow(ctx, `SELECT owner FROM `+l.table("datasets")+` WHERE id = $1`, p.DatasetID).Scan(&owner); {
+		var status string
+		switch oerr := q.QueryRow(ctx, `SELECT owner, status FROM `+l.table("datasets")+` WHERE id = $1`, p.DatasetID).Scan(&owner, &status); {
 		case errors.Is(oerr, pgx.ErrNoRows):
 			return fmt.Errorf("%w: %q", ErrDatasetNotFound, p.DatasetID)
 		case oerr != nil:
 			return oerr
+		case status == StatusDropped:
+			return fmt.Errorf("%w: %q is being decommissioned; complete the drop, then register it again", ErrDatasetDropped, p.DatasetID)
 		case owner != nil && *owner != p.WriterID:
 			return &OwnerError{DatasetID: p.DatasetID, Owner: *owner, WriterID: p.WriterID}
 		}
@@ -224,7 +227,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		})
 	}
 	var owned *OwnerError
-	if errors.As(err, &owned) || errors.Is(err, ErrDatasetNotFound) {
+	if errors.As(err, &owned) || errors.Is(err, ErrDatasetNotFound) || errors.Is(err, ErrDatasetDropped) {
 		return nil, nil, err
 	}
 	if err == nil {

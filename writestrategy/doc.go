@@ -155,6 +155,18 @@
 // reads); when its columns change, reads fail with ErrRelationChanged
 // until it is registered again.
 //
+// # Decommissioning and open intents
+//
+// Dispatcher.Drop removes a dataset: its Iceberg table and every file of
+// it, its writer flag overrides, its row-store and ledger rows, in a
+// crash-safe order (marked dropped first, so no write starts; then the
+// table purged; then the rows deleted). A drop killed midway leaves the
+// dataset refusing writes (ledger.ErrDatasetDropped) and the next Drop
+// completes it; an open intent of a live writer refuses it (ledger.ErrBusy).
+// Dispatcher.Intents is the operator's view of open intents: age, holder
+// liveness and what the next write would do with each (wait, roll forward,
+// abort).
+//
 // # Crashes and retries
 //
 // The intent of a writer that died (process killed, connection or server

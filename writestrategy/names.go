@@ -16,7 +16,9 @@ import (
 // non-empty, so a dataset registered before the rule stays readable.
 
 // readOnlyUses are the uses of a dataset id that do not write it.
-var readOnlyUses = map[string]bool{"source": true, "checksummed": true, "maintained": true}
+// A dataset is dropped whatever its id, so that one named before the rule
+// can be decommissioned.
+var readOnlyUses = map[string]bool{"source": true, "checksummed": true, "maintained": true, "dropped": true}
 
 // checkDatasetID refuses an empty id, and an id a write targets (every use
 // but readOnlyUses) outside the name rule: the error matches ErrInvalid and

@@ -33,6 +33,8 @@ commands:
   deploy <output>      re-run a known output through the write dispatch
   verify <output>      preflight, then parity: Postgres compute vs the Iceberg table (rows + checksum)
   revert <dataset>     clear the dataset's override
+  intents              list open intents: age, holder liveness, what the next write does with each
+  drop   <dataset>     decommission a dataset: Iceberg table and files, overrides, ledger rows
 
 known outputs: %s
 
@@ -85,6 +87,8 @@ func commands() []command {
 		{name: "deploy", arg: "output", fn: cmdDeploy},
 		{name: "verify", arg: "output", fn: cmdVerify},
 		{name: "revert", arg: "dataset", fn: cmdRevert},
+		{name: "intents", fn: cmdIntents},
+		{name: "drop", arg: "dataset", fn: cmdDrop},
 	}
 }
 

@@ -6,9 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -233,4 +237,38 @@ func TestHelpPrintsNoSecrets(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, 1, run(context.Background(), []string{"init"}, &out, &errb), errb.String())
 	require.NotContains(t, errb.String(), "no database")
+}
+
+// intents lists a dead writer's open intent with what the next write does
+// with it; drop decommissions the output (reconciling that intent first),
+// and init + deploy re-create it.
+func TestIntentsAndDrop(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	s.ok("init")
+	s.ok("set", demoOutput)
+	s.ok("deploy", demoOutput)
+	require.Contains(t, s.ok("intents"), "no open intents")
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.url)
+	require.NoError(t, err)
+	l, err := ledger.New(conn, nil)
+	require.NoError(t, err)
+	in, err := l.Open(ctx, ledger.OpenParams{DatasetID: demoOutput, WriterID: writerID, Sink: sink.Iceberg, WriteMode: facade.Replace})
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx)) // the writer dies
+	out := s.ok("intents")
+	require.Contains(t, out, "intent "+in.ID+" dataset "+demoOutput+" writer "+writerID+" sink iceberg_native mode replace age ")
+	require.Contains(t, out, "holder gone next abort")
+
+	out = s.ok("drop", demoOutput)
+	require.Contains(t, out, "dropped "+demoOutput+": Iceberg table dropped true")
+	require.Contains(t, s.ok("intents"), "no open intents")
+	code, _, errs := s.run("check", demoOutput)
+	require.Equal(t, exitFailed, code)
+	require.Contains(t, errs, "not found")
+
+	require.Contains(t, s.ok("init"), "output demo_orders_clean: registered")
+	require.Contains(t, s.ok("deploy", demoOutput), "deployed demo_orders_clean: sink=pg mode=replace rows=667 ")
 }

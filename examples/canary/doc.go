@@ -7,6 +7,8 @@
 //	canary deploy demo_orders_clean  re-run the output (the write dispatch resolves the sink)
 //	canary verify demo_orders_clean  preflight, then parity: row count + checksum, Postgres compute vs Iceberg table
 //	canary revert demo_orders_clean  clear the override (effective within the resolver TTL, <= 10 s)
+//	canary intents                   open intents: age, holder liveness, what the next write does with each
+//	canary drop   demo_orders_clean  decommission: Iceberg table and files, overrides, ledger rows (again to complete)
 //
 // Every command takes -database-url (default $DATABASE_URL, required) and
 // -warehouse (default ./lakewrite-data), before the dataset argument. A CLI
