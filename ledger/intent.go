@@ -156,7 +156,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		return `INSERT INTO ` + l.table("pipeline_build_transactions") + `
 			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key, actor)
 			SELECT $1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '') FROM ` + from + `
-			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3) AND d.status <> '`+StatusDropped+`'
+			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3) AND d.status <> '` + StatusDropped + `'
 			RETURNING attempt, created_at`
 	}
 	args := []any{id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey, p.Actor}
