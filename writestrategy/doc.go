@@ -229,4 +229,25 @@
 // Request.Numeric. A value whose integer part does not fit fails under
 // every policy. Preflight lists an output's columns whose values would be
 // rounded or refused, before the output is moved to Iceberg.
+//
+// # Values on both sinks
+//
+// A value written to either sink reads back with the same Postgres text
+// form, edge values included: -0, NaN and ±Infinity floats (also in
+// arrays), json text as written (whitespace, key order, duplicate keys), a
+// json 'null' apart from SQL NULL, jsonb, bytea (empty is not NULL),
+// domains, and the types the cursor streams as text (interval, inet,
+// enums, composites, ranges; set cursor.Options.UnknownAsText for the
+// Iceberg sink). The row store also keeps what the Iceberg sink refuses
+// with a typed error or holds at the scale of the numeric policy: numeric
+// NaN/±Infinity, infinite timestamps and dates, multi-dimensional arrays,
+// the scale of each unconstrained numeric. Not kept: array lower bounds
+// other than 1 of arrays Iceberg holds as lists, and in the row store of
+// arrays of booleans, integers, numerics, strings, uuids, bytea, dates and
+// times. A column of an anonymous record or pseudo-type is refused with
+// ErrUnsupportedType before anything is written. Text forms inside
+// composites and intervals follow the session's DateStyle and
+// IntervalStyle: read with the settings you wrote with. Row-store rows
+// written by earlier versions read exactly as they did; loaders of your own
+// write the current encoding with RowStoreInsert.
 package writestrategy
