@@ -98,7 +98,7 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 		conn = tx.Conn()
 	}
 	defer func() {
-		cctx, cancel := cleanupContext(ctx, DefaultCleanupTimeout)
+		cctx, cancel := cleanupContext(ctx, defaultCleanupTimeout)
 		defer cancel()
 		broken := false
 		if tx != nil {
@@ -187,7 +187,7 @@ func prepareInSavepoint(ctx context.Context, conn *pgconn.PgConn, sql string) (*
 	var pgErr *pgconn.PgError
 	if errors.As(first, &pgErr) && !conn.IsClosed() {
 		// The transaction is aborted inside the savepoint: back to it.
-		cctx, cancel := cleanupContext(ctx, DefaultCleanupTimeout)
+		cctx, cancel := cleanupContext(ctx, defaultCleanupTimeout)
 		defer cancel()
 		if err := conn.Exec(cctx, `ROLLBACK TO SAVEPOINT `+describeSavepoint+`; RELEASE SAVEPOINT `+describeSavepoint).Close(); err != nil {
 			return nil, errors.Join(first, err)

@@ -193,7 +193,7 @@ func TestNumeric128(t *testing.T) {
 func BenchmarkDecodeRow(b *testing.B) {
 	rec := newRecycler(memory.DefaultAllocator)
 	rec.batchBytes(4 << 20)
-	const size = DefaultBatchSize
+	const size = defaultBatchSize
 	cols := []column{
 		{kind: kInt8, field: arrow.Field{Type: arrow.PrimitiveTypes.Int64}},
 		{kind: kString, field: arrow.Field{Type: arrow.BinaryTypes.String}},

@@ -69,9 +69,9 @@ func (p NumericPolicy) String() string {
 
 // Defaults for the zero fields of Options.
 const (
-	DefaultBatchSize      = 16384
-	DefaultNumericScale   = 18
-	DefaultCleanupTimeout = 10 * time.Second
+	defaultBatchSize      = 16384
+	defaultNumericScale   = 18
+	defaultCleanupTimeout = 10 * time.Second
 )
 
 // Options configure a stream. The zero value (or a nil *Options) means the
@@ -80,7 +80,7 @@ type Options struct {
 	// Mode is Direct (default) or Staged.
 	Mode StreamMode
 	// BatchSize is the number of rows per record batch, the last one
-	// excepted. Zero means DefaultBatchSize after a first batch of at most
+	// excepted. Zero means 16,384 rows after a first batch of at most
 	// 1,024 rows, so that a small result takes small buffers. Unused by
 	// Rows.
 	BatchSize int
@@ -97,18 +97,18 @@ type Options struct {
 	// representation (Arrow string) instead of failing with
 	// *UnsupportedTypeError.
 	UnknownAsText bool
-	// NumericScale is the Arrow scale used for unconstrained numeric columns,
-	// which become decimal128(38, NumericScale) (default DefaultNumericScale,
-	// 18). A value with more fractional digits is rounded or refused as
-	// Numeric says; one whose integer part does not fit is an error.
+	// NumericScale is the Arrow scale used for unconstrained numeric
+	// columns, which become decimal128(38, NumericScale) (default 18). A
+	// value with more fractional digits is rounded or refused as Numeric
+	// says; one whose integer part does not fit is an error.
 	NumericScale int
 	// Numeric is the policy for numeric values with more fractional digits
 	// than their column's scale (default NumericRound: rounded half-even
 	// and counted; NumericStrict: an ErrOutOfRange error).
 	Numeric NumericPolicy
 	// CleanupTimeout bounds the cleanup (draining, rollback, drop of the
-	// staging table), which runs under context.WithoutCancel
-	// (default DefaultCleanupTimeout).
+	// staging table), which runs under context.WithoutCancel (default
+	// 10 s).
 	CleanupTimeout time.Duration
 
 	// smallFirst: BatchSize was defaulted; the first batch is smaller.
@@ -133,16 +133,16 @@ func (o *Options) resolve() (Options, error) {
 		return r, fmt.Errorf("cursor: Options.NumericScale %d must be within 0..38", r.NumericScale)
 	}
 	if r.BatchSize == 0 {
-		r.BatchSize, r.smallFirst = DefaultBatchSize, true
+		r.BatchSize, r.smallFirst = defaultBatchSize, true
 	}
 	if r.NumericScale == 0 {
-		r.NumericScale = DefaultNumericScale
+		r.NumericScale = defaultNumericScale
 	}
 	if r.Numeric == NumericDefault {
 		r.Numeric = NumericRound
 	}
 	if r.CleanupTimeout == 0 {
-		r.CleanupTimeout = DefaultCleanupTimeout
+		r.CleanupTimeout = defaultCleanupTimeout
 	}
 	if r.Allocator == nil {
 		r.Allocator = memory.DefaultAllocator

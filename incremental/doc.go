@@ -5,11 +5,11 @@
 // # Full rebuild first
 //
 // The one rule, in one place: an Iceberg sink forces a full rebuild.
-// [SinkForcesFullRebuild] and [ClampReadMode] take the [sink.Decision] the
-// build resolved, so resolve the sink first, then choose the read mode, then
-// run the delta block (a delta predicate over a row store the Iceberg path
-// no longer writes would silently read zero rows). [ChooseReadMode] applies
-// the clamp and [WindowAllowsDelta] together.
+// [ClampReadMode] takes the [sink.Decision] the build resolved, so resolve
+// the sink first, then choose the read mode, then run the delta block (a
+// delta predicate over a row store the Iceberg path no longer writes would
+// silently read zero rows). A delta also needs a window that allows one
+// ([WindowAllowsDelta]).
 //
 // # Windows and watermarks
 //
@@ -17,8 +17,8 @@
 // transactions in half-open windows (low, high] of committed_at, the commit
 // time the ledger recorded (the Iceberg snapshot time) — the same clock for
 // the transactions and the windows; never a local wall clock or a build
-// start. The next window's low is the previous window's high
-// ([WatermarkLowerBound]), so the windows tile time without overlap.
+// start. The next window's low is the previous window's high (the
+// watermark the reader stored), so the windows tile time without overlap.
 //
 // # Never skip: the window-safety choice
 //
@@ -28,24 +28,24 @@
 // would never read it. [Reader] therefore bounds high below everything still
 // in flight:
 //
-//	high = min(database now, created_at of the oldest open intent) - ClockSkew
+//	high = min(database now, created_at of the oldest open intent) - skew
 //
 // with the database clock read before the open intents. Every writer takes
 // committed_at after its intent became visible, so an intent the reader saw
-// open has committed_at > its created_at - ClockSkew >= high, and an intent
-// not yet visible has committed_at > database now - ClockSkew >= high.
-// ClockSkew (default 1 s) must cover how far a writer's clock may run behind
+// open has committed_at > its created_at - skew >= high, and an intent
+// not yet visible has committed_at > database now - skew >= high.
+// The skew (NewReader's clockSkew, default 1 s) must cover how far a writer's clock may run behind
 // the database's plus the precision committed_at loses (1 ms for Iceberg).
 // See [SafeHigh].
 //
 // The reader never waits: an open intent just holds the window below it
 // until it commits, aborts or is swept. Waiting for in-flight intents would
 // block readers behind slow writers; a bound on high costs at most
-// ClockSkew of latency plus the life of the oldest open intent (bounded by
+// the skew in latency plus the life of the oldest open intent (bounded by
 // the sweeper). Requirements: writers stamp committed_at after Open returned
 // (the ledger's Atomicity order), an aborted intent never commits later, and
 // the reader reads the primary (on a replica, add the replication lag to
-// ClockSkew).
+// the skew).
 //
 // [DeltaPredicate] and [TxnPredicate] turn a window into SQL with the values
 // as parameters and the column names quoted.

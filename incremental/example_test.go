@@ -12,8 +12,8 @@ func ExampleClampReadMode() {
 	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
 		Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg})
 	mode, clamped := incremental.ClampReadMode(ice, incremental.ReadDelta)
-	fmt.Println(incremental.SinkForcesFullRebuild(ice), mode, clamped)
-	// Output: true snapshot true
+	fmt.Println(mode, clamped)
+	// Output: snapshot true
 }
 
 func ExampleSafeHigh() {

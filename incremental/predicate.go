@@ -29,9 +29,6 @@ type Predicate struct {
 	Args []any
 }
 
-// Next returns the number of the first parameter after p's.
-func (p Predicate) Next(firstParam int) int { return firstParam + len(p.Args) }
-
 // DeltaPredicate builds `column > $N AND column <= $N+1` for window w over
 // a timestamp column holding commit times (for example an Iceberg table's
 // __created_at, which is the snapshot commit time). column is one or more

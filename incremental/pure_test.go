@@ -23,10 +23,8 @@ func TestClampRule(t *testing.T) {
 	clampedIce := sink.Decide(sink.Setting{WriterID: "w", DatasetID: "ds", WriterKnown: true, Default: sink.Postgres, Max: sink.Postgres, Override: sink.Iceberg})
 	require.Equal(t, sink.Postgres, clampedIce.Sink)
 
-	assert.False(t, incremental.SinkForcesFullRebuild(pg))
-	assert.True(t, incremental.SinkForcesFullRebuild(ice))
-	assert.False(t, incremental.SinkForcesFullRebuild(clampedIce), "the effective sink counts, not the requested mode")
-	assert.True(t, incremental.SinkForcesFullRebuild(sink.Decision{}), "unresolved fails safe")
+	_, clamped := incremental.ClampReadMode(clampedIce, incremental.ReadDelta)
+	assert.False(t, clamped, "the effective sink counts, not the requested mode")
 
 	cases := []struct {
 		d       sink.Decision
@@ -47,24 +45,6 @@ func TestClampRule(t *testing.T) {
 	}
 }
 
-func TestChooseReadMode(t *testing.T) {
-	t.Parallel()
-	t0 := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
-	ok := incremental.Window{Low: t0, High: t0.Add(time.Minute)}
-	first := incremental.Window{High: t0}
-	pg, ice := decision(sink.Postgres), decision(sink.Iceberg)
-
-	m, _ := incremental.ChooseReadMode(pg, incremental.ReadDelta, ok)
-	assert.Equal(t, incremental.ReadDelta, m)
-	m, why := incremental.ChooseReadMode(ice, incremental.ReadDelta, ok)
-	assert.Equal(t, incremental.ReadSnapshot, m)
-	assert.Contains(t, why, "iceberg_native")
-	m, _ = incremental.ChooseReadMode(pg, incremental.ReadDelta, first)
-	assert.Equal(t, incremental.ReadSnapshot, m)
-	m, _ = incremental.ChooseReadMode(pg, incremental.ReadSnapshot, ok)
-	assert.Equal(t, incremental.ReadSnapshot, m)
-}
-
 func TestWindowAllowsDelta(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
@@ -72,9 +52,6 @@ func TestWindowAllowsDelta(t *testing.T) {
 	assert.True(t, incremental.WindowAllowsDelta(incremental.Window{Low: t0, High: t0}), "empty window: a delta that reads nothing")
 	assert.False(t, incremental.WindowAllowsDelta(incremental.Window{High: t0}), "no watermark: snapshot")
 	assert.False(t, incremental.WindowAllowsDelta(incremental.Window{Low: t0, High: t0.Add(-1)}), "inverted")
-
-	assert.Equal(t, t0, incremental.WatermarkLowerBound(t0, true))
-	assert.True(t, incremental.WatermarkLowerBound(t0, false).IsZero())
 }
 
 // genTime turns a quick-generated int64 into a time in a bounded range with

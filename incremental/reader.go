@@ -8,9 +8,9 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
-// DefaultClockSkew is the clock-skew allowance when ReaderConfig.ClockSkew
-// is zero.
-const DefaultClockSkew = time.Second
+// defaultClockSkew is the clock-skew allowance NewReader uses for a zero
+// clockSkew.
+const defaultClockSkew = time.Second
 
 // Ledger is what a [Reader] needs from the write-intent ledger; a
 // *ledger.Ledger satisfies it.
@@ -25,16 +25,6 @@ type Ledger interface {
 	Committed(ctx context.Context, datasetID string, low, high time.Time) ([]ledger.Txn, error)
 }
 
-// ReaderConfig configures [NewReader]. The zero value (or nil) is valid.
-type ReaderConfig struct {
-	// ClockSkew is how far a writer's clock (which stamps committed_at, the
-	// Iceberg snapshot time) may be behind the database clock, plus the
-	// precision committed_at loses (1 ms for Iceberg). Windows stop this far
-	// below the database clock and below the oldest open intent. 0 means
-	// DefaultClockSkew (1 s); negative is refused.
-	ClockSkew time.Duration
-}
-
 // Reader windows one upstream dataset's committed ledger transactions for a
 // delta reader so that no committed transaction is ever skipped: the union
 // of successive windows is exactly the committed set, without duplicates.
@@ -45,27 +35,24 @@ type Reader struct {
 	skew time.Duration
 }
 
-// NewReader returns a Reader over l.
-func NewReader(l Ledger, cfg *ReaderConfig) (*Reader, error) {
+// NewReader returns a Reader over l. clockSkew is how far a writer's clock
+// (which stamps committed_at, the Iceberg snapshot time) may be behind the
+// database clock, plus the precision committed_at loses (1 ms for Iceberg):
+// windows stop this far below the database clock and below the oldest open
+// intent. 0 means the default, 1 s; negative is refused.
+func NewReader(l Ledger, clockSkew time.Duration) (*Reader, error) {
 	if l == nil {
 		return nil, fmt.Errorf("incremental: NewReader: %w: ledger is nil; pass a *ledger.Ledger", ErrInvalidArgument)
 	}
-	var c ReaderConfig
-	if cfg != nil {
-		c = *cfg
-	}
 	switch {
-	case c.ClockSkew == 0:
-		c.ClockSkew = DefaultClockSkew
-	case c.ClockSkew < 0:
-		return nil, fmt.Errorf("incremental: NewReader: %w: ClockSkew %v; use 0 (default %v) or a positive allowance",
-			ErrInvalidArgument, c.ClockSkew, DefaultClockSkew)
+	case clockSkew == 0:
+		clockSkew = defaultClockSkew
+	case clockSkew < 0:
+		return nil, fmt.Errorf("incremental: NewReader: %w: clock skew %v; use 0 (default %v) or a positive allowance",
+			ErrInvalidArgument, clockSkew, defaultClockSkew)
 	}
-	return &Reader{l: l, skew: c.ClockSkew}, nil
+	return &Reader{l: l, skew: clockSkew}, nil
 }
-
-// ClockSkew returns the allowance in use.
-func (r *Reader) ClockSkew() time.Duration { return r.skew }
 
 // High returns the highest safe window upper bound for datasetID now:
 // [SafeHigh] of the database clock and the oldest open intent. The database
@@ -83,13 +70,17 @@ func (r *Reader) High(ctx context.Context, datasetID string) (time.Time, error) 
 	return SafeHigh(now, oldest, open, r.skew), nil
 }
 
-// Next returns the next window of a reader whose watermark is low (use
-// [WatermarkLowerBound]; zero for a reader without one) and the committed
+// Next returns the next window of a reader whose watermark is low (the High
+// of the window it consumed last; zero for a reader without one, which
+// [WindowAllowsDelta] answers with a snapshot read) and the committed
 // transactions in it, ordered by committed_at, id. The window's High is
 // [Reader.High], but never below low: when nothing is safe to read yet the
 // window is empty. Store the returned High as the reader's new watermark
 // once the build that consumed the window has committed — in the same
-// transaction as its output when the output is in Postgres.
+// transaction as its output when the output is in Postgres. The watermark
+// must be that High, on the ledger's commit clock — never the reader's own
+// commit time, its build start or a local wall clock: any of those can be
+// later than a transaction still in flight, which would then be skipped.
 //
 // For a snapshot (full) read, call Next first and store its High: the
 // snapshot may also include transactions committed above High, which the

@@ -64,7 +64,7 @@ func TestWindowStopsBelowOpenIntent(t *testing.T) {
 	ctx := context.Background()
 	const skew = 20 * time.Millisecond
 	l := newLedger(t, "up")
-	r, err := incremental.NewReader(l, &incremental.ReaderConfig{ClockSkew: skew})
+	r, err := incremental.NewReader(l, skew)
 	require.NoError(t, err)
 
 	a := open(t, l, "up")
@@ -75,7 +75,7 @@ func TestWindowStopsBelowOpenIntent(t *testing.T) {
 	// committed_at is taken after the intent is visible (Iceberg commit).
 	tauB := time.Now().Add(-(skew - 2*time.Millisecond)).Truncate(time.Millisecond)
 
-	w1, txns, err := r.Next(ctx, "up", incremental.WatermarkLowerBound(time.Time{}, false))
+	w1, txns, err := r.Next(ctx, "up", time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{a.ID}, ids(txns))
 	assert.False(t, w1.High.After(b.CreatedAt.Add(-skew)), "high stays below the open intent")
@@ -87,7 +87,7 @@ func TestWindowStopsBelowOpenIntent(t *testing.T) {
 
 	commit(t, l, b, tauB)
 
-	w2, txns2, err := r.Next(ctx, "up", incremental.WatermarkLowerBound(w1.High, true))
+	w2, txns2, err := r.Next(ctx, "up", w1.High)
 	require.NoError(t, err)
 	require.Equal(t, w1.High, w2.Low)
 	drain, err := l.Committed(ctx, "up", w2.High, farFuture)
@@ -103,9 +103,8 @@ func TestNextNeverMovesBackwards(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l := newLedger(t, "up")
-	r, err := incremental.NewReader(l, nil)
+	r, err := incremental.NewReader(l, 0)
 	require.NoError(t, err)
-	assert.Equal(t, incremental.DefaultClockSkew, r.ClockSkew())
 	future := time.Now().Add(time.Hour)
 	w, txns, err := r.Next(ctx, "up", future)
 	require.NoError(t, err)
@@ -113,9 +112,9 @@ func TestNextNeverMovesBackwards(t *testing.T) {
 	assert.Equal(t, future, w.Low)
 	assert.Empty(t, txns)
 
-	_, err = incremental.NewReader(l, &incremental.ReaderConfig{ClockSkew: -time.Second})
+	_, err = incremental.NewReader(l, -time.Second)
 	require.ErrorIs(t, err, incremental.ErrInvalidArgument)
-	_, err = incremental.NewReader(nil, nil)
+	_, err = incremental.NewReader(nil, 0)
 	require.ErrorIs(t, err, incremental.ErrInvalidArgument)
 }
 
@@ -134,7 +133,7 @@ func TestNoSkipUnderConcurrentWriters(t *testing.T) {
 	)
 	datasets := []string{"up1", "up2"}
 	l := newLedger(t, datasets...)
-	r, err := incremental.NewReader(l, &incremental.ReaderConfig{ClockSkew: skew})
+	r, err := incremental.NewReader(l, skew)
 	require.NoError(t, err)
 
 	var mu sync.Mutex
@@ -172,7 +171,7 @@ func TestNoSkipUnderConcurrentWriters(t *testing.T) {
 	for _, ds := range datasets {
 		readers.Go(func() {
 			res := result{ds: ds, seen: map[string]int{}}
-			low := incremental.WatermarkLowerBound(time.Time{}, false)
+			low := time.Time{}
 			consume := func(w incremental.Window, txns []ledger.Txn) {
 				for _, x := range txns {
 					res.seen[x.ID]++

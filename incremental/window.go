@@ -8,7 +8,7 @@ import (
 // Window is the half-open interval (Low, High] of ledger commit times
 // (committed_at) a delta reader consumes in one build. A zero Low means "from
 // the beginning". Successive windows of one reader share their bounds: the
-// next Low is the previous High ([WatermarkLowerBound]), so no commit time is
+// next Low is the previous High, so no commit time is
 // in two windows and none falls between two.
 type Window struct {
 	Low, High time.Time
@@ -47,24 +47,6 @@ func (w Window) String() string {
 // apply [ClampReadMode] too (or use [ChooseReadMode]).
 func WindowAllowsDelta(w Window) bool {
 	return !w.Low.IsZero() && !w.High.Before(w.Low)
-}
-
-// WatermarkLowerBound returns the Low of a reader's next window given the
-// watermark it stored after its last build: that watermark itself, since
-// windows are half-open and the commit at exactly the watermark was read by
-// the previous window. A reader without a watermark (ok false, or a zero
-// time) gets the zero time: "from the beginning", which
-// [WindowAllowsDelta] answers with a snapshot read.
-//
-// The stored watermark must be the High of the window the reader consumed,
-// on the ledger's commit clock — never the reader's own commit time, its
-// build start or a local wall clock: any of those can be later than a
-// transaction still in flight, which would then be skipped.
-func WatermarkLowerBound(watermark time.Time, ok bool) time.Time {
-	if !ok {
-		return time.Time{}
-	}
-	return watermark
 }
 
 // SafeHigh is the highest window upper bound that cannot skip a

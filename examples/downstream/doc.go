@@ -15,7 +15,7 @@
 //     RequireRowCount, RequireSnapshotCount, RequireTxnLanded,
 //     RequireTxnAbsent, RequireChecksumEqual);
 //   - ledger/ledgertest: a migrated schema per test on the team's test
-//     database (NewSchema, NewLedgerConfig), finding a failed write's intent
+//     database (NewSchema, NewLedger), finding a failed write's intent
 //     (LastTxn), and assertions on intents and datasets (RequireCommitted,
 //     RequireAborted, RequireOpen, RequireNoOpen, RequireWatermark,
 //     RequireRowCount, RequireSink).

@@ -39,7 +39,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	pool := pgtest.Pool(t)
-	l := ledgertest.NewLedgerConfig(t, pool, &ledger.Config{Schema: ledgertest.NewSchema(t, pool)})
+	l := ledgertest.NewLedger(t, pool, &ledger.Config{Schema: ledgertest.NewSchema(t, pool)})
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	lake := facadetest.New(&facadetest.Config{Allocator: mem})

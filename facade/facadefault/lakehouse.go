@@ -48,9 +48,6 @@ func Wrap(lh facade.Lakehouse, faults ...Fault) *Lakehouse {
 	}
 }
 
-// Unwrap returns the wrapped lakehouse.
-func (l *Lakehouse) Unwrap() facade.Lakehouse { return l.lh }
-
 // Hits returns how many times a fault fired at p so far. A fault counts as
 // fired when its action starts, so a Block or Panic that never returns is
 // counted too.

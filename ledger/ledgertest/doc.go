@@ -6,12 +6,12 @@
 // team's own test database (lakewrite's own tests use a throwaway cluster):
 //
 //	pool := ... // the team's test database, e.g. from its DATABASE_URL
-//	l := ledgertest.NewLedger(t, pool) // migrated "lakewrite" schema
+//	l := ledgertest.NewLedger(t, pool, nil) // migrated "lakewrite" schema
 //
 // For tests that run in parallel on one shared database, give each test its
 // own migrated schema, dropped when the test ends:
 //
-//	l := ledgertest.NewLedgerConfig(t, pool, &ledger.Config{Schema: ledgertest.NewSchema(t, pool)})
+//	l := ledgertest.NewLedger(t, pool, &ledger.Config{Schema: ledgertest.NewSchema(t, pool)})
 //
 // Then assert what a write left behind:
 //

@@ -19,16 +19,9 @@ func bounded() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), timeout)
 }
 
-// Migrate applies the control-plane migrations to the default schema
-// ("lakewrite") of db. It is idempotent.
-func Migrate(t testing.TB, db ledger.Beginner) {
-	t.Helper()
-	MigrateSchema(t, db, "")
-}
-
-// MigrateSchema applies the control-plane migrations to schema ("" means
-// the default). It is idempotent.
-func MigrateSchema(t testing.TB, db ledger.Beginner, schema string) {
+// Migrate applies the control-plane migrations to schema of db ("" means
+// the default, "lakewrite"). It is idempotent.
+func Migrate(t testing.TB, db ledger.Beginner, schema string) {
 	t.Helper()
 	ctx, cancel := bounded()
 	defer cancel()
@@ -37,21 +30,15 @@ func MigrateSchema(t testing.TB, db ledger.Beginner, schema string) {
 	}
 }
 
-// NewLedger migrates the default schema of db and returns a Ledger on it
-// with the default configuration.
-func NewLedger(t testing.TB, db ledger.DB) *ledger.Ledger {
-	t.Helper()
-	return NewLedgerConfig(t, db, nil)
-}
-
-// NewLedgerConfig migrates cfg.Schema on db and returns a Ledger with cfg.
-func NewLedgerConfig(t testing.TB, db ledger.DB, cfg *ledger.Config) *ledger.Ledger {
+// NewLedger migrates cfg.Schema on db and returns a Ledger with cfg; a nil
+// cfg means the default configuration and the default schema.
+func NewLedger(t testing.TB, db ledger.DB, cfg *ledger.Config) *ledger.Ledger {
 	t.Helper()
 	var schema string
 	if cfg != nil {
 		schema = cfg.Schema
 	}
-	MigrateSchema(t, db, schema)
+	Migrate(t, db, schema)
 	l, err := ledger.New(db, cfg)
 	if err != nil {
 		t.Fatalf("ledgertest: new ledger: %v", err)
@@ -77,7 +64,7 @@ func NewSchema(t testing.TB, db ledger.DB) string {
 			t.Errorf("ledgertest: drop schema %s: %v", name, err)
 		}
 	})
-	MigrateSchema(t, db, name)
+	Migrate(t, db, name)
 	return name
 }
 

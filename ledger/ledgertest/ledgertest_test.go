@@ -44,7 +44,7 @@ func TestAssertions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	l := ledgertest.NewLedger(t, pool)
+	l := ledgertest.NewLedger(t, pool, nil)
 	r := &recorder{TB: t}
 
 	if _, err := l.EnsureDataset(ctx, "orders", "Orders", nil); err != nil {
@@ -131,15 +131,15 @@ func TestNewSchema(t *testing.T) {
 		if schema == other || !strings.HasPrefix(schema, "lwtest_") {
 			t.Fatalf("schemas %q and %q", schema, other)
 		}
-		l := ledgertest.NewLedgerConfig(t, pool, &ledger.Config{Schema: schema})
-		lo := ledgertest.NewLedgerConfig(t, pool, &ledger.Config{Schema: other})
+		l := ledgertest.NewLedger(t, pool, &ledger.Config{Schema: schema})
+		lo := ledgertest.NewLedger(t, pool, &ledger.Config{Schema: other})
 		if _, err := l.EnsureDataset(ctx, "orders", "", nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := lo.Dataset(ctx, "orders"); !errors.Is(err, ledger.ErrDatasetNotFound) {
 			t.Fatalf("the other schema sees the dataset: %v", err)
 		}
-		ledgertest.Migrate(t, pool) // the default schema, idempotent
+		ledgertest.Migrate(t, pool, "") // the default schema, idempotent
 	})
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
