@@ -37,8 +37,13 @@ type Setting struct {
 type Decision struct {
 	WriterID  string
 	DatasetID string
-	// Sink is where the write goes: Requested capped by Max.
+	// Sink is where the write goes: Requested capped by Max; Postgres
+	// when that is Shadow.
 	Sink Sink
+	// Shadow is true when Requested capped by Max is [Shadow]: Sink is
+	// Postgres, the sink of record, and the write also writes the
+	// dataset's Iceberg table.
+	Shadow bool
 	// Requested is the override, or else the writer default, before capping.
 	Requested Sink
 	// Max is the writer's max sink (Postgres for an unknown writer).
@@ -84,13 +89,17 @@ func Decide(s Setting) Decision {
 		d.Sink, d.Clamped = d.Max, true
 		d.Reason += fmt.Sprintf("; clamped to the writer's max %s", d.Max)
 	}
+	if d.Sink == Shadow {
+		d.Sink, d.Shadow = Postgres, true
+		d.Reason += "; Postgres is the sink of record, Iceberg the shadow"
+	}
 	return d
 }
 
 // check reports whether d is a consistent resolved decision within its
 // ceiling.
 func (d Decision) check() error {
-	if !d.Sink.Valid() || !d.Max.Valid() {
+	if !d.Sink.Valid() || d.Sink == Shadow || !d.Max.Valid() {
 		return fmt.Errorf("sink: %w: writer %q dataset %q: sink %q, max %q; obtain decisions from Resolver.Resolve or Decide",
 			ErrUnresolved, d.WriterID, d.DatasetID, d.Sink, d.Max)
 	}
@@ -101,7 +110,7 @@ func (d Decision) check() error {
 }
 
 // LogAttrs returns the decision as log attributes: writer, dataset, sink,
-// requested, max, clamped, source, reason.
+// requested, max, clamped, shadow, source, reason.
 func (d Decision) LogAttrs() []slog.Attr {
 	return []slog.Attr{
 		slog.String("writer", d.WriterID),
@@ -110,6 +119,7 @@ func (d Decision) LogAttrs() []slog.Attr {
 		slog.String("requested", string(d.Requested)),
 		slog.String("max", string(d.Max)),
 		slog.Bool("clamped", d.Clamped),
+		slog.Bool("shadow", d.Shadow),
 		slog.String("source", string(d.Source)),
 		slog.String("reason", d.Reason),
 	}

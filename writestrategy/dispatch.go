@@ -69,6 +69,8 @@ type DispatchConfig struct {
 	// write has streamed so far: for progress bars, metrics and tracing
 	// spans. Nil: none, at no cost.
 	Observer Observer
+	// Shadow configures the shadow writes of datasets flagged sink.Shadow.
+	Shadow ShadowConfig
 }
 
 // Dispatcher is the write dispatch: one call per output (or split pair)
@@ -229,7 +231,8 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	return run(sink.RowSink[[]WriteResult]{
 		Postgres: func(ctx context.Context) ([]WriteResult, error) {
 			w.sink = sink.Postgres
-			return d.postgres(ctx, w, req, env)
+			res, err := d.postgres(ctx, w, req, env)
+			return d.shadowAfter(ctx, w, req, time.Since(started), res, err)
 		},
 		Iceberg: func(ctx context.Context) ([]WriteResult, error) {
 			if d.cfg.Lakehouse == nil {
@@ -244,11 +247,12 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 // resolve resolves the sink of the write's output (or split pair) and
 // returns the runner of its arm.
 func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (run func(sink.RowSink[[]WriteResult]) ([]WriteResult, error), decision sink.Decision, err error) {
+	var pair sink.PairDecision
 	outs := w.outs
 	rctx, ph := d.observe(ctx, w, PhaseResolve, outs)
 	defer func() {
 		if err == nil {
-			w.sink = decision.Sink
+			w.sink, w.shadow = decision.Sink, shadowed(decision, pair)
 		}
 		ph.end(0, err)
 	}()
@@ -259,7 +263,7 @@ func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (ru
 		}
 		return func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.Run(ctx, dec) }, dec, nil
 	}
-	pair, err := d.cfg.Resolver.ResolvePair(rctx, req.WriterID, outs[0], outs[1])
+	pair, err = d.cfg.Resolver.ResolvePair(rctx, req.WriterID, outs[0], outs[1])
 	if err != nil {
 		// A split whose outputs resolve to different sinks is a
 		// *sink.MixedPairError (errors.Is(err, sink.ErrMixedPair)).

@@ -166,6 +166,8 @@ type writeInfo struct {
 	// opened is the write's intent opened for its predicted sink, until
 	// the write's arm takes it (openPredicted).
 	opened *opened
+	// shadow holds the outputs whose decision said shadow (shadowmode.go).
+	shadow map[string]bool
 }
 
 // progress wraps an output's borrowed batches so that a ProgressObserver

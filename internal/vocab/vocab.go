@@ -5,15 +5,20 @@ import (
 	"errors"
 )
 
-// Sink is where a write goes, and the value of a writer flag. Sinks are
-// ordered: [Postgres] < [Iceberg]; a writer's max flag caps its default and
-// its overrides. The values are the text stored in the control-plane tables.
+// Sink is where a write goes, and the value of a writer flag. Flag values
+// are ordered: [Postgres] < [Shadow] < [Iceberg]; a writer's max flag caps
+// its default and its overrides. The values are the text stored in the
+// control-plane tables.
 type Sink string
 
 // The sinks, lowest first.
 const (
 	// Postgres writes rows into the dataset_rows row store.
 	Postgres Sink = "pg"
+	// Shadow is a flag value, not a write target: the row store stays the
+	// sink of record and every write also writes the dataset's Iceberg
+	// table, invisible to readers until the dataset is promoted.
+	Shadow Sink = "shadow"
 	// Iceberg writes one Iceberg snapshot through the facade.
 	Iceberg Sink = "iceberg_native"
 )
@@ -24,9 +29,9 @@ const (
 const Relation Sink = "pg_relation"
 
 // sinks lists every sink in ascending order; the index is the rank.
-var sinks = [...]Sink{Postgres, Iceberg}
+var sinks = [...]Sink{Postgres, Shadow, Iceberg}
 
-// Valid reports whether s is one of the known sinks.
+// Valid reports whether s is one of the known sinks (flag values).
 func (s Sink) Valid() bool { return s.rank() >= 0 }
 
 // String returns the stored text of s.

@@ -1,0 +1,245 @@
+package writestrategy_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"iter"
+	"sync/atomic"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+var (
+	shadowRuns    = flag.Int("shadow-runs", 100, "shadow: writes of each dataset in TestShadowRuns")
+	shadowRowsPer = flag.Int("shadow-rows", 50, "shadow: source rows of TestShadowRuns' first write (each later write adds 1)")
+)
+
+// shadow sets the canary override of the datasets to shadow.
+func (w *world) shadow(ids ...string) {
+	w.t.Helper()
+	require.NoError(w.t, w.flags.SetOverride(context.Background(), writer, sink.Shadow, ids...))
+	w.resolver.Invalidate()
+}
+
+func (w *world) shadowStatus(id string) writestrategy.ShadowStatus {
+	w.t.Helper()
+	st, err := w.d.ShadowStatus(context.Background(), id)
+	require.NoError(w.t, err)
+	return st
+}
+
+// A transform and a Tier B strategy (append_new) in shadow through many
+// runs: each run is a Postgres write of record plus an Iceberg replace of
+// the same rows, recorded as matched with both checksums; readers keep
+// reading Postgres. Promotion then flips both, and the next writes go to
+// Iceberg with the same contents.
+func TestShadowRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	n := *shadowRowsPer
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, n)
+	ensureOutputs(t, w.pool, "st", "sb")
+	w.shadow("st", "sb")
+	transform := writestrategy.Transform{Output: "st", Source: "orders", Steps: []writestrategy.Step{
+		{Name: "f", SQL: `SELECT id, upper(name) AS name, amount, category, ts FROM source`}}}
+	tierB := writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: "orders", Target: "sb", Key: []string{"id"}}
+	for i := 1; i <= *shadowRuns; i++ {
+		for _, s := range []writestrategy.WriteStrategy{transform, tierB} {
+			out := s.Outputs()[0]
+			res := w.mustWrite(s)
+			require.Equal(t, sink.Postgres, res[0].Sink)
+			ds, err := w.ledger.Dataset(ctx, out)
+			require.NoError(t, err)
+			require.Equal(t, sink.Postgres, ds.Sink, "readers still read Postgres")
+			st := w.shadowStatus(out)
+			require.Equal(t, int64(i), st.Runs, "%s run %d", out, i)
+			require.Equal(t, int64(i), st.Matching, "%s run %d: %+v", out, i, st.Last)
+			require.Nil(t, st.LastMismatch)
+			require.Equal(t, res[0].TxnID, st.Last.TxnID)
+			require.Equal(t, "matched", st.Last.Status)
+			require.NotZero(t, st.Last.SnapshotID)
+			require.Equal(t, w.checksum(out), st.Last.Postgres, "%s run %d: the row store", out, i)
+			require.Equal(t, st.Last.Postgres, st.Last.Iceberg)
+			require.Equal(t, st.Last.Postgres, lakeChecksum(t, w, out), "the table's current snapshot")
+			require.False(t, st.Last.FinishedAt.Before(st.Last.StartedAt))
+			if out == "sb" {
+				require.Equal(t, w.checksum("orders"), st.Last.Postgres, "append_new: every row once")
+			}
+		}
+		seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, n+i)
+	}
+	for _, out := range []string{"st", "sb"} {
+		before := w.checksum(out)
+		require.NoError(t, w.d.Promote(ctx, writer, out))
+		ds, err := w.ledger.Dataset(ctx, out)
+		require.NoError(t, err)
+		require.Equal(t, sink.Iceberg, ds.Sink)
+		require.Equal(t, before, w.checksum(out), "promoted: same contents, now read from Iceberg")
+	}
+	w.resolver.Invalidate()
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, n+*shadowRuns+3)
+	for _, s := range []writestrategy.WriteStrategy{transform, tierB} {
+		res := w.mustWrite(s)
+		require.Equal(t, sink.Iceberg, res[0].Sink)
+	}
+	require.Equal(t, w.checksum("orders"), w.checksum("sb"))
+	var e *writestrategy.PromoteError
+	require.ErrorAs(t, w.d.Promote(ctx, writer, "st"), &e, "already on Iceberg")
+}
+
+// mangler is a Lakehouse whose writes of one dataset replace every value of
+// one text column while on is set: an Iceberg side that disagrees with
+// Postgres on that column only.
+type mangler struct {
+	facade.Lakehouse
+	dataset, column string
+	on              atomic.Bool
+}
+
+func (m *mangler) Stage(ctx context.Context, t facade.Target, req facade.WriteRequest) (facade.Staged, error) {
+	if t.DatasetID == m.dataset && m.on.Load() {
+		req.Rows = mangle(req.Rows, req.Schema, m.column)
+	}
+	return m.Lakehouse.Stage(ctx, t, req)
+}
+
+func (m *mangler) Write(ctx context.Context, t facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
+	st, err := m.Stage(ctx, t, req)
+	if err != nil {
+		return facade.CommitResult{}, err
+	}
+	return st.Commit(ctx)
+}
+
+func mangle(rows iter.Seq2[arrow.RecordBatch, error], sc *arrow.Schema, column string) iter.Seq2[arrow.RecordBatch, error] {
+	idx := sc.FieldIndices(column)[0]
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range rows {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			b := array.NewStringBuilder(memory.DefaultAllocator)
+			for i := 0; i < int(rec.NumRows()); i++ {
+				b.Append(fmt.Sprintf("mangled %d", i))
+			}
+			col := b.NewArray()
+			cols := append([]arrow.Array(nil), rec.Columns()...)
+			cols[idx] = col
+			out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+			col.Release()
+			b.Release()
+			more := yield(out, nil)
+			out.Release()
+			if !more {
+				return
+			}
+		}
+	}
+}
+
+// A column mangled on the Iceberg side is found by the parity check of
+// every run (with the column named), blocks the automatic promotion and a
+// manual one; once the sinks agree again, the policy's matching runs
+// promote the dataset by themselves.
+func TestShadowMismatchBlocksPromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := newWorld(t, nil)
+	m := &mangler{Lakehouse: base.lake, dataset: "out", column: "name"}
+	m.on.Store(true)
+	d, err := writestrategy.NewDispatcher(base.pool, &writestrategy.DispatchConfig{Ledger: base.ledger, Resolver: base.resolver,
+		Lakehouse: m, Workspace: "test", Shadow: writestrategy.ShadowConfig{PromoteAfterRuns: 2}})
+	require.NoError(t, err)
+	w := *base
+	w.d = d
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 40)
+	ensureOutputs(t, w.pool, "out")
+	w.shadow("out")
+	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
+	for i := 1; i <= 3; i++ {
+		res := w.mustWrite(copyOrders)
+		require.Equal(t, sink.Postgres, res[0].Sink)
+		st := w.shadowStatus("out")
+		require.Equal(t, int64(i), st.Runs)
+		require.Zero(t, st.Matching)
+		require.NotNil(t, st.LastMismatch, "%+v", st.Last)
+		require.Equal(t, "mismatch", st.LastMismatch.Status)
+		require.Equal(t, []string{"name"}, st.LastMismatch.Columns)
+		require.Equal(t, res[0].TxnID, st.LastMismatch.TxnID)
+		require.Equal(t, st.LastMismatch.Postgres.Rows, st.LastMismatch.Iceberg.Rows)
+		require.NotEqual(t, st.LastMismatch.Postgres, st.LastMismatch.Iceberg)
+		ds, err := w.ledger.Dataset(ctx, "out")
+		require.NoError(t, err)
+		require.Equal(t, sink.Postgres, ds.Sink, "not promoted")
+	}
+	var pe *writestrategy.PromoteError
+	require.ErrorAs(t, d.Promote(ctx, writer, "out"), &pe)
+	require.Contains(t, pe.Reason, "mismatch")
+	require.Contains(t, pe.Reason, "name")
+
+	m.on.Store(false)
+	w.mustWrite(copyOrders)
+	st := w.shadowStatus("out")
+	require.Equal(t, int64(1), st.Matching)
+	ds, err := w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+	require.Equal(t, sink.Postgres, ds.Sink, "one matching run is not enough")
+	w.mustWrite(copyOrders)
+	ds, err = w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+	require.Equal(t, sink.Iceberg, ds.Sink, "promoted after two matching runs")
+	require.Equal(t, w.checksum("orders"), w.checksum("out"))
+}
+
+// A failing shadow write leaves the write of record committed, is recorded
+// as failed, and fails the Write only with ShadowConfig.Fatal.
+func TestShadowFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := newWorld(t, nil)
+	boom := errors.New("boom")
+	seedRowStore(t, base.pool, "orders", ordersSchema, ordersSQL, 30)
+	ensureOutputs(t, base.pool, "out")
+	base.shadow("out")
+	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
+	for _, fatal := range []bool{false, true} {
+		lh := facadefault.Wrap(base.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 10, Action: facadefault.Fail(boom)})
+		d, err := writestrategy.NewDispatcher(base.pool, &writestrategy.DispatchConfig{Ledger: base.ledger, Resolver: base.resolver,
+			Lakehouse: lh, Workspace: "test", Shadow: writestrategy.ShadowConfig{Fatal: fatal}})
+		require.NoError(t, err)
+		res, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: copyOrders})
+		if fatal {
+			var se *writestrategy.ShadowError
+			require.ErrorAs(t, err, &se)
+			require.ErrorIs(t, err, boom)
+			require.Equal(t, res[0].TxnID, se.TxnID)
+		} else {
+			require.NoError(t, err)
+		}
+		require.Len(t, res, 1)
+		txn, err := base.ledger.Get(ctx, res[0].TxnID)
+		require.NoError(t, err)
+		require.Equal(t, "committed", string(txn.Status), "the write of record committed")
+		require.Equal(t, base.checksum("orders"), base.checksum("out"))
+		st := base.shadowStatus("out")
+		require.Equal(t, "failed", st.Last.Status)
+		require.Contains(t, st.Last.Error, "boom")
+		require.Equal(t, st.Last, st.LastMismatch)
+	}
+	st := base.shadowStatus("out")
+	require.Equal(t, int64(2), st.Runs)
+	require.Equal(t, int64(2), st.Failed)
+}

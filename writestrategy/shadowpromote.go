@@ -1,0 +1,178 @@
+package writestrategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
+)
+
+// PromoteError refuses a promotion: the dataset's Iceberg table does not
+// hold its latest write of record, or the dataset is not in shadow on
+// Postgres. Nothing was changed.
+type PromoteError struct {
+	DatasetID string
+	Reason    string
+}
+
+func (e *PromoteError) Error() string {
+	return fmt.Sprintf("writestrategy: dataset %q not promoted: %s", e.DatasetID, e.Reason)
+}
+
+// Promote makes Iceberg the sink of record of a dataset written in shadow
+// (writer flag sink.Shadow), in one Postgres transaction: writerID's
+// override for the dataset becomes sink.Iceberg and the ledger records
+// the dataset on Iceberg, so that readers resolving it through the ledger
+// read its table from that commit on, with no re-deploy and no moment on
+// neither sink. It holds the dataset (a maintenance intent, waiting for a
+// write in flight as any write does) and promotes only when the table
+// already holds the latest write of record: the last shadow run of the
+// dataset's latest committed write matched, and the table's current
+// snapshot still has that run's checksum. Otherwise it returns a
+// *PromoteError and changes nothing; a *sink.CeilingError when the
+// writer's max sink is below Iceberg.
+//
+// Writers still resolving from a cached decision keep writing Postgres
+// (and the shadow) until their resolver's TTL passes: such a write
+// rebuilds the row store in full and becomes the sink of record again
+// until the next write on Iceberg, which rebuilds the table in full; no
+// write is lost either way. To revert, clear the override (or set it back
+// to sink.Shadow or sink.Postgres): from the first write after the TTL the
+// dataset is on Postgres again, rebuilt in full, and readers read the
+// Iceberg table until that write commits.
+func (d *Dispatcher) Promote(ctx context.Context, writerID, datasetID string) error {
+	if writerID == "" {
+		return fmt.Errorf("%w: Promote needs a writer id", ErrInvalid)
+	}
+	if err := checkDatasetID("promoted", datasetID); err != nil {
+		return err
+	}
+	if d.cfg.Lakehouse == nil {
+		return fmt.Errorf("%w: Promote needs DispatchConfig.Lakehouse", ErrInvalid)
+	}
+	in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg,
+		WriteMode: ledger.Maintenance, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter})
+	if err != nil {
+		return err
+	}
+	defer in.Release()
+	err = d.promoteHeld(ctx, writerID, datasetID)
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if werr := d.cfg.Ledger.Withdraw(cctx, in); werr != nil && err == nil {
+		// Promoted: the intent's row is left for the next writer, which
+		// aborts it (its hold is released).
+		d.log.WarnContext(ctx, "lakewrite promote: intent not withdrawn", "dataset_id", datasetID, "err", werr)
+	}
+	if err != nil {
+		return err
+	}
+	if inv, ok := d.cfg.Resolver.(interface{ Invalidate() }); ok {
+		inv.Invalidate()
+	}
+	d.log.InfoContext(ctx, "lakewrite dataset promoted to Iceberg", "writer_id", writerID, "dataset_id", datasetID)
+	return nil
+}
+
+// promoteHeld is Promote once the dataset is held.
+func (d *Dispatcher) promoteHeld(ctx context.Context, writerID, datasetID string) error {
+	tx, err := boundedBegin{d.db}.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return queryError("begin promote", err)
+	}
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		_ = tx.Rollback(cctx)
+	}()
+	s := d.env().ctlSchema()
+	var lives string
+	var latest *string
+	err = tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (SELECT t.id::text FROM `+s+`.pipeline_build_transactions t
+			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
+			ORDER BY t.committed_at DESC, t.ended_at DESC LIMIT 1)
+		FROM `+s+`.datasets d WHERE d.id = $1 FOR UPDATE OF d`, datasetID).Scan(&lives, &latest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %q", ErrDatasetNotFound, datasetID)
+	}
+	if err != nil {
+		return queryError("promote: read the dataset", err)
+	}
+	refuse := func(format string, args ...any) error {
+		return &PromoteError{DatasetID: datasetID, Reason: fmt.Sprintf(format, args...)}
+	}
+	if lives != string(sink.Postgres) || latest == nil {
+		return refuse("it lives on %q, not on Postgres with a committed write", lives)
+	}
+	rows, err := tx.Query(ctx, `SELECT `+shadowRunCols+` FROM `+s+`.shadow_runs
+		WHERE dataset_id = $1 AND txn_id = $2 AND status <> 'superseded' ORDER BY id DESC LIMIT 1`, datasetID, *latest)
+	if err != nil {
+		return queryError("promote: read the shadow runs", err)
+	}
+	runs, err := pgx.CollectRows(rows, scanShadowRun)
+	if err != nil {
+		return queryError("promote: read the shadow runs", err)
+	}
+	if len(runs) == 0 {
+		return refuse("its latest write of record (transaction %s) has no shadow run: write it in shadow first", *latest)
+	}
+	if run := runs[0]; run.Status != "matched" {
+		return refuse("the shadow run of its latest write of record (transaction %s) is %s (%s)", *latest, run.Status, runDetail(run))
+	}
+	cur, err := d.cfg.Lakehouse.Checksum(ctx, datasetID, 0)
+	if err != nil {
+		return fmt.Errorf("promote %q: checksum of the Iceberg table: %w", datasetID, err)
+	}
+	if cur != runs[0].Postgres {
+		return refuse("the Iceberg table's current snapshot (%s) is not the latest write of record (%s)", cur, runs[0].Postgres)
+	}
+	flags, err := sink.NewFlags(tx, &sink.FlagsConfig{Schema: d.cfg.Ledger.Schema()})
+	if err != nil {
+		return err
+	}
+	if err := flags.SetOverride(ctx, writerID, sink.Iceberg, datasetID); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+s+`.datasets SET sink = $2, updated_at = now() WHERE id = $1`, datasetID, string(sink.Iceberg)); err != nil {
+		return queryError("promote", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return queryError("promote: commit", err)
+	}
+	return nil
+}
+
+func runDetail(r *ShadowRun) string {
+	switch {
+	case r.Error != "":
+		return r.Error
+	case len(r.Columns) > 0:
+		return fmt.Sprintf("columns %v differ; Postgres %s, Iceberg %s", r.Columns, r.Postgres, r.Iceberg)
+	}
+	return fmt.Sprintf("Postgres %s, Iceberg %s", r.Postgres, r.Iceberg)
+}
+
+// autoPromote promotes a dataset after a matched shadow run when
+// ShadowConfig's policy says so. Failures are logged.
+func (d *Dispatcher) autoPromote(ctx context.Context, writerID, datasetID string) {
+	pol := d.cfg.Shadow
+	if pol.PromoteAfterRuns <= 0 {
+		return
+	}
+	st, err := d.ShadowStatus(ctx, datasetID)
+	if err != nil {
+		d.log.WarnContext(ctx, "lakewrite auto-promotion skipped", "dataset_id", datasetID, "err", err)
+		return
+	}
+	if st.Matching < int64(pol.PromoteAfterRuns) || time.Since(st.Since) < pol.PromoteAfter {
+		return
+	}
+	if err := d.Promote(ctx, writerID, datasetID); err != nil {
+		d.log.WarnContext(ctx, "lakewrite auto-promotion failed", "dataset_id", datasetID, "err", err)
+	}
+}
