@@ -125,7 +125,7 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 	in, err := d.cfg.Ledger.Open(sctx, ledger.OpenParams{DatasetID: r.DatasetID, WriterID: req.WriterID, Sink: sink.Iceberg,
 		WriteMode: ledger.Maintenance, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter})
 	if err != nil {
-		rerr := d.recordShadow(ctx, r.DatasetID, r.TxnID, req.WriterID, 0, shadowOutcome{status: "failed", err: err})
+		rerr := d.recordShadow(ctx, nil, r.DatasetID, r.TxnID, req.WriterID, 0, shadowOutcome{status: "failed", err: err})
 		return errors.Join(err, rerr)
 	}
 	defer in.Release()
@@ -141,7 +141,7 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 	if out.err != nil && sctx.Err() != nil && ctx.Err() == nil {
 		out.err = fmt.Errorf("shadow write bound (%s) exceeded: %w", d.shadowBound(took), out.err)
 	}
-	rerr := d.recordShadow(ctx, r.DatasetID, r.TxnID, req.WriterID, runID, out)
+	rerr := d.recordShadow(ctx, hb, r.DatasetID, r.TxnID, req.WriterID, runID, out)
 	cctx, ccancel := cleanupContext(ctx)
 	defer ccancel()
 	var eerr error

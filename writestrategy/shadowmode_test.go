@@ -16,6 +16,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
@@ -242,4 +243,51 @@ func TestShadowFailure(t *testing.T) {
 	st := base.shadowStatus("out")
 	require.Equal(t, int64(2), st.Runs)
 	require.Equal(t, int64(2), st.Failed)
+}
+
+// A writer killed in the middle of its shadow stream: its write of record
+// is committed, nothing of the shadow is visible in the table, and the
+// next write of the dataset reconciles the dead shadow (its intent aborted,
+// its run recorded as aborted) and shadows again.
+func TestShadowKilledMidStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 300)
+	ensureOutputs(t, w.pool, "out")
+	w.shadow("out")
+	copyOrders := crashStrategy(writestrategy.KindTransform, "out")
+	first := w.mustWrite(copyOrders)[0]
+	before := lakeChecksum(t, w, "out")
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 600)
+
+	crashWriter(t, crashSpec{url: w.pool.Config().ConnString(), warehouse: t.TempDir(),
+		dataset: "out", kind: writestrategy.KindTransform, point: facadefault.MidStream, afterRows: 100})
+	ds, err := w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+	require.Equal(t, sink.Postgres, ds.Sink)
+	require.Equal(t, int64(600), ds.RowCount, "the write of record committed")
+	st := w.shadowStatus("out")
+	require.Equal(t, "running", st.Last.Status)
+	require.NotEqual(t, first.TxnID, st.Last.TxnID)
+	txn, err := w.ledger.Get(ctx, st.Last.TxnID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusCommitted, txn.Status)
+	dead := openIntent(t, w, "out")
+	require.Equal(t, ledger.Maintenance, dead.WriteMode, "the shadow's intent")
+	require.Equal(t, before, lakeChecksum(t, w, "out"), "nothing of the shadow is visible")
+
+	res := w.mustWrite(copyOrders)[0]
+	aborted, err := w.ledger.Get(ctx, dead.ID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusAborted, aborted.Status)
+	st = w.shadowStatus("out")
+	require.Equal(t, int64(3), st.Runs)
+	require.Equal(t, int64(1), st.Failed)
+	require.Equal(t, "aborted", st.LastMismatch.Status)
+	require.Equal(t, txn.ID, st.LastMismatch.TxnID)
+	require.Equal(t, "matched", st.Last.Status)
+	require.Equal(t, res.TxnID, st.Last.TxnID)
+	require.Equal(t, int64(1), st.Matching)
+	require.Equal(t, w.checksum("out"), lakeChecksum(t, w, "out"))
 }

@@ -158,9 +158,10 @@ func (d *Dispatcher) startShadowRun(ctx context.Context, hb *heldBegin, datasetI
 }
 
 // recordShadow records the outcome of a shadow run (runID 0: a run that
-// never started, inserted as finished). It runs on the pool, within the
-// clean-up bound even when ctx has ended.
-func (d *Dispatcher) recordShadow(ctx context.Context, datasetID, txnID, writerID string, runID int64, out shadowOutcome) error {
+// never started, inserted as finished), on the session of the shadow's
+// intent when hb holds one, else on the pool, within the clean-up bound
+// even when ctx has ended.
+func (d *Dispatcher) recordShadow(ctx context.Context, hb *heldBegin, datasetID, txnID, writerID string, runID int64, out shadowOutcome) error {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	var cols any
@@ -172,7 +173,10 @@ func (d *Dispatcher) recordShadow(ctx context.Context, datasetID, txnID, writerI
 	if out.err != nil {
 		errText = out.err.Error()
 	}
-	tx, err := boundedBegin{d.db}.BeginTx(cctx, pgx.TxOptions{})
+	if hb == nil {
+		hb = &heldBegin{pool: boundedBegin{d.db}}
+	}
+	tx, err := hb.BeginTx(cctx, pgx.TxOptions{})
 	if err != nil {
 		return queryError("record shadow run", err)
 	}

@@ -41,7 +41,9 @@ func (e *PromoteError) Error() string {
 // (and the shadow) until their resolver's TTL passes: such a write
 // rebuilds the row store in full and becomes the sink of record again
 // until the next write on Iceberg, which rebuilds the table in full; no
-// write is lost either way. To revert, clear the override (or set it back
+// write is lost either way. A write that read the dataset's storage just
+// before the promotion and opened its intent just after fails with
+// ErrSinkChanged, having written nothing: retry it. To revert, clear the override (or set it back
 // to sink.Shadow or sink.Postgres): from the first write after the TTL the
 // dataset is on Postgres again, rebuilt in full, and readers read the
 // Iceberg table until that write commits.
