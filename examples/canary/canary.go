@@ -29,10 +29,17 @@ commands:
   init                 migrate the schema, register the pipeline.output flags, seed the demo
   check  <dataset>     show the writer flags and the sink decision for a dataset
                        (and, for a known output, the Iceberg preflight)
+  shadow <dataset>     put the dataset in shadow: Postgres stays the sink of record, every
+                       write also writes the Iceberg table and records parity
+  status [dataset]     mode, consecutive matching shadow runs, first and last run, last mismatch
+                       (every known output without a dataset)
+  promote <dataset>    make Iceberg the sink of record (one transaction), when the table
+                       holds the latest write of record
   set    <dataset>     set the dataset's override (default iceberg_native; -sink to choose)
   deploy <output>      re-run a known output through the write dispatch
   verify <output>      preflight, then parity: Postgres compute vs the Iceberg table (rows + checksum)
-  revert <dataset>     clear the dataset's override
+  revert <dataset>     clear the dataset's override (from shadow: stop shadowing; from promoted:
+                       back to Postgres, rebuilt in full by its next write)
   intents              list open intents: age, holder liveness, what the next write does with each
   drop   <dataset>     decommission a dataset: Iceberg table and files, overrides, ledger rows
 
@@ -64,7 +71,9 @@ type command struct {
 	name string
 	// arg names the positional argument ("" for none).
 	arg string
-	fn  func(ctx context.Context, c *cli, arg string) error
+	// optional: the argument may be left out.
+	optional bool
+	fn       func(ctx context.Context, c *cli, arg string) error
 }
 
 // cli is one invocation: its flags and outputs. No state outlives run.
@@ -83,6 +92,9 @@ func commands() []command {
 	return []command{
 		{name: "init", fn: cmdInit},
 		{name: "check", arg: "dataset", fn: cmdCheck},
+		{name: "shadow", arg: "dataset", fn: cmdShadow},
+		{name: "status", arg: "dataset", optional: true, fn: cmdStatus},
+		{name: "promote", arg: "dataset", fn: cmdPromote},
 		{name: "set", arg: "dataset", fn: cmdSet},
 		{name: "deploy", arg: "output", fn: cmdDeploy},
 		{name: "verify", arg: "output", fn: cmdVerify},
@@ -103,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.databaseURL, "database-url", "", "Postgres URL of the ledger, flags, row store and Iceberg SQL catalog (default $DATABASE_URL; required)")
 	fs.StringVar(&c.warehouse, "warehouse", "./lakewrite-data", "warehouse directory of the Iceberg tables; use the same one for every command")
 	fs.BoolVar(&c.verbose, "v", false, "log the library's records (sink decisions, intents) to stderr")
-	fs.StringVar(&c.sink, "sink", string(sink.Iceberg), "set: the override sink (pg or iceberg_native)")
+	fs.StringVar(&c.sink, "sink", string(sink.Iceberg), "set: the override sink (pg, shadow or iceberg_native)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, usageHeader, strings.Join(outputNames(), ", "))
 		fs.PrintDefaults()
@@ -140,10 +152,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case cmd.arg == "" && fs.NArg() > 0:
 		fmt.Fprintf(stderr, "canary %s: takes no arguments\n", cmd.name)
 		return exitUsage
-	case cmd.arg != "" && fs.NArg() != 1:
+	case cmd.arg != "" && (fs.NArg() > 1 || fs.NArg() == 0 && !cmd.optional):
 		fmt.Fprintf(stderr, "canary %s: needs exactly one <%s>\n", cmd.name, cmd.arg)
 		return exitUsage
-	case cmd.arg != "":
+	case cmd.arg != "" && fs.NArg() == 1:
 		arg = fs.Arg(0)
 	}
 
