@@ -48,7 +48,6 @@ func (m nameMangler) Stage(ctx context.Context, t facade.Target, req facade.Writ
 	return m.Lakehouse.Stage(ctx, t, req)
 }
 
-
 // The shadow runbook: shadow, deploys recorded as matching, an injected
 // mismatch shown by status and refused by promote, then promote, verify
 // and revert.
