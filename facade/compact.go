@@ -132,13 +132,13 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 		groups = partitionGroups(specWritable(tbl), files)
 	}
 	files = slices.Concat(groups...)
-	if len(files) < opt.MinFiles || len(files) < 2 {
+	if (len(files) < opt.MinFiles || len(files) < 2) && !slices.ContainsFunc(files, hasDeletes) {
 		return tbl, compactReport{}, nil
 	}
 	rep := compactReport{CompactedFiles: len(files)}
 	for _, cf := range files {
 		rep.CompactedBytes += cf.task.File.FileSizeBytes()
-		rep.CompactedRows += cf.task.File.Count()
+		rep.CompactedRows += liveRows(cf.task)
 	}
 
 	writeID := uuid.New()
@@ -217,11 +217,23 @@ func sizeTiered(files []compactFile) []compactFile {
 	})
 	keep := map[string]bool{}
 	var sum int64
-	for i, cf := range bySize {
+	taken := 0
+	for _, cf := range bySize {
+		if hasDeletes(cf) {
+			// a file with deletes is rewritten whatever its size: the
+			// rewrite applies them (compactdeletes.go)
+			keep[cf.task.File.FilePath()] = true
+		}
+	}
+	for _, cf := range bySize {
+		if hasDeletes(cf) {
+			continue
+		}
 		size := cf.task.File.Count() // rows: a small file's bytes are mostly its footer
-		if i > 0 && size > 2*sum {
+		if taken > 0 && size > 2*sum {
 			break
 		}
+		taken++
 		sum += size
 		keep[cf.task.File.FilePath()] = true
 	}
@@ -247,8 +259,9 @@ func datasetOf(tbl *table.Table) string {
 	return ident[len(ident)-1]
 }
 
-// selectSmallFiles returns snap's data files below small bytes, without
-// delete files attached, ordered by their __row_index lower bound (files
+// selectSmallFiles returns snap's data files below small bytes or with a
+// deleted share of compactDeletedShare or more (position deletes only; a
+// file with equality deletes or deletion vectors is left alone), ordered by their __row_index lower bound (files
 // without bounds last, by path).
 func selectSmallFiles(ctx context.Context, tbl *table.Table, snap *table.Snapshot, small int64) ([]compactFile, error) {
 	// one whole-file task per file: a file over the split size is planned
@@ -263,8 +276,8 @@ func selectSmallFiles(ctx context.Context, tbl *table.Table, snap *table.Snapsho
 	}
 	var out []compactFile
 	for _, t := range tasks {
-		if t.File.FileSizeBytes() >= small || len(t.DeleteFiles) > 0 || len(t.EqualityDeleteFiles) > 0 ||
-			len(t.DeletionVectorFiles) > 0 || t.File.ContentType() != iceberg.EntryContentData {
+		if len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 || t.File.ContentType() != iceberg.EntryContentData ||
+			!onlyPositionDeletes(t) || t.File.FileSizeBytes() >= small && !deleteHeavy(t) {
 			continue
 		}
 		cf := compactFile{task: t}
@@ -464,7 +477,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 	}
 	var before, after int64
 	for _, cf := range files {
-		before += cf.task.File.Count()
+		before += liveRows(cf.task)
 	}
 	for _, df := range out {
 		after += df.Count()
@@ -597,6 +610,9 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 	rw := txn.NewRewrite(props)
 	for _, cf := range files {
 		rw.DeleteFile(cf.task.File)
+		for _, del := range fileScopedDeletes(cf.task) {
+			rw.DeleteFile(del) // applied by the rewrite
+		}
 	}
 	for _, df := range written {
 		rw.AddDataFile(df)

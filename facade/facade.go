@@ -165,8 +165,12 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			required[fld.Name] = true
 		}
 	}
+	mp, mr, err := f.mergeOf(ctx, tbl, req, first, firstErr)
+	if err != nil {
+		return nil, err
+	}
 	var rowBase int64
-	if req.Mode == Append {
+	if req.Mode == Append || mp != nil {
 		if rowBase, err = nextRowIndex(ctx, tbl); err != nil {
 			return nil, err
 		}
@@ -176,7 +180,15 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	st := identity.NewStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
 		rowBase, createdAt.UnixMicro(), f.s.OrdinalSlots)
 
+	if mp != nil {
+		rows = mp.filter(ctx, rows, mr.MergeDone)
+	}
 	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
+	if err == nil && mp != nil {
+		var dels []iceberg.DataFile
+		dels, err = mp.writeDeletes(ctx, tbl, writeID)
+		files = append(files, dels...)
+	}
 	if err != nil {
 		f.deleteFiles(tbl, files)
 		return nil, err
@@ -190,12 +202,20 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		info.BaseSnapshotID = snap.SnapshotID
 	}
 	for _, df := range files {
-		info.DataFiles = append(info.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})
+		if df.ContentType() == iceberg.EntryContentData {
+			info.DataFiles = append(info.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})
+		}
+	}
+	if mp != nil {
+		info.Rows, info.Checksum = mp.rows, Checksum(mp.sum)
 	}
 	staged := &icebergStaged{
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
 		files: files, info: info, props: f.summary(target, req, info, rowBase, tbl.CurrentSnapshot()),
-		create: create, createNS: createNS,
+		create: create, createNS: createNS, merge: mp != nil,
+	}
+	if mp != nil {
+		mp.summarize(staged.props, rowBase, tbl.CurrentSnapshot(), len(info.DataFiles))
 	}
 	if tc, ok := f.cat.(TxCatalog); ok {
 		staged.info.CommitsInTx = true

@@ -426,6 +426,9 @@ func maintenanceDue(meta table.Metadata, pol Lifecycle, now time.Time) bool {
 		return true
 	}
 	if head := meta.CurrentSnapshot(); head != nil && head.Summary != nil {
+		if deleteHeavyTable(head.Summary.Properties) {
+			return true
+		}
 		files, err1 := strconv.ParseInt(head.Summary.Properties["total-data-files"], 10, 64)
 		size, err2 := strconv.ParseInt(head.Summary.Properties["total-files-size"], 10, 64)
 		if base, err := strconv.ParseInt(head.Summary.Properties[summaryCompactBase], 10, 64); err == nil && err1 == nil {

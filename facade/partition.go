@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -685,7 +686,7 @@ func partitionGroups(writable func(specID int) bool, files []compactFile) [][]co
 	}
 	out := groups[:0]
 	for _, g := range groups {
-		if g = sizeTiered(g); len(g) >= 2 {
+		if g = sizeTiered(g); len(g) >= 2 || slices.ContainsFunc(g, hasDeletes) {
 			out = append(out, g)
 		}
 	}

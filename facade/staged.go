@@ -60,6 +60,7 @@ type icebergStaged struct {
 	files   []iceberg.DataFile
 	info    StageInfo
 	props   iceberg.Properties
+	merge   bool // a merge by key: files holds data and position delete files
 
 	change     SchemaChange // of the last attempt (build)
 	fromSchema int          // the schema id it changed
@@ -114,7 +115,7 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	if err := s.f.evolveLayout(txn, s.target.DatasetID); err != nil {
 		return nil, err
 	}
-	if err := sameSpec(txn, s.files); err != nil {
+	if err := sameSpec(txn, s.files); err != nil && !s.merge {
 		return nil, err
 	}
 	summary := maps.Clone(s.props)
@@ -143,6 +144,12 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 		if err := txn.SetProperties(props); err != nil {
 			return nil, fmt.Errorf("facade: set table properties: %w", err)
 		}
+	}
+	if s.merge {
+		if err := s.buildMerge(ctx, tbl, txn, summary); err != nil {
+			return nil, fmt.Errorf("facade: prepare snapshot: %w", err)
+		}
+		return txn, nil
 	}
 	var old []iceberg.DataFile
 	if s.req.Mode == Replace && tbl.CurrentSnapshot() != nil {

@@ -35,6 +35,7 @@ type Computed struct {
 
 	sourceRows int64
 	skips      bool
+	mergeKey   []string // see merge.go
 }
 
 // Batches is Stream.All as a borrowed sequence, the convention of
@@ -44,7 +45,11 @@ type Computed struct {
 func (c *Computed) Batches() iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		for rec, err := range c.Stream.All() {
-			more := yield(rec, err)
+			var out arrow.RecordBatch = rec
+			if rec != nil && c.mergeKey != nil {
+				out = &mergeBatch{RecordBatch: rec, c: c}
+			}
+			more := yield(out, err)
 			if rec != nil {
 				rec.Release()
 			}
@@ -87,7 +92,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err := checkOrderKeys(p.output, cols, oids, types, env.OrderBy[p.output]); err != nil {
 			return nil, err
 		}
-		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != ""}
+		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey}
 		if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {
 			return nil, err
 		}

@@ -102,6 +102,9 @@ type projection struct {
 	// target); empty otherwise.
 	identitySQL  string
 	identityArgs []any
+	// mergeKey: the output is written as a merge by these key columns
+	// (see merge.go); nil otherwise.
+	mergeKey []string
 	// builtinVisible: the built-in types named through the search path
 	// were visible when the plan was made (see builtinVisibleSQL).
 	builtinVisible bool
@@ -115,6 +118,11 @@ type targetState struct {
 	// flip: the output is being written to a different sink than the one
 	// holding its contents; every strategy then writes a full rebuild.
 	flip bool
+	// merge: a snapshot_replace over a native target, written as a merge
+	// by key (the facade probes the target; see merge.go); rel is nil.
+	merge bool
+	// keyOnly: rel holds only the target's key columns (append_new).
+	keyOnly bool
 }
 
 // planContext holds what planning needs: resolved sources and targets.
@@ -314,7 +322,7 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		ts = &targetState{}
 	}
 	tgt := ts.rel
-	if tgt != nil {
+	if tgt != nil && !ts.keyOnly {
 		for _, c := range src.schema.Columns {
 			if !tgt.schema.has(c.Name) {
 				return nil, fmt.Errorf("%w: source column %q is not in target %q; deploy needs the same columns", ErrInvalid, c.Name, d.Target)
@@ -351,6 +359,9 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		return nil, fmt.Errorf("%w: deploy mode %q", ErrInvalid, d.Mode)
 	}
 	p.sql, p.args = b.String(), b.args
+	if d.Mode == KindSnapshotReplace && ts.merge {
+		p.mergeKey = key
+	}
 	if d.Mode == KindSnapshotReplace && tgt != nil && !ts.flip {
 		// Output rows equal to a current target row keep their identity.
 		pb := newBuilder(b.args)

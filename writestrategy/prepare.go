@@ -211,6 +211,20 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		// sink, read the current target from where it lives.
 		t := ds[dep.Target]
 		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
+		switch mode := env.incremental(dep, ds, st.flip); mode {
+		case incrementalMerge:
+			st.merge = true
+			pc.targets[dep.Target] = st
+			return planWith(s, pc, visible)
+		case incrementalKeys:
+			r, err := env.hydrateKeys(ctx, tx, dep, ds, pc, nhydrated)
+			if err != nil {
+				return nil, err
+			}
+			st.rel, st.keyOnly = r, true
+			pc.targets[dep.Target] = st
+			return planWith(s, pc, visible)
+		}
 		if (dep.Mode != KindAppendAlways || st.flip) && t.sink != "" && len(t.schema) > 0 {
 			r, err := read(dep.Target, nil, nil)
 			if err != nil {
@@ -220,6 +234,11 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.targets[dep.Target] = st
 	}
+	return planWith(s, pc, visible)
+}
+
+// planWith plans s over the resolved pc.
+func planWith(s WriteStrategy, pc *planContext, visible bool) ([]projection, error) {
 	ps, err := s.plan(pc)
 	for i := range ps {
 		ps[i].builtinVisible = visible

@@ -1,0 +1,82 @@
+package facade
+
+import (
+	"strconv"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// compactDeletedShare is the share of a data file's rows removed by
+// position deletes from which compaction rewrites the file whatever its
+// size, applying the deletes: reads then stop paying for the deleted rows
+// and their delete files.
+const compactDeletedShare = 0.2
+
+// onlyPositionDeletes reports whether t's delete files are all Parquet
+// position deletes scoped to its data file (as merges write them), so the
+// rows a rewrite keeps are known from the files' counts (liveRows).
+func onlyPositionDeletes(t table.FileScanTask) bool {
+	return len(fileScopedDeletes(t)) == len(t.DeleteFiles)
+}
+
+// liveRows is the rows of t's data file that its position deletes leave.
+func liveRows(t table.FileScanTask) int64 {
+	n := t.File.Count()
+	for _, d := range t.DeleteFiles {
+		n -= d.Count()
+	}
+	return n
+}
+
+// fileScopedDeletes are t's position delete files that apply to its data
+// file alone: a rewrite of the file applies them, so they can go with it.
+func fileScopedDeletes(t table.FileScanTask) []iceberg.DataFile {
+	var out []iceberg.DataFile
+	for _, d := range t.DeleteFiles {
+		if referencedPath(d) == t.File.FilePath() &&
+			d.ContentType() == iceberg.EntryContentPosDeletes && d.FileFormat() == iceberg.ParquetFile {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// deleteHeavy reports whether the file-scoped position deletes of t remove
+// compactDeletedShare or more of its rows.
+func deleteHeavy(t table.FileScanTask) bool {
+	var dead int64
+	for _, d := range fileScopedDeletes(t) {
+		dead += d.Count()
+	}
+	return t.File.Count() > 0 && float64(dead) >= compactDeletedShare*float64(t.File.Count())
+}
+
+func hasDeletes(cf compactFile) bool { return len(cf.task.DeleteFiles) > 0 }
+
+// deleteHeavyTable reports, from a snapshot summary, whether position
+// deletes remove compactDeletedShare or more of the table's stored rows:
+// maintenance is then due, and its compaction rewrites the delete-heavy
+// files.
+func deleteHeavyTable(summary iceberg.Properties) bool {
+	rows, err1 := strconv.ParseInt(summary["total-records"], 10, 64)
+	dels, err2 := strconv.ParseInt(summary["total-position-deletes"], 10, 64)
+	return err1 == nil && err2 == nil && rows > 0 && float64(dels) >= compactDeletedShare*float64(rows)
+}
+
+// posDeletePathID is the field id of a position delete file's file_path.
+const posDeletePathID = 2147483546
+
+// referencedPath is the one data file a position delete file applies to:
+// its referenced_data_file, else its file_path bounds when they are equal;
+// "" for a delete file of several data files.
+func referencedPath(d iceberg.DataFile) string {
+	if ref := d.ReferencedDataFile(); ref != nil && *ref != "" {
+		return *ref
+	}
+	lo, hi := d.LowerBoundValues()[posDeletePathID], d.UpperBoundValues()[posDeletePathID]
+	if len(lo) > 0 && string(lo) == string(hi) {
+		return string(lo)
+	}
+	return ""
+}

@@ -1,0 +1,449 @@
+package facade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
+)
+
+// mergeRows is implemented by the batches of a Replace that asks to be
+// written as a merge by key (see "Merges" in the package documentation):
+// MergeKey names the key columns, MergeDone receives, once the stream
+// has been read, how many rows were left in place.
+type mergeRows interface {
+	MergeKey() []string
+	MergeDone(preserved int64)
+}
+
+// errMergeShape: the table holds something a merge cannot update in place.
+var errMergeShape = errors.New("facade: merge")
+
+// mergeEntry is one live row of the target, as the probe found it.
+type mergeEntry struct {
+	hash uint64 // the row hash of its business columns
+	file int32  // index into mergePlan.files
+	pos  int64  // position in that file
+	seen bool   // an output row has the same key
+	keep bool   // ... and the same row hash: left in place
+}
+
+// mergePlan is the probe of a merge's target and what the merge found:
+// the live rows by key, then the rows the merge keeps, writes and deletes.
+type mergePlan struct {
+	key     []string
+	files   []iceberg.DataFile
+	entries []mergeEntry
+	byKey   map[uint64]int32 // key hash -> index into entries
+
+	rows      int64 // output rows
+	written   int64 // output rows written (new or changed)
+	preserved int64 // output rows left in place
+	sum       identity.Checksum
+}
+
+// probeMerge reads the live rows of tbl's current snapshot: the key hash,
+// the row hash and the position of each, file by file, existing position
+// deletes applied. Tables with equality deletes or deletion vectors, and
+// targets holding a key twice, are refused (errMergeShape).
+func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string) (*mergePlan, error) {
+	var business []string
+	for _, fld := range tbl.Schema().Fields() {
+		if !identity.IsIdentity(fld.Name) {
+			business = append(business, fld.Name)
+		}
+	}
+	for _, k := range key {
+		if !slices.Contains(business, k) {
+			return nil, fmt.Errorf("%w: key column %q is not a column of the table", ErrInvalidRequest, k)
+		}
+	}
+	snap := tbl.CurrentSnapshot()
+	scan := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(business...))
+	tasks, err := scanfiles.Plan(ctx, scan)
+	if err != nil {
+		return nil, fmt.Errorf("facade: merge: plan files: %w", err)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("facade: merge: %w", err)
+	}
+	p := &mergePlan{key: key, byKey: map[uint64]int32{}}
+	var h, kh []uint64
+	for _, t := range tasks {
+		if len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 {
+			return nil, fmt.Errorf("%w: data file %s has equality deletes or deletion vectors", errMergeShape, t.File.FilePath())
+		}
+		dead, err := deletedPositions(ctx, fs, t)
+		if err != nil {
+			return nil, err
+		}
+		fi := int32(len(p.files))
+		p.files = append(p.files, t.File)
+		whole := t
+		whole.DeleteFiles = nil // positions count every row of the file
+		_, recs, err := scan.ReadTasks(ctx, []table.FileScanTask{whole})
+		if err != nil {
+			return nil, fmt.Errorf("facade: merge: read %s: %w", t.File.FilePath(), err)
+		}
+		var pos int64
+		for rec, err := range recs {
+			if err != nil {
+				return nil, fmt.Errorf("facade: merge: read %s: %w", t.File.FilePath(), err)
+			}
+			if h, err = identity.RowHashes(rec, h); err == nil {
+				kh, err = keyHashes(rec, key, kh)
+			}
+			if err != nil {
+				rec.Release()
+				return nil, err
+			}
+			for i := range h {
+				if dead[pos] {
+					pos++
+					continue
+				}
+				if _, dup := p.byKey[kh[i]]; dup {
+					rec.Release()
+					return nil, fmt.Errorf("%w: the target holds a key twice", errMergeShape)
+				}
+				p.byKey[kh[i]] = int32(len(p.entries))
+				p.entries = append(p.entries, mergeEntry{hash: h[i], file: fi, pos: pos})
+				pos++
+			}
+			rec.Release()
+		}
+	}
+	return p, nil
+}
+
+// keyHashes returns the row hashes of rec's key columns.
+func keyHashes(rec arrow.RecordBatch, key []string, h []uint64) ([]uint64, error) {
+	fields := make([]arrow.Field, len(key))
+	cols := make([]arrow.Array, len(key))
+	for i, k := range key {
+		idx := rec.Schema().FieldIndices(k)
+		if len(idx) != 1 {
+			return nil, fmt.Errorf("%w: merge key column %q is not in the rows", ErrInvalidRequest, k)
+		}
+		fields[i], cols[i] = rec.Schema().Field(idx[0]), rec.Column(idx[0])
+	}
+	kr := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+	defer kr.Release()
+	return identity.RowHashes(kr, h)
+}
+
+// deletedPositions reads the positions of t's data file that its position
+// delete files remove.
+func deletedPositions(ctx context.Context, fs iceio.IO, t table.FileScanTask) (map[int64]bool, error) {
+	dead := map[int64]bool{}
+	path := t.File.FilePath()
+	for _, df := range t.DeleteFiles {
+		if df.ContentType() != iceberg.EntryContentPosDeletes || df.FileFormat() != iceberg.ParquetFile {
+			return nil, fmt.Errorf("%w: delete file %s is not a Parquet position delete file", errMergeShape, df.FilePath())
+		}
+		if err := readPositionDeletes(ctx, fs, df.FilePath(), path, dead); err != nil {
+			return nil, err
+		}
+	}
+	return dead, nil
+}
+
+func readPositionDeletes(ctx context.Context, fs iceio.IO, deletes, dataPath string, dead map[int64]bool) error {
+	fh, err := fs.Open(deletes)
+	if err != nil {
+		return fmt.Errorf("facade: merge: open %s: %w", deletes, err)
+	}
+	defer fh.Close()
+	pr, err := file.NewParquetReader(fh)
+	if err != nil {
+		return fmt.Errorf("facade: merge: read %s: %w", deletes, err)
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("facade: merge: read %s: %w", deletes, err)
+	}
+	tbl, err := fr.ReadTable(ctx)
+	if err != nil {
+		return fmt.Errorf("facade: merge: read %s: %w", deletes, err)
+	}
+	defer tbl.Release()
+	sc := tbl.Schema()
+	pi, ps := sc.FieldIndices("file_path"), sc.FieldIndices("pos")
+	if len(pi) != 1 || len(ps) != 1 {
+		return fmt.Errorf("%w: %s has no file_path and pos columns", errMergeShape, deletes)
+	}
+	paths, poss := tbl.Column(pi[0]).Data().Chunks(), tbl.Column(ps[0]).Data().Chunks()
+	for c := range paths {
+		pa, ok1 := paths[c].(*array.String)
+		po, ok2 := poss[c].(*array.Int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: %s: unexpected column types", errMergeShape, deletes)
+		}
+		for i := 0; i < pa.Len(); i++ {
+			if pa.Value(i) == dataPath {
+				dead[po.Value(i)] = true
+			}
+		}
+	}
+	return nil
+}
+
+// filter classifies the output rows against the probe and yields only the
+// rows to write (new keys, changed rows); it checksums and counts every
+// output row, and reports the rows left in place to done once the rows
+// are read to the end.
+func (p *mergePlan) filter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch, error], done func(int64)) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		var h, kh []uint64
+		mask := array.NewBooleanBuilder(memory.DefaultAllocator)
+		defer mask.Release()
+		for rec, err := range rows {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			var herr error
+			if h, herr = identity.RowHashes(rec, h); herr == nil {
+				kh, herr = keyHashes(rec, p.key, kh)
+			}
+			if herr != nil {
+				yield(nil, herr)
+				return
+			}
+			p.sum.Add(h)
+			p.rows += int64(len(h))
+			write := 0
+			for i := range h {
+				keep := false
+				if j, ok := p.byKey[kh[i]]; ok {
+					e := &p.entries[j]
+					if e.seen {
+						yield(nil, fmt.Errorf("%w: the rows hold a key twice", ErrInvalidRequest))
+						return
+					}
+					e.seen, e.keep = true, e.hash == h[i]
+					keep = e.keep
+				}
+				mask.Append(!keep)
+				if !keep {
+					write++
+				}
+			}
+			m := mask.NewBooleanArray()
+			p.preserved += int64(len(h) - write)
+			p.written += int64(write)
+			switch {
+			case write == 0:
+				m.Release()
+				continue
+			case write == len(h):
+				m.Release()
+				if !yield(rec, nil) {
+					return
+				}
+				continue
+			}
+			out, err := compute.FilterRecordBatch(ctx, rec, m, compute.DefaultFilterOptions())
+			m.Release()
+			if err != nil {
+				yield(nil, fmt.Errorf("facade: merge: %w", err))
+				return
+			}
+			more := yield(out, nil)
+			out.Release()
+			if !more {
+				return
+			}
+		}
+		done(p.preserved)
+	}
+}
+
+// deletes returns, per data file (index into p.files), the sorted
+// positions the merge removes: the old versions of changed rows and the
+// rows whose key the output no longer holds. Call it after filter.
+func (p *mergePlan) deletes() map[int32][]int64 {
+	out := map[int32][]int64{}
+	for _, e := range p.entries {
+		if e.keep {
+			continue
+		}
+		out[e.file] = append(out[e.file], e.pos)
+	}
+	for _, ps := range out {
+		slices.Sort(ps)
+	}
+	return out
+}
+
+// writeDeletes writes one position delete file per data file that loses
+// rows, named under writeID.
+func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, writeID uuid.UUID) ([]iceberg.DataFile, error) {
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("facade: merge: %w", err)
+	}
+	wfs, ok := fsys.(iceio.WriteFileIO)
+	if !ok {
+		return nil, fmt.Errorf("facade: merge: the table's file system cannot write")
+	}
+	dels := p.deletes()
+	order := make([]int32, 0, len(dels))
+	for fi := range dels {
+		order = append(order, fi)
+	}
+	slices.Sort(order)
+	locs, err := tbl.LocationProvider()
+	if err != nil {
+		return nil, fmt.Errorf("facade: merge: %w", err)
+	}
+	var out []iceberg.DataFile
+	for n, fi := range order {
+		df := p.files[fi]
+		path := locs.NewDataLocation(fmt.Sprintf("%s-deletes-%05d.parquet", writeID, n))
+		d, err := writePositionDeletes(ctx, wfs, tbl, df, path, dels[fi])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// writePositionDeletes writes the positions of data file df as a
+// file-scoped position delete file at path.
+func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table.Table, df iceberg.DataFile, path string, positions []int64) (iceberg.DataFile, error) {
+	mem := memory.DefaultAllocator
+	b := array.NewRecordBuilder(mem, table.PositionalDeleteArrowSchema)
+	defer b.Release()
+	pb, ob := b.Field(0).(*array.StringBuilder), b.Field(1).(*array.Int64Builder)
+	for _, pos := range positions {
+		pb.Append(df.FilePath())
+		ob.Append(pos)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	fh, err := wfs.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("facade: merge: create %s: %w", path, err)
+	}
+	cw := &countingWriter{w: fh}
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithStats(true))
+	pw, err := pqarrow.NewFileWriter(table.PositionalDeleteArrowSchema, cw, props, pqarrow.DefaultWriterProps())
+	if err == nil {
+		err = pw.Write(rec)
+		if cerr := pw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = wfs.Remove(path)
+		return nil, fmt.Errorf("facade: merge: write %s: %w", path, err)
+	}
+	meta, err := pw.FileMetadata()
+	if err != nil {
+		_ = wfs.Remove(path)
+		return nil, fmt.Errorf("facade: merge: %s: %w", path, err)
+	}
+	spec := tbl.Spec()
+	if s := tbl.Metadata().PartitionSpecByID(int(df.SpecID())); s != nil {
+		spec = *s
+	}
+	ref := df.FilePath()
+	out, err := table.DataFileFromMetadata(table.DataFileArgs{
+		Schema: iceberg.PositionalDeleteSchema, Spec: spec, Format: iceberg.ParquetFile, Metadata: meta,
+		FilePath: path, FileSize: cw.n, Content: iceberg.EntryContentPosDeletes, PartitionValues: df.Partition(),
+		FormatVersion: tbl.Metadata().Version(), ReferencedDataFile: &ref, Properties: tbl.Properties(),
+	})
+	if err != nil {
+		_ = wfs.Remove(path)
+		return nil, fmt.Errorf("facade: merge: %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// buildMerge adds the merge's snapshot to txn: the written data files and
+// the position delete files in one row delta on the snapshot the probe
+// read (a table that moved since is a conflict: the positions may be
+// stale).
+func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *table.Transaction, summary iceberg.Properties) error {
+	if cur := tbl.CurrentSnapshot(); cur == nil || cur.SnapshotID != s.info.BaseSnapshotID {
+		return fmt.Errorf("%w: the table changed since the merge read it", ErrCommitConflict)
+	}
+	var data, dels []iceberg.DataFile
+	for _, df := range s.files {
+		if df.ContentType() == iceberg.EntryContentData {
+			data = append(data, df)
+		} else {
+			dels = append(dels, df)
+		}
+	}
+	if err := sameSpec(txn, data); err != nil {
+		return err
+	}
+	if len(data) == 0 && len(dels) == 0 {
+		return txn.AddFiles(ctx, nil, summary, false) // an empty snapshot
+	}
+	return txn.NewRowDelta(summary).AddRows(data...).AddDeletes(dels...).Commit(ctx)
+}
+
+// mergeOf returns the merge plan of req when its first batch asks for a
+// merge (see mergeRows) and the table has rows to merge into.
+func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest, first arrow.RecordBatch, firstErr error) (*mergePlan, mergeRows, error) {
+	if req.Mode != Replace || firstErr != nil || first == nil || tbl.CurrentSnapshot() == nil {
+		return nil, nil, nil
+	}
+	m, ok := first.(mergeRows)
+	if !ok || len(m.MergeKey()) == 0 {
+		return nil, nil, nil
+	}
+	p, err := f.probeMerge(ctx, tbl, m.MergeKey())
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, m, nil
+}
+
+// summarize corrects the snapshot summary of a merge: the next row index
+// follows the rows it wrote, and the table keeps its files as an append
+// does (for compaction's base).
+func (p *mergePlan) summarize(props iceberg.Properties, rowBase int64, parent *table.Snapshot, dataFiles int) {
+	props[SummaryNextRowIndex] = strconv.FormatInt(rowBase+p.written, 10)
+	props[summaryCompactBase] = compactBase(parent, Append, dataFiles)
+}

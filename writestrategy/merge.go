@@ -1,0 +1,154 @@
+package writestrategy
+
+import (
+	"context"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/sink"
+)
+
+// incrementalMode is how a Tier B deploy reads its native target.
+type incrementalMode int
+
+const (
+	// incrementalNone: the whole target is hydrated (the target is a row
+	// store, the output is moving to another sink, or its columns differ
+	// from the source's).
+	incrementalNone incrementalMode = iota
+	// incrementalMerge: a snapshot_replace written as a merge by key; the
+	// facade probes the target itself and writes only what changed.
+	incrementalMerge
+	// incrementalKeys: an append_new that reads only the target's key
+	// columns, within the source's key range when the key is one integer
+	// column.
+	incrementalKeys
+)
+
+// incremental decides how deploy dep reads its target.
+func (e *Env) incremental(dep Deploy, ds map[string]datasetRow, flip bool) incrementalMode {
+	t, src := ds[dep.Target], ds[dep.Source]
+	if flip || t.sink != sink.Iceberg || len(t.schema) == 0 || e.Lakehouse == nil {
+		return incrementalNone
+	}
+	ts, err := ParseSchema(t.schema)
+	if err != nil {
+		return incrementalNone
+	}
+	ss, err := ParseSchema(src.schema)
+	if err != nil {
+		return incrementalNone
+	}
+	key := dep.Key
+	if len(key) == 0 {
+		key = ss.names()
+	}
+	for _, k := range key {
+		if !ts.has(k) || !ss.has(k) {
+			return incrementalNone
+		}
+	}
+	switch dep.Mode {
+	case KindSnapshotReplace:
+		// The facade compares rows by the hash of their columns: the
+		// output must have exactly the target's columns and types.
+		if mergesByKey(e.Lakehouse) && sameColumns(ts, ss) {
+			return incrementalMerge
+		}
+	case KindAppendNew:
+		return incrementalKeys
+	}
+	return incrementalNone
+}
+
+// mergesByKey reports whether lh writes a merge by key (see mergeBatch):
+// the Iceberg facade, also behind wrappers that forward the rows (an
+// Unwrap method returning the wrapped lakehouse).
+func mergesByKey(lh NativeReader) bool {
+	for range 8 {
+		switch v := lh.(type) {
+		case *facade.Facade:
+			return true
+		case interface{ Unwrap() facade.Lakehouse }:
+			lh = v.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// sameColumns reports whether a and b declare the same columns (in any
+// order) with the same types.
+func sameColumns(a, b Schema) bool {
+	if len(a.Columns) != len(b.Columns) {
+		return false
+	}
+	types := map[string]string{}
+	for _, c := range a.Columns {
+		types[c.Name] = strings.ToLower(strings.TrimSpace(c.Type))
+	}
+	for _, c := range b.Columns {
+		if t, ok := types[c.Name]; !ok || t != strings.ToLower(strings.TrimSpace(c.Type)) {
+			return false
+		}
+	}
+	return true
+}
+
+// hydrateKeys hydrates only the key columns of dep's native target. A key
+// of one integer column is read within the source's key range, so only
+// the data files that can hold a source key are read.
+func (e *Env) hydrateKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[string]datasetRow, pc *planContext, n int) (*relation, error) {
+	ts, err := ParseSchema(ds[dep.Target].schema)
+	if err != nil {
+		return nil, err
+	}
+	src, err := pc.source(dep.Source)
+	if err != nil {
+		return nil, err
+	}
+	key := dep.Key
+	if len(key) == 0 {
+		key = src.schema.names()
+	}
+	var ks Schema
+	for _, k := range key {
+		for _, c := range ts.Columns {
+			if c.Name == k {
+				ks.Columns = append(ks.Columns, c)
+			}
+		}
+	}
+	var filter []facade.Range
+	if len(ks.Columns) == 1 && rangeKind(strings.ToLower(ks.Columns[0].Type)) == "int" {
+		b := newBuilder(nil)
+		q := quoteIdents([]string{ks.Columns[0].Name})[0]
+		b.w("SELECT min(s.", q, ")::pg_catalog.int8, max(s.", q, ")::pg_catalog.int8 FROM ", src.render(b), " s")
+		var lo, hi *int64
+		if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&lo, &hi); err != nil {
+			return nil, queryError("key range of "+dep.Source, err)
+		}
+		if lo != nil && hi != nil {
+			filter = []facade.Range{{Column: ks.Columns[0].Name, Min: *lo, Max: *hi}}
+		}
+	}
+	return e.hydrate(ctx, tx, dep.Target, ks, n, filter)
+}
+
+// mergeBatch is a batch of a merge's output: it tells the facade the key
+// to merge by, and receives how many rows the merge left in place (the
+// write's Preserved count).
+type mergeBatch struct {
+	arrow.RecordBatch
+	c *Computed
+}
+
+// MergeKey names the key columns the rows are merged by.
+func (b *mergeBatch) MergeKey() []string { return b.c.mergeKey }
+
+// MergeDone records the rows the merge left in place.
+func (b *mergeBatch) MergeDone(preserved int64) { b.c.Preserved = preserved }
