@@ -117,6 +117,41 @@
 // with a *RowIDVersionError (errors.Is ErrRowIDVersion) before any file is
 // written: changing the row id function is a deliberate migration.
 //
+// # Merges
+//
+// A Replace over a table with rows whose batches name a key (a batch that
+// has the methods MergeKey() []string and MergeDone(preserved int64), as
+// package writestrategy's snapshot_replace batches do) is written as a
+// merge: the rows are the whole new contents, unique by key, with exactly
+// the table's business columns. The facade probes the current snapshot
+// file by file (the business columns of each live row are hashed with the
+// row hash behind Checksum and dropped at once; existing position deletes
+// applied; nothing is kept but a key hash, a row hash and a position per
+// row), then streams the rows: a row whose key and row hash match a live
+// row is left in place (its __row_index, __row_id and __created_at with
+// it), every other row is written as a new row, and the live rows whose key
+// changed content or is gone get a position delete. One row-delta snapshot
+// (format v2 merge-on-read: one Parquet position delete file per data file
+// that loses rows, scoped to it) adds both, on the snapshot the probe read:
+// a table that moved since is a conflict (ErrCommitConflict), never a
+// merge onto other positions. The commit result and summary carry the rows
+// and the checksum of the whole new contents, as a replace's do;
+// MergeDone receives the rows left in place once the stream is read. A
+// table with equality deletes or deletion vectors, or holding a key twice,
+// refuses the merge with an error before anything is written.
+//
+// The write is merge-on-read whatever the share of rows changed: a merge
+// writes only the changed rows, and the cost of deletes moves to reads.
+// Maintenance bounds that cost: it is due once position deletes remove a
+// fifth of the table's stored rows, and its compaction rewrites, whatever
+// their size, the data files that have position deletes (their deletes
+// applied and the delete files removed in the same snapshot, every
+// identity column kept). Compaction pins the head it read: a merge that
+// lands during a compaction makes the compaction conflict, so a rewrite
+// never brings back rows a merge deleted, and a merge planned before a
+// compaction conflicts in turn. The probe applies the deletes already
+// there, so a position is never deleted twice.
+//
 // # Provenance, lookup, read-back, parity
 //
 // The snapshot summary carries the txn id, writer id, workspace, source

@@ -73,10 +73,22 @@
 // hydrated from Iceberg. The merge runs in Postgres as part of the same
 // projection (an anti-join or a join on a jsonb key of the row, which
 // Postgres hash-joins), so the client holds one Arrow batch at a time
-// whatever the sizes; skipped and preserved are counted there. On Iceberg a
-// snapshot_replace is one replace snapshot in which unchanged rows carry
-// their previous __row_id and __created_at; an append_new is one append
-// made idempotent by the transaction id. On Postgres, unchanged rows of a
+// whatever the sizes; skipped and preserved are counted there. On Iceberg
+// (Env.Lakehouse a *facade.Facade) the target is not hydrated: a
+// snapshot_replace whose source declares the target's columns and types
+// streams its deduplicated rows as a merge by key, which the facade
+// writes as the new and changed rows plus position deletes of the old
+// versions and of the keys that disappeared, in one snapshot (see
+// "Merges" in package facade); unchanged rows are left in place with
+// their __row_index, __row_id and __created_at, and the facade reports
+// them as preserved. An append_new hydrates only the target's key columns
+// (a key of one integer column only within the source's key range, so
+// only the data files that can hold a source key are read), then appends
+// the new keys as one append made idempotent by the transaction id.
+// Otherwise (a source with other columns, another lakehouse) the target
+// is hydrated and a snapshot_replace is one replace snapshot in which
+// unchanged rows carry their previous __row_id and __created_at. On
+// Postgres, unchanged rows of a
 // snapshot_replace are left in place (their row_index and txn_id are their
 // identity).
 //

@@ -17,7 +17,7 @@ import (
 )
 
 // incrementalRuns sizes TestIncrementalManyRuns.
-var incrementalRuns = flag.Int("incremental.runs", 40, "mixed incremental runs of TestIncrementalManyRuns")
+var incrementalRuns = flag.Int("incremental.runs", 20, "mixed incremental runs of TestIncrementalManyRuns")
 
 var mergeSchema = writestrategy.Schema{Columns: []writestrategy.Column{
 	{Name: "id", Type: "bigint"},
@@ -55,9 +55,9 @@ func (s *mergeSource) publish() {
 func (s *mergeSource) change(updates, inserts, deletes int) {
 	s.t.Helper()
 	ctx := context.Background()
-	_, err := s.pool.Exec(ctx, `UPDATE merge_src SET v = v || 'x', n = n + 1 WHERE id IN (SELECT id FROM merge_src ORDER BY random() LIMIT $1)`, updates)
+	_, err := s.pool.Exec(ctx, `DELETE FROM merge_src WHERE id IN (SELECT id FROM merge_src ORDER BY random() LIMIT $1)`, deletes)
 	require.NoError(s.t, err)
-	_, err = s.pool.Exec(ctx, `DELETE FROM merge_src WHERE id IN (SELECT id FROM merge_src ORDER BY random() LIMIT $1)`, deletes)
+	_, err = s.pool.Exec(ctx, `UPDATE merge_src SET v = v || 'x', n = n + 1 WHERE id IN (SELECT id FROM merge_src ORDER BY random() LIMIT $1)`, updates)
 	require.NoError(s.t, err)
 	_, err = s.pool.Exec(ctx, `INSERT INTO merge_src SELECT g, 'new' || g, 7, (ARRAY['a','b','c','d'])[1 + g % 4]
 		FROM generate_series($1::bigint, $2::bigint) g`, s.nextID, s.nextID+int64(inserts)-1)

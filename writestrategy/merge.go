@@ -65,20 +65,11 @@ func (e *Env) incremental(dep Deploy, ds map[string]datasetRow, flip bool) incre
 }
 
 // mergesByKey reports whether lh writes a merge by key (see mergeBatch):
-// the Iceberg facade, also behind wrappers that forward the rows (an
-// Unwrap method returning the wrapped lakehouse).
+// the Iceberg facade itself. Any other lakehouse (a wrapper, the in-memory
+// double) gets the whole target hydrated, as before.
 func mergesByKey(lh NativeReader) bool {
-	for range 8 {
-		switch v := lh.(type) {
-		case *facade.Facade:
-			return true
-		case interface{ Unwrap() facade.Lakehouse }:
-			lh = v.Unwrap()
-		default:
-			return false
-		}
-	}
-	return false
+	_, ok := lh.(*facade.Facade)
+	return ok
 }
 
 // sameColumns reports whether a and b declare the same columns (in any
