@@ -159,6 +159,44 @@ func giveBack(pc *pgxpool.Conn, reusable bool, timeout time.Duration) {
 	_ = c.Close(ctx)
 }
 
+// replacement opens a connection in the place of the intent's broken
+// session, for ending the intent when its hold broke (a query the caller's
+// deadline interrupted closes the connection). The broken connection still
+// occupies its place in the pool until the hold is released, so the new
+// one keeps the write within the connections it holds: ending the intent
+// does not wait for the pool to free another one, which a pool busy with
+// other writers may not do within the caller's bound. It is opened with
+// the broken connection's configuration under ctx; nil when the session
+// did not break, is not a pool's, or the connection cannot be opened (the
+// caller then uses the ledger's DB). The caller closes it (closeConn).
+func (st *intentState) replacement(ctx context.Context) *pgx.Conn {
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	broken := st.pooled != nil && st.conn != nil && st.conn.IsClosed()
+	var cfg *pgx.ConnConfig
+	if broken {
+		cfg = st.conn.Config()
+	}
+	st.mu.Unlock()
+	if cfg == nil {
+		return nil
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// closeConn closes c within timeout.
+func closeConn(c *pgx.Conn, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
 // lockKeyArg is the lock_key stored on the intent row: NULL without a hold.
 func (st *intentState) lockKeyArg() any {
 	if st == nil || st.conn == nil {

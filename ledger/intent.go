@@ -365,7 +365,10 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 // Abort marks the open intent aborted with cause as its error text. The
 // dataset is left unchanged. Aborting an intent that is not open (or was
 // claimed by a sweeper) returns a *StateError. Abort runs on the writer's
-// held session, or on the ledger's DB when the hold is gone (an abort is
+// held session; when that session broke (a deadline interrupting a query
+// closes it), on a connection opened in its place with its configuration,
+// so that a failed write ends its intent within ctx without waiting for a
+// busy pool; when the hold was released, on the ledger's DB (an abort is
 // always safe under the attempt fence). Whatever the result, when Abort
 // returns the intent is no longer held by this writer.
 func (l *Ledger) Abort(ctx context.Context, in *Intent, cause error) error {
@@ -381,7 +384,7 @@ func (l *Ledger) Abort(ctx context.Context, in *Intent, cause error) error {
 			return l.abortTx(ctx, tx, in, cause)
 		})
 	}
-	if err := l.endOnHold(in, "abort", run); err != nil {
+	if err := l.endOnHold(ctx, in, "abort", run); err != nil {
 		return err
 	}
 	l.log.InfoContext(ctx, "lakewrite intent aborted", "txn_id", in.ID, "dataset_id", in.DatasetID, "cause", causeText(cause))
@@ -406,19 +409,25 @@ func (l *Ledger) Withdraw(ctx context.Context, in *Intent) error {
 		}
 		return err
 	}
-	return l.endOnHold(in, "withdraw", run)
+	return l.endOnHold(ctx, in, "withdraw", run)
 }
 
-// endOnHold runs run, which ends in, on the writer's held session, or on
-// the ledger's DB when that session cannot run it (the hold is gone or
-// broke, or the session runs a transaction: Intent.BeginTx). An error is
-// wrapped as op's; on success in is marked finished. The caller releases
-// the hold.
-func (l *Ledger) endOnHold(in *Intent, op string, run func(db DB) error) error {
+// endOnHold runs run, which ends in, on the writer's held session, or
+// elsewhere when that session cannot run it (the hold is gone or broke,
+// or the session runs a transaction: Intent.BeginTx): on a connection
+// taking the broken session's place (replacement), or else on the
+// ledger's DB. An error is wrapped as op's; on success in is marked
+// finished. The caller releases the hold.
+func (l *Ledger) endOnHold(ctx context.Context, in *Intent, op string, run func(db DB) error) error {
 	err := l.use(in, run)
 	var broke *holdBroke
 	if errors.Is(err, errHoldGone) || errors.Is(err, errSessionInTx) || errors.As(err, &broke) {
-		err = run(l.db)
+		if c := in.st.replacement(ctx); c != nil {
+			err = run(c)
+			closeConn(c, in.st.cleanup)
+		} else {
+			err = run(l.db)
+		}
 	}
 	if err != nil {
 		return l.wrap(op, in.ID, err)

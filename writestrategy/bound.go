@@ -15,8 +15,10 @@ import (
 // without a deadline). A Write returns at most that long after its
 // context's deadline. The clean-up needs no connection the write does not
 // already hold: a failed write's intents are aborted on their own held
-// sessions once its transaction has ended. What the bound cuts short is
-// left to reconciliation (the next write of the dataset, Sweep).
+// sessions once its transaction has ended, or, for a session the deadline
+// broke, on a connection opened in its place (ledger.Ledger.Abort). What
+// the bound cuts short (say the server does not answer) is left to
+// reconciliation (the next write of the dataset, Sweep).
 const CleanupBound = 5 * time.Second
 
 // minCleanup is the least time a clean-up is given.
