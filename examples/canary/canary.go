@@ -35,6 +35,7 @@ commands:
                        (every known output without a dataset)
   promote <dataset>    make Iceberg the sink of record (one transaction), when the table
                        holds the latest write of record
+  drain  <dataset>     delete a promoted dataset's stale row-store rows
   set    <dataset>     set the dataset's override (default iceberg_native; -sink to choose)
   deploy <output>      re-run a known output through the write dispatch
   verify <output>      preflight, then parity: Postgres compute vs the Iceberg table (rows + checksum)
@@ -95,6 +96,7 @@ func commands() []command {
 		{name: "shadow", arg: "dataset", fn: cmdShadow},
 		{name: "status", arg: "dataset", optional: true, fn: cmdStatus},
 		{name: "promote", arg: "dataset", fn: cmdPromote},
+		{name: "drain", arg: "dataset", fn: cmdDrain},
 		{name: "set", arg: "dataset", fn: cmdSet},
 		{name: "deploy", arg: "output", fn: cmdDeploy},
 		{name: "verify", arg: "output", fn: cmdVerify},

@@ -3,6 +3,10 @@
 //
 //	canary init                      migrate, register the pipeline.output flags, seed the demo
 //	canary check  demo_orders_clean  flags, sink decision and the Iceberg preflight
+//	canary shadow demo_orders_clean  override -> shadow: Postgres of record, every write also writes Iceberg
+//	canary status [demo_orders_clean] mode, consecutive matching shadow runs, first/last run, last mismatch
+//	canary promote demo_orders_clean Iceberg becomes the sink of record, in one transaction
+//	canary drain  demo_orders_clean  delete a promoted dataset's stale row-store rows
 //	canary set    demo_orders_clean  override -> iceberg_native
 //	canary deploy demo_orders_clean  re-run the output (the write dispatch resolves the sink)
 //	canary verify demo_orders_clean  preflight, then parity: row count + checksum, Postgres compute vs Iceberg table

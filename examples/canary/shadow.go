@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
@@ -111,5 +114,36 @@ func cmdPromote(ctx context.Context, c *cli, datasetID string) error {
 	c.printf("promoted %s: sink of record iceberg_native, override iceberg_native for writer %s\n", datasetID, writerID)
 	c.printf("readers read the Iceberg table from now on; running writers follow within their resolver TTL (at most %s)\n", sink.MaxTTL)
 	c.printf("revert: canary revert %s (Postgres again within the TTL; its next write rebuilds the row store in full)\n", datasetID)
+	return nil
+}
+
+// cmdDrain deletes the row-store rows of a promoted dataset: once Iceberg
+// is its sink of record they are stale. It holds the dataset (a
+// maintenance intent, waiting for a write in flight) and deletes only
+// while the ledger says the dataset lives on Iceberg, in one statement. A
+// revert after a drain loses nothing: the first Postgres write after it
+// rebuilds the row store in full.
+func cmdDrain(ctx context.Context, c *cli, datasetID string) error {
+	e := c.env
+	in, err := e.ledger.Open(ctx, ledger.OpenParams{DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg,
+		WriteMode: ledger.Maintenance, Lookup: e.dispatcher.Lookup})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = e.ledger.Withdraw(context.WithoutCancel(ctx), in) }()
+	s := pgx.Identifier{e.ledger.Schema()}.Sanitize()
+	tag, err := e.pool.Exec(ctx, `DELETE FROM `+s+`.dataset_rows r WHERE r.dataset_id = $1
+		AND EXISTS (SELECT 1 FROM `+s+`.datasets d WHERE d.id = $1 AND d.sink = $2)`, datasetID, string(sink.Iceberg))
+	if err != nil {
+		return err
+	}
+	ds, err := e.ledger.Dataset(ctx, datasetID)
+	if err != nil {
+		return err
+	}
+	if ds.Sink != sink.Iceberg {
+		return fmt.Errorf("dataset %q lives on %q, not on Iceberg: nothing drained (promote it first)", datasetID, ds.Sink)
+	}
+	c.printf("drained %s: %d stale row-store rows deleted; its sink of record is the Iceberg table\n", datasetID, tag.RowsAffected())
 	return nil
 }
