@@ -2,7 +2,6 @@ package writestrategy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -47,95 +46,42 @@ type WriteResult struct {
 	Maintenance *facade.MaintenanceReport
 }
 
-// describeTypes returns the columns of a SELECT without running it, with
-// the columns' type oids and the pg_type
-// rows of those types (and of the types they are built on), read in the
-// same statement as the columns' type names; none is read when every
-// column has a built-in type of the static table (builtinDescribe; visible:
-// see builtinVisibleSQL).
+// describeTypes is the one way the library describes an output's
+// statement: it returns the columns of a SELECT without running it (the
+// statement prepared unnamed in tx, one round trip), each a name an output
+// may have and none twice, with the columns' type oids and the pg_type
+// rows of those types (and of the types they are built on), read in one
+// more statement with the columns' type names; none is read when every
+// column has a built-in type of the static table (builtinDescribe;
+// visible: see builtinVisibleSQL).
 func describeTypes(ctx context.Context, tx pgx.Tx, sql string, visible bool) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
-	return describeTypesOn(ctx, tx, nil, sql, visible)
-}
-
-// describeTypesOn is describeTypes, the description read through pipe
-// (in the round trip of its BEGIN, when it has not begun yet) when pipe is
-// tx's transaction.
-func describeTypesOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, visible bool) (Schema, []uint32, map[uint32]*pgTypeRow, error) {
-	d, err := describeOn(ctx, tx, pipe, sql, visible)
-	return d.cols, d.oids, d.types, err
-}
-
-// description is what describeOn learns of a SELECT.
-type description struct {
-	cols  Schema
-	oids  []uint32
-	mods  []int32
-	types map[uint32]*pgTypeRow
-	// builtin: every column has a built-in type of the static table, so
-	// the description follows from the names, oids and modifiers alone.
-	builtin bool
-}
-
-// describeOn is describeTypesOn, with the columns' type modifiers and
-// whether every type is built in.
-func describeOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, sql string, visible bool) (description, error) {
-	var sd *pgconn.StatementDescription
-	var err error
-	if pipe != nil && pipe.conn == tx.Conn() {
-		sd, err = pipe.describe(ctx, sql)
-	} else {
-		sd, err = tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
-	}
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
-		return description{}, queryError("describe output", err)
+		return Schema{}, nil, nil, queryError("describe output", err)
 	}
-	return fieldsDescription(sd, visible, func(oids []uint32, mods []int32) ([]string, map[uint32]*pgTypeRow, error) {
-		rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
-	SELECT * FROM unnest($1::pg_catalog.oid[], $2::pg_catalog.int4[]) WITH ORDINALITY
-), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
-		if err != nil {
-			return nil, nil, queryError("describe output", err)
-		}
-		names, _, types, err := readTypes(rows, len(oids), "describe output")
-		return names, types, err
-	})
-}
-
-// typeLookup reads from the catalog the names (format_type) and pg_type
-// rows of the types oids with modifiers mods.
-type typeLookup func(oids []uint32, mods []int32) ([]string, map[uint32]*pgTypeRow, error)
-
-// errNotBuiltin is fieldsDescription's error, without a lookup, for a
-// column whose type is not built in.
-var errNotBuiltin = errors.New("a column type is not built in")
-
-// fieldsDescription is the description of the columns of sd: their names
-// (each one an output may have, none twice), type oids and modifiers, and
-// their types' names and pg_type rows, from the static table when every
-// type is built in (builtinDescribe; visible: see builtinVisibleSQL), else
-// from lookup (errNotBuiltin when lookup is nil).
-func fieldsDescription(sd *pgconn.StatementDescription, visible bool, lookup typeLookup) (description, error) {
 	oids := make([]uint32, len(sd.Fields))
 	mods := make([]int32, len(sd.Fields))
 	var s Schema
 	for i, f := range sd.Fields {
 		oids[i], mods[i] = f.DataTypeOID, f.TypeModifier
 		if err := checkColumnName(f.Name); err != nil {
-			return description{}, err
+			return Schema{}, nil, nil, err
 		}
 		s.Columns = append(s.Columns, Column{Name: f.Name})
 	}
 	if len(oids) == 0 {
-		return description{}, fmt.Errorf("%w: the output has no columns", ErrInvalid)
+		return Schema{}, nil, nil, fmt.Errorf("%w: the output has no columns", ErrInvalid)
 	}
 	names, types, ok := builtinDescribe(oids, mods, visible)
 	if !ok {
-		if lookup == nil {
-			return description{}, errNotBuiltin
+		rows, err := tx.Query(ctx, `WITH RECURSIVE c(o, m, n) AS (
+	SELECT * FROM unnest($1::pg_catalog.oid[], $2::pg_catalog.int4[]) WITH ORDINALITY
+), `+typeRowsCTE+" "+typeRowsSelect("format_type(o, m)"), oids, mods)
+		if err != nil {
+			return Schema{}, nil, nil, queryError("describe output", err)
 		}
-		var err error
-		if names, types, err = lookup(oids, mods); err != nil {
-			return description{}, err
+		if names, _, types, err = readTypes(rows, len(oids), "describe output"); err != nil {
+			return Schema{}, nil, nil, err
 		}
 	}
 	seen := map[string]string{}
@@ -143,11 +89,11 @@ func fieldsDescription(sd *pgconn.StatementDescription, visible bool, lookup typ
 		s.Columns[i].Type = names[i]
 		n := s.Columns[i].Name
 		if prev, dup := seen[columnKey(n)]; dup {
-			return description{}, &IdentifierError{What: "output column", Name: n, Reason: clashReason(prev, n)}
+			return Schema{}, nil, nil, &IdentifierError{What: "output column", Name: n, Reason: clashReason(prev, n)}
 		}
 		seen[columnKey(n)] = n
 	}
-	return description{cols: s, oids: oids, mods: mods, types: types, builtin: ok}, nil
+	return s, oids, types, nil
 }
 
 func count(ctx context.Context, tx pgx.Tx, sql string, args []any) (int64, error) {
@@ -180,22 +126,18 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 
 // applyPlanned is Apply once s is planned (ps).
 func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps []projection) ([]WriteResult, error) {
-	if rs, ok, err := applySpeculative(ctx, tx, env, s, ps); ok || err != nil {
-		return rs, err
-	}
 	ctl := env.ctlSchema()
 	results := make([]WriteResult, len(ps))
 	encs := make([]*rowEncoding, len(ps))
 	for i, p := range ps {
-		d, err := describeOn(ctx, tx, env.pipe, p.sql, p.builtinVisible)
+		cols, oids, types, err := describeTypes(ctx, tx, p.sql, p.builtinVisible)
 		if err != nil {
 			return nil, p.locate(err, p.sql)
 		}
-		if encs[i], err = encodingFor(d.cols, d.oids, d.types); err != nil {
+		if encs[i], err = encodingFor(cols, oids, types); err != nil {
 			return nil, err
 		}
-		env.described.put(p.sql, p.builtinVisible, d, encs[i])
-		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: d.cols}
+		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols}
 	}
 	restore := noRestore
 	if !env.floatsExact {

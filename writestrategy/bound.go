@@ -2,13 +2,16 @@ package writestrategy
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
 // CleanupBound bounds the clean-up of a failed write (rolling back its
-// transaction, aborting or withdrawing its intents, deleting its staged
+// transaction, aborting its intents, deleting its staged
 // files): it runs under context.WithoutCancel of the caller's context, so
 // that a cancelled or expired write still cleans up, and ends at the
 // latest CleanupBound after the caller's deadline (or after the failure,
@@ -52,4 +55,34 @@ func (d *Dispatcher) abortAll(ctx context.Context, intents map[string]*ledger.In
 	for _, in := range intents {
 		_ = d.cfg.Ledger.Abort(cctx, in, cause)
 	}
+}
+
+// beginWait bounds how long a write waits for the pool connection of its
+// transaction.
+const beginWait = 30 * time.Second
+
+// poolBegin begins a transaction with settings (none when empty) on a
+// connection of db: the wait for a free connection is bounded, so that a
+// pool too small for the writes running at once fails them with a clear
+// error instead of leaving them waiting on each other. A db without
+// BeginTx gets the settings in a statement of their own.
+func poolBegin(ctx context.Context, db Beginner, settings string) (pgx.Tx, error) {
+	bctx, cancel := context.WithTimeout(ctx, beginWait)
+	defer cancel()
+	var tx pgx.Tx
+	var err error
+	if bt, ok := db.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	}); ok {
+		tx, err = bt.BeginTx(bctx, beginOptions(settings))
+	} else if tx, err = db.Begin(bctx); err == nil && settings != "" {
+		if _, err = tx.Exec(ctx, settings); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			tx, err = nil, queryError("configure transaction", err)
+		}
+	}
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		return nil, fmt.Errorf("no database connection within %s for the write's transaction: size the pool for the writes running at once: per write, one connection per output with liveness (each open intent holds one, and the write's transaction runs on one of those), one without, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
+	}
+	return tx, err
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // CommitStaged makes a staged lakehouse write visible under the ledger
@@ -45,4 +48,50 @@ func abortStaged(ctx context.Context, staged facade.Staged) error {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	return staged.Abort(cctx)
+}
+
+// Lookup is the dispatcher's ledger.Lookup: an open Postgres intent of a
+// dead process provably did not land (the row store write and the ledger
+// commit share one transaction); an Iceberg intent landed when a snapshot
+// carrying its transaction id is in the table's history.
+func (d *Dispatcher) Lookup(ctx context.Context, in ledger.Intent) (ledger.Landing, error) {
+	if in.Sink != sink.Iceberg {
+		return ledger.Landing{}, nil
+	}
+	if d.cfg.Lakehouse == nil {
+		return ledger.Landing{}, fmt.Errorf("%w: cannot look up intent %s: no Lakehouse configured", ErrInvalid, in.ID)
+	}
+	res, found, err := d.cfg.Lakehouse.FindTxn(ctx, in.DatasetID, in.ID)
+	if err != nil || !found {
+		return ledger.Landing{}, err
+	}
+	// A roll-forward stamps what a normal commit stamps: row count,
+	// snapshot id, committed-at (and so the watermark) and the declared
+	// schema, all read back from the landed snapshot.
+	return ledger.Landing{Landed: true, Outcome: ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
+		CommittedAt: res.CommittedAt, Schema: declaredSchema(res.Summary)}}, nil
+}
+
+// summarySchemaKey is the request metadata key under which the Iceberg arm
+// records the output's declared schema in the snapshot summary (as
+// facade.SummaryMetaPrefix + summarySchemaKey), so that a write rolled
+// forward after a crash stamps the same dataset schema as a normal commit.
+const summarySchemaKey = "lakewrite-declared-schema"
+
+func withDeclaredSchema(meta map[string]string, cols Schema) map[string]string {
+	out := make(map[string]string, len(meta)+1)
+	maps.Copy(out, meta)
+	out[summarySchemaKey] = string(cols.JSON())
+	return out
+}
+
+func declaredSchema(summary map[string]string) json.RawMessage {
+	raw, ok := summary[facade.SummaryMetaPrefix+summarySchemaKey]
+	if !ok {
+		return nil
+	}
+	if _, err := ParseSchema(json.RawMessage(raw)); err != nil {
+		return nil
+	}
+	return json.RawMessage(raw)
 }

@@ -45,19 +45,13 @@ type Env struct {
 	OrderBy map[string][]facade.OrderKey
 
 	// floatsExact: the transaction already makes float text forms exact
-	// (extra_float_digits >= 1, set by the write dispatch's begin), so
+	// (extra_float_digits >= 1, set by the write dispatch's beginTx), so
 	// Apply need not read and restore the setting.
 	floatsExact bool
 	// read: the datasets rows read already, on the session of the write's
 	// transaction (the dispatcher's, in the intent's round trip); prepare
 	// reads them itself otherwise.
 	read *datasetsRead
-	// pipe: the write's transaction, when the dispatcher began it as a
-	// pipelinedTx (its BEGIN then goes with the output's description).
-	pipe *pipelinedTx
-	// described: the descriptions of output queries written before (the
-	// dispatcher's), which a write on pipe may build its statements from.
-	described *descriptions
 }
 
 func (e *Env) ctlSchema() string {

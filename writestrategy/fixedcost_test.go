@@ -99,21 +99,22 @@ func (c *turnCounter) stop() (int, []string) {
 // maxSmallWriteRoundTrips is the most round trips a 1-row replace of a
 // fresh dataset on the Postgres arm may take (warm pool and statement
 // caches, built-in column types, no idempotency key, no open intent to
-// recover; its output query written before on the session, and its
-// writer's last write resolved to the same sink): the intent (lock and
-// insert) with the datasets and flags read, then the transaction's begin
-// and settings, the check of the output's description, the row store's
-// delete and insert, the ledger commit and the COMMIT.
-const maxSmallWriteRoundTrips = 2
+// recover): the output's row and open intents with the writer's flags,
+// the intent (lock and insert) with the datasets rows read, the
+// transaction's begin and settings, the output's description, the row
+// store's delete and insert, and the ledger commit with its unlock and the
+// COMMIT.
+const maxSmallWriteRoundTrips = 6
 
 // maxSmallIcebergWriteRoundTrips is the most round trips a 1-row replace
 // of a fresh dataset on the Iceberg arm may take, its catalog being the
 // Postgres catalog in the ledger's database (same conditions as
-// maxSmallWriteRoundTrips): the intent with the datasets and flags read,
-// the compute transaction's begin (on the intent's session), the
-// output's description and rows, the catalog's reads of the table, the
-// pointer swap, the ledger commit with its unlock and the COMMIT.
-const maxSmallIcebergWriteRoundTrips = 12
+// maxSmallWriteRoundTrips): the output's row with the flags, the intent
+// with the datasets rows read, the compute transaction's begin (on the
+// intent's session), the output's description and rows, the catalog's
+// reads of the table, the pointer swap, the ledger commit with its unlock
+// and the COMMIT.
+const maxSmallIcebergWriteRoundTrips = 13
 
 // The fixed cost of a small write, in round trips to the database, is
 // pinned on either arm: it may go down, never up.
@@ -318,7 +319,7 @@ func (k *killHeld) PhaseStart(ctx context.Context, ev writestrategy.PhaseEvent) 
 func (k *killHeld) PhaseEnd(context.Context, writestrategy.PhaseEvent) {}
 
 // A Postgres-arm write whose session dies before its transaction's first
-// round trip (the BEGIN that goes with the output's description) fails
+// round trip (its BEGIN) fails
 // with nothing written and nothing held, and the next write of the output
 // lands: the dead intent is reconciled, the session is not reused.
 func TestDispatchPostgresSessionDiesBeforeBegin(t *testing.T) {

@@ -20,18 +20,11 @@ const (
 	PhaseWrite Phase = "write"
 	// PhaseResolve resolves the sink of the output (or split pair).
 	PhaseResolve Phase = "resolve"
-	// PhaseOpen reconciles stale intents and opens one ledger intent per
-	// output (waiting for a writer of the same dataset). A write of one
-	// replaced output whose flags are not cached opens its intent for the
-	// sink its last write (or its writer's) resolved to before
-	// PhaseResolve, which
-	// then reads nothing; when the flags say another sink, that intent is
-	// withdrawn and PhaseOpen comes again after PhaseResolve.
+	// PhaseOpen opens one ledger intent per output (waiting for a writer
+	// of the same dataset, reconciling one that is gone).
 	PhaseOpen Phase = "open"
 	// PhaseApply is the Postgres arm's compute and row store write: one
-	// statement in the write's transaction. When the write and its ledger
-	// commit go in one round trip (one output replaced, on the session its
-	// intent holds), PhaseApply holds both and PhaseLedgerCommit is empty.
+	// statement in the write's transaction.
 	PhaseApply Phase = "apply"
 	// PhaseCompute is the Iceberg arm's compute start: the compute
 	// transaction begins and the sources are resolved and hydrated; the
@@ -163,9 +156,6 @@ type writeInfo struct {
 	// datasets are the outputs' rows as read before any intent was
 	// opened (after their recovery); a missing one is not registered.
 	datasets map[string]ledger.Dataset
-	// opened is the write's intent opened for its predicted sink, until
-	// the write's arm takes it (openPredicted).
-	opened *opened
 	// shadow holds the outputs whose decision said shadow (shadowmode.go).
 	shadow map[string]bool
 }

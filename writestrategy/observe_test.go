@@ -111,9 +111,6 @@ func TestObserverPhases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"start write ice_out",
-		// opened for the sink of the writer's last write (the row
-		// store), withdrawn once the flags said Iceberg
-		"start open ice_out", "end open ice_out rows=0",
 		"start resolve ice_out", "end resolve ice_out rows=0",
 		"start open ice_out", "end open ice_out rows=0",
 		"start compute ice_out", "end compute ice_out rows=0",
@@ -212,9 +209,6 @@ func TestObserverFailingWrite(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, []string{
 		"start write bad_ice",
-		// opened for the sink of the writer's last write (the row
-		// store), withdrawn once the flags said Iceberg
-		"start open bad_ice", "end open bad_ice rows=0",
 		"start resolve bad_ice", "end resolve bad_ice rows=0",
 		"start open bad_ice", "end open bad_ice rows=0",
 		"start compute bad_ice", "end compute bad_ice rows=0 err",
@@ -229,10 +223,8 @@ func TestObserverFailingWrite(t *testing.T) {
 	require.Equal(t, "22012", pgErr.Code) // division_by_zero
 	require.Equal(t, []string{
 		"start write div_ice",
-		// predicted right (the last write went to Iceberg): opened
-		// before the flags were resolved, in the same round trip
-		"start open div_ice", "end open div_ice rows=0",
 		"start resolve div_ice", "end resolve div_ice rows=0",
+		"start open div_ice", "end open div_ice rows=0",
 		"start compute div_ice", "end compute div_ice rows=0",
 		"start stream div_ice", "end stream div_ice rows=0 err",
 		"end write div_ice rows=0 err",

@@ -142,7 +142,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return nil, err
 		}
 		if d.sink == sink.Relation {
-			r, err := relationRelation(ctx, tx, env.pipe, id, d.relation, sc)
+			r, err := relationRelation(ctx, tx, id, d.relation, sc)
 			if err != nil {
 				return nil, err
 			}

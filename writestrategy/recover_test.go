@@ -15,10 +15,8 @@ import (
 
 // Without liveness (the setup for transaction poolers) a dead writer's
 // intent is recovered by the next write once it is older than
-// RecoverAfter, on every path a write opens its intent: a single-output
-// replace whose flags are not cached opens its intent for the predicted
-// sink first, and that open reconciles the old intent too, on either
-// sink, instead of returning ErrBusy on every retry.
+// RecoverAfter, on either sink, with its flags cached or not, instead of
+// the write returning ErrBusy on every retry.
 func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -35,10 +33,10 @@ func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 				Lakehouse: w.lake, Workspace: "test", RecoverAfter: time.Minute})
 			require.NoError(t, err)
 			write := func() ([]writestrategy.WriteResult, error) {
-				w.resolver.Invalidate() // uncached flags: the predicted-open path
+				w.resolver.Invalidate() // uncached flags: read with the output's row
 				return d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: "r1", Source: "orders"}})
 			}
-			_, err = write() // the writer's prediction: sk
+			_, err = write()
 			require.NoError(t, err)
 
 			// A writer that died with its intent open (no liveness: nothing

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -242,16 +240,10 @@ func relationFrom(rel string) string {
 }
 
 // describeRelation returns the columns of a stored relation without
-// running it.
-func describeRelation(ctx context.Context, tx pgx.Tx, rel string) (Schema, error) {
-	return describeRelationOn(ctx, tx, nil, rel)
-}
-
-// describeRelationOn is describeRelation through pipe (see
-// describeTypesOn): inside the write's transaction, which then holds the
+// running it: inside the write's transaction, which then holds the
 // relation's lock from the check of its columns to the read of its rows.
-func describeRelationOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, rel string) (Schema, error) {
-	s, _, _, err := describeTypesOn(ctx, tx, pipe, relationSelect(rel), false)
+func describeRelation(ctx context.Context, tx pgx.Tx, rel string) (Schema, error) {
+	s, _, _, err := describeTypes(ctx, tx, relationSelect(rel), false)
 	if err != nil {
 		var qe *QueryError
 		if errors.As(err, &qe) {
@@ -264,8 +256,8 @@ func describeRelationOn(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, rel s
 
 // relationRelation reads a registered relation in place, checking first
 // that its columns are still the declared ones.
-func relationRelation(ctx context.Context, tx pgx.Tx, pipe *pipelinedTx, datasetID, rel string, s Schema) (*relation, error) {
-	now, err := describeRelationOn(ctx, tx, pipe, rel)
+func relationRelation(ctx context.Context, tx pgx.Tx, datasetID, rel string, s Schema) (*relation, error) {
+	now, err := describeRelation(ctx, tx, rel)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
@@ -305,51 +297,6 @@ func refuseRelationOutputs(ds map[string]datasetRow, outs []string) error {
 		if ds[o].sink == sink.Relation {
 			return fmt.Errorf("%w: %q", ErrRelationDataset, o)
 		}
-	}
-	return nil
-}
-
-// prefetcher is a Resolver that can read the flags of a resolution in a
-// batch of other queries; *sink.Resolver is one.
-type prefetcher interface {
-	Prefetch(writerID string, datasetIDs ...string) func(b *pgx.Batch) func(pgx.BatchResults) error
-}
-
-// recoverOutputs looks once at each output, before any intent is opened
-// and before the sink is resolved: in one round trip per output
-// (ledger.Ledger.RecoverDataset) it reads the output's row and its open
-// intents, reconciles those whose writer is gone (and, without liveness,
-// those older than RecoverAfter), and refuses a registered relation. The
-// rows of the registered outputs are kept in w (outputs not registered are
-// left to the ledger, whose Open reports them).
-func (d *Dispatcher) recoverOutputs(ctx context.Context, w *writeInfo) error {
-	outs := append([]string(nil), w.outs...)
-	sort.Strings(outs)
-	w.datasets = make(map[string]ledger.Dataset, len(outs))
-	// The sink's flags are read in the first of these round trips when
-	// the resolver can (sink.Resolver.Prefetch), so that resolving the
-	// sink next needs none.
-	var with []func(*pgx.Batch) func(pgx.BatchResults) error
-	if p, ok := d.cfg.Resolver.(prefetcher); ok {
-		if f := p.Prefetch(w.writerID, w.outs...); f != nil {
-			with = append(with, f)
-		}
-	}
-	for i, o := range outs {
-		if i == 1 {
-			with = nil
-		}
-		ds, _, err := d.cfg.Ledger.RecoverDataset(ctx, o, d.cfg.RecoverAfter, d.Lookup, with...)
-		if errors.Is(err, ErrDatasetNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if ds.Sink == sink.Relation {
-			return fmt.Errorf("%w: %q", ErrRelationDataset, o)
-		}
-		w.datasets[o] = ds
 	}
 	return nil
 }

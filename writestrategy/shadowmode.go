@@ -129,19 +129,19 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 		return errors.Join(err, rerr)
 	}
 	defer in.Release()
-	hb := &heldBegin{intents: map[string]*ledger.Intent{r.DatasetID: in}, pool: boundedBegin{d.db}}
-	runID, err := d.startShadowRun(sctx, hb, r.DatasetID, r.TxnID, req.WriterID)
+	held := map[string]*ledger.Intent{r.DatasetID: in}
+	runID, err := d.startShadowRun(sctx, held, r.DatasetID, r.TxnID, req.WriterID)
 	var out shadowOutcome
 	var maintained bool
 	if err == nil {
-		out, maintained = d.shadowStream(sctx, hb, in, req, r)
+		out, maintained = d.shadowStream(sctx, held, in, req, r)
 	} else {
 		out = shadowOutcome{status: "failed", err: err}
 	}
 	if out.err != nil && sctx.Err() != nil && ctx.Err() == nil {
 		out.err = fmt.Errorf("shadow write bound (%s) exceeded: %w", d.shadowBound(took), out.err)
 	}
-	rerr := d.recordShadow(ctx, hb, r.DatasetID, r.TxnID, req.WriterID, runID, out)
+	rerr := d.recordShadow(ctx, held, r.DatasetID, r.TxnID, req.WriterID, runID, out)
 	cctx, ccancel := cleanupContext(ctx)
 	defer ccancel()
 	var eerr error
@@ -166,12 +166,12 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 // shadowStream writes the dataset's rows at the write of record r to its
 // Iceberg table and compares both sinks. maintained reports that the
 // table's lifecycle ran under in.
-func (d *Dispatcher) shadowStream(ctx context.Context, hb *heldBegin, in *ledger.Intent, req Request, r WriteResult) (out shadowOutcome, maintained bool) {
+func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.Intent, in *ledger.Intent, req Request, r WriteResult) (out shadowOutcome, maintained bool) {
 	fail := func(err error) (shadowOutcome, bool) {
 		out.status, out.err = "failed", err
 		return out, false
 	}
-	tx, err := hb.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	tx, _, err := d.beginTx(ctx, held, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; `+computeSettings)
 	if err != nil {
 		return fail(queryError("begin shadow", err))
 	}
@@ -180,9 +180,6 @@ func (d *Dispatcher) shadowStream(ctx context.Context, hb *heldBegin, in *ledger
 		defer cancel()
 		_ = tx.Rollback(cctx)
 	}()
-	if err := tuneTx(ctx, tx); err != nil {
-		return fail(err)
-	}
 	if err := d.checkLatest(ctx, tx, r.DatasetID, r.TxnID); err != nil {
 		if errors.Is(err, errSuperseded) {
 			out.status, out.err = "superseded", err

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/ledger"
 )
 
 // ShadowRun is one shadow write of a dataset as the control plane records
@@ -130,8 +131,8 @@ func (d *Dispatcher) ShadowStatus(ctx context.Context, datasetID string) (Shadow
 // startShadowRun records a running shadow run, on the session of the
 // shadow's intent, after recording as aborted the runs of the dataset
 // left running: the dataset is held, so their writers are gone.
-func (d *Dispatcher) startShadowRun(ctx context.Context, hb *heldBegin, datasetID, txnID, writerID string) (int64, error) {
-	tx, err := hb.BeginTx(ctx, pgx.TxOptions{})
+func (d *Dispatcher) startShadowRun(ctx context.Context, held map[string]*ledger.Intent, datasetID, txnID, writerID string) (int64, error) {
+	tx, _, err := d.beginTx(ctx, held, "")
 	if err != nil {
 		return 0, queryError("record shadow run", err)
 	}
@@ -159,9 +160,9 @@ func (d *Dispatcher) startShadowRun(ctx context.Context, hb *heldBegin, datasetI
 
 // recordShadow records the outcome of a shadow run (runID 0: a run that
 // never started, inserted as finished), on the session of the shadow's
-// intent when hb holds one, else on the pool, within the clean-up bound
-// even when ctx has ended.
-func (d *Dispatcher) recordShadow(ctx context.Context, hb *heldBegin, datasetID, txnID, writerID string, runID int64, out shadowOutcome) error {
+// intent when held has one that holds a session (beginTx), else on the
+// pool, within the clean-up bound even when ctx has ended.
+func (d *Dispatcher) recordShadow(ctx context.Context, held map[string]*ledger.Intent, datasetID, txnID, writerID string, runID int64, out shadowOutcome) error {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	var cols any
@@ -173,10 +174,7 @@ func (d *Dispatcher) recordShadow(ctx context.Context, hb *heldBegin, datasetID,
 	if out.err != nil {
 		errText = out.err.Error()
 	}
-	if hb == nil {
-		hb = &heldBegin{pool: boundedBegin{d.db}}
-	}
-	tx, err := hb.BeginTx(cctx, pgx.TxOptions{})
+	tx, _, err := d.beginTx(cctx, held, "")
 	if err != nil {
 		return queryError("record shadow run", err)
 	}

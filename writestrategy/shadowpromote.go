@@ -83,7 +83,7 @@ func (d *Dispatcher) Promote(ctx context.Context, writerID, datasetID string) er
 
 // promoteHeld is Promote once the dataset is held.
 func (d *Dispatcher) promoteHeld(ctx context.Context, writerID, datasetID string) error {
-	tx, err := boundedBegin{d.db}.BeginTx(ctx, pgx.TxOptions{})
+	tx, err := poolBegin(ctx, d.db, "")
 	if err != nil {
 		return queryError("begin promote", err)
 	}

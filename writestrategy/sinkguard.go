@@ -2,12 +2,10 @@ package writestrategy
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -32,15 +30,11 @@ import (
 //     writer, the dataset, both sinks and the last writer.
 
 // guardSink applies the sink guard to the outputs of w for decision dec
-// (for a split pair, the sink both outputs resolved to). op is the intent
-// opened for the predicted sink, whose round trip read the outputs' rows,
-// or nil when recoverOutputs read them into w.datasets.
-func (d *Dispatcher) guardSink(ctx context.Context, w *writeInfo, op *opened, dec sink.Decision) error {
+// (for a split pair, the sink both outputs resolved to), from the outputs'
+// rows recoverOutputs read into w.datasets.
+func (d *Dispatcher) guardSink(ctx context.Context, w *writeInfo, dec sink.Decision) error {
 	for _, o := range w.outs {
-		lives, err := d.livesOn(ctx, w, op, o)
-		if err != nil {
-			return err
-		}
+		lives := w.datasets[o].Sink // a missing row: not registered
 		if lives == "" || lives == sink.Relation {
 			continue // never written (a relation is refused elsewhere)
 		}
@@ -86,27 +80,11 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// livesOn is where output o lives: the sink of its last committed write,
-// "" when never written or not registered.
-func (d *Dispatcher) livesOn(ctx context.Context, w *writeInfo, op *opened, o string) (sink.Sink, error) {
-	if op == nil {
-		return w.datasets[o].Sink, nil // a missing row: not registered
-	}
-	if r := op.read; r != nil && r.done && r.err == nil {
-		return r.rows[o].sink, nil
-	}
-	ds, err := d.cfg.Ledger.Dataset(ctx, o)
-	if errors.Is(err, ledger.ErrDatasetNotFound) {
-		return "", nil
-	}
-	return ds.Sink, err
-}
-
 // lastWriter reads the writer of the last committed write (maintenance
 // aside) of dataset id, and the writers with a flags row.
 func (d *Dispatcher) lastWriter(ctx context.Context, id string) (last string, known []string, err error) {
 	s := pgx.Identifier{d.cfg.Ledger.Schema()}.Sanitize()
-	tx, err := (boundedBegin{d.db}).Begin(ctx)
+	tx, err := poolBegin(ctx, d.db, "")
 	if err != nil {
 		return "", nil, err
 	}

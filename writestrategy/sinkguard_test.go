@@ -48,7 +48,7 @@ func TestDispatchSinkGuard(t *testing.T) {
 		Workspace: "test", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	write := func(writerID, out string) ([]writestrategy.WriteResult, error) {
-		w.resolver.Invalidate() // the flags are read with the intent (predicted) or before it
+		w.resolver.Invalidate() // the flags are read with the output's row
 		return d.Write(ctx, writestrategy.Request{WriterID: writerID, Strategy: writestrategy.Transform{Output: out, Source: "orders",
 			Steps: []writestrategy.Step{{Name: "f", SQL: `SELECT id, name FROM source`}}}})
 	}
@@ -61,7 +61,7 @@ func TestDispatchSinkGuard(t *testing.T) {
 	ensureOutputs(t, w.pool, "flipped", "onpg")
 	w.iceberg("flipped")
 	for _, out := range []string{"flipped", "onpg"} {
-		for range 2 { // the second write of a writer is opened for its predicted sink
+		for range 2 { // a first write and a rewrite
 			_, err := write(writer, out)
 			require.NoError(t, err)
 		}

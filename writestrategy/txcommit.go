@@ -40,7 +40,7 @@ func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 // aborted meanwhile fails its CommitTx, and the swaps roll back with it.
 //
 // The last ledger commit is owner's when tx runs on owner's held session
-// (heldBegin; nil otherwise), and ends tx (ledger.CommitTxEnd): owner's
+// (beginTx; nil otherwise), and ends tx (ledger.CommitTxEnd): owner's
 // ledger commit, its unlock and the COMMIT then share one round trip.
 //
 // Any error before tx commits rolls everything back; the staged files are

@@ -179,8 +179,8 @@ func (d *Dispatcher) readTx(ctx context.Context, f func(tx pgx.Tx) error) error 
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
 		return queryError("begin verify", err)
 	}
-	if err := tuneTx(ctx, tx); err != nil {
-		return err
+	if _, err := tx.Exec(ctx, computeSettings); err != nil {
+		return queryError("configure compute transaction", err)
 	}
 	return f(tx)
 }

@@ -26,12 +26,11 @@ func intentRows(t *testing.T, w *world, id string) map[string]int {
 	return out
 }
 
-// A write whose intent was opened for the sink its writer's last write
-// resolved to, when its own flags say another (a canary flip, and its
-// revert), lands on the sink the flags say, with one intent in the ledger:
-// the one opened for the wrong sink is withdrawn without a trace. A write
-// to a registered relation is refused with no intent either.
-func TestDispatchPredictedSinkWithdrawn(t *testing.T) {
+// A write whose flags say another sink than its writer's last write (a
+// canary flip, and its revert) lands on the sink the flags say, with one
+// intent in the ledger. A write to a registered relation is refused with
+// no intent.
+func TestDispatchFlipOneIntentPerWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t, nil)
@@ -43,17 +42,17 @@ func TestDispatchPredictedSinkWithdrawn(t *testing.T) {
 
 	rs := w.mustWrite(tr("p1")) // the writer's default: the row store
 	require.Equal(t, sink.Postgres, rs[0].Sink)
-	w.iceberg("p2") // p2 flipped: the prediction (row store) is wrong
+	w.iceberg("p2") // p2 flipped: the writer's last write went to the row store
 	rs = w.mustWrite(tr("p2"))
 	require.Equal(t, sink.Iceberg, rs[0].Sink)
 	require.EqualValues(t, 20, rs[0].Rows)
 	require.Equal(t, map[string]int{"committed/iceberg_native": 1}, intentRows(t, w, "p2"))
 	w.resolver.Invalidate()
-	rs = w.mustWrite(tr("p3")) // predicted Iceberg (the last write), resolved to the row store
+	rs = w.mustWrite(tr("p3")) // the last write went to Iceberg, this one to the row store
 	require.Equal(t, sink.Postgres, rs[0].Sink)
 	require.Equal(t, map[string]int{"committed/pg": 1}, intentRows(t, w, "p3"))
 	w.resolver.Invalidate()
-	rs = w.mustWrite(tr("p4")) // predicted right
+	rs = w.mustWrite(tr("p4"))
 	require.Equal(t, sink.Postgres, rs[0].Sink)
 	require.Equal(t, map[string]int{"committed/pg": 1}, intentRows(t, w, "p4"))
 
@@ -75,10 +74,10 @@ func TestDispatchPredictedSinkWithdrawn(t *testing.T) {
 	require.Zero(t, w.pool.Stat().AcquiredConns(), "nothing held")
 }
 
-// An intent opened for the predicted sink whose write fails before its arm
-// takes the intent (an Iceberg sink without a Lakehouse) is withdrawn:
-// nothing held, no intent left.
-func TestDispatchPredictedIntentNotTaken(t *testing.T) {
+// A write that fails after its sink is resolved and before its arm runs
+// (an Iceberg sink without a Lakehouse) leaves nothing held and no intent,
+// whatever its writer's last write resolved to.
+func TestDispatchFailsBeforeArmLeavesNoIntent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t, nil)
@@ -87,7 +86,7 @@ func TestDispatchPredictedIntentNotTaken(t *testing.T) {
 	require.NoError(t, w.flags.SetWriter(ctx, sink.WriterFlags{WriterID: "ice.only", Default: sink.Iceberg, Max: sink.Iceberg}))
 	d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Workspace: "test"})
 	require.NoError(t, err)
-	for _, out := range []string{"n1", "n2"} { // n2: opened for Iceberg (n1's sink) first
+	for _, out := range []string{"n1", "n2"} { // n2: after a write resolved to Iceberg
 		w.resolver.Invalidate()
 		_, err := d.Write(ctx, writestrategy.Request{WriterID: "ice.only", Strategy: writestrategy.Transform{Output: out, Source: "orders"}})
 		require.ErrorIs(t, err, writestrategy.ErrInvalid)
@@ -108,10 +107,10 @@ func (o *openCounter) PhaseStart(ctx context.Context, ev writestrategy.PhaseEven
 
 func (o *openCounter) PhaseEnd(context.Context, writestrategy.PhaseEvent) {}
 
-// An output written before is predicted its own last sink, not its
-// writer's: with one output flipped to Iceberg and one on the row store,
-// writes alternating between them open each intent once.
-func TestDispatchPredictionPerOutput(t *testing.T) {
+// Every write opens its intent once, whichever sink the writer's last
+// write went to: with one output flipped to Iceberg and one on the row
+// store, writes alternating between them each open one intent.
+func TestDispatchOneOpenPerWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t, nil)
@@ -131,9 +130,7 @@ func TestDispatchPredictionPerOutput(t *testing.T) {
 		require.Equal(t, want, rs[0].Sink)
 		return obs.opens
 	}
-	write("q1", sink.Postgres)
-	require.Equal(t, 2, write("q2", sink.Iceberg), "q2 new: predicted the writer's row store, withdrawn")
-	for range 3 {
+	for range 4 {
 		require.Equal(t, 1, write("q1", sink.Postgres))
 		require.Equal(t, 1, write("q2", sink.Iceberg))
 	}
