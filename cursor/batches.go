@@ -34,7 +34,7 @@ type Stream struct {
 // such as pgx.NamedArgs) on db and returns a Stream whose Schema is known.
 // Describing does not execute the query and holds no connection afterwards;
 // an invalid query or an unsupported column type is reported here, as a
-// *QueryError or an *UnsupportedTypeError. ctx governs the whole stream,
+// *QueryError or an error matching ErrUnsupportedType. ctx governs the whole stream,
 // including the later ranging of All.
 func Batches(ctx context.Context, db DB, sql string, args []any, opts *Options) (*Stream, error) {
 	o, err := opts.resolve()

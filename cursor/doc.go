@@ -60,11 +60,12 @@
 // Nothing runs until a sequence is ranged (Batches only describes the query,
 // holding no connection afterwards). Sequences are single-use: ranging one
 // again yields [ErrAlreadyConsumed]. Errors known before streaming (invalid
-// SQL as a [*QueryError], an [*UnsupportedTypeError], bad options) are
-// returned by Batches; an error while streaming is yielded exactly once,
+// SQL as a [*QueryError], a column type without a mapping
+// ([ErrUnsupportedType]), bad options) are returned by Batches; an error
+// while streaming is yielded exactly once,
 // after cleanup, and ends the sequence; rows yielded before it are not a
 // complete result. Opt-in guards (Options.MaxRows, Options.MaxDuration) end a
-// runaway stream with a [*LimitError] matching [ErrRunaway].
+// runaway stream with an error matching [ErrRunaway].
 //
 // On every way out — the end of the result, an early break, a consumer
 // panic, a server error mid-stream, a cancelled context, a lost connection,
@@ -111,8 +112,9 @@
 // 294247-01-10 04:00:54.775807 UTC (the last Unix microsecond an int64
 // holds; Postgres goes on to 294276 AD) and arrays of more than one
 // dimension. A domain maps as its base type. Any other type fails
-// Batches with an [*UnsupportedTypeError] naming the column and the type,
-// unless Options.UnknownAsText streams it as its text representation.
+// Batches with an error matching [ErrUnsupportedType] that names the
+// column and the type, unless Options.UnknownAsText streams it as its text
+// representation.
 // [Stream.Preflight] runs the query and lists, without failing, the
 // columns with values that would be rounded or refused ([ColumnIssue]).
 //

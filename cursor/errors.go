@@ -12,9 +12,14 @@ var (
 	// Stream's All or RecordReader) is ranged a second time.
 	ErrAlreadyConsumed = errors.New("cursor: sequence already consumed (sequences are single-use)")
 
-	// ErrRunaway matches every *LimitError: the stream exceeded
-	// Options.MaxRows or Options.MaxDuration.
+	// ErrRunaway: the stream exceeded Options.MaxRows or
+	// Options.MaxDuration; the message names the limit.
 	ErrRunaway = errors.New("cursor: runaway stream")
+
+	// ErrUnsupportedType: a result column's PostgreSQL type has no Arrow
+	// mapping; the message names the column, its type and oid. Cast the
+	// column in SQL or set Options.UnknownAsText.
+	ErrUnsupportedType = errors.New("cursor: unsupported PostgreSQL type")
 
 	// ErrStagedNeedsSession is returned when Mode is Staged and the source is
 	// a transaction (or another Begin-er that is not a pool or connection):
@@ -45,28 +50,31 @@ type QueryError struct {
 func (e *QueryError) Error() string { return "cursor: " + e.Op + ": " + e.Err.Error() }
 func (e *QueryError) Unwrap() error { return e.Err }
 
-// UnsupportedTypeError names a result column whose PostgreSQL type has no
-// Arrow mapping. Set Options.UnknownAsText to receive such columns as text.
-type UnsupportedTypeError struct {
+// unsupportedTypeError names a result column whose PostgreSQL type has no
+// Arrow mapping; it matches ErrUnsupportedType.
+type unsupportedTypeError struct {
 	Column   string
 	Index    int
 	TypeName string // pg_type.typname
 	OID      uint32
 }
 
-func (e *UnsupportedTypeError) Error() string {
+func (e *unsupportedTypeError) Error() string {
 	return fmt.Sprintf("cursor: column %q (#%d) has unsupported PostgreSQL type %s (oid %d); cast it in SQL or set Options.UnknownAsText",
 		e.Column, e.Index, e.TypeName, e.OID)
 }
 
-// LimitError reports that a stream hit an opt-in guard. errors.Is(err,
-// ErrRunaway) is true.
-type LimitError struct {
+// Is makes errors.Is(err, ErrUnsupportedType) true.
+func (e *unsupportedTypeError) Is(target error) bool { return target == ErrUnsupportedType }
+
+// limitError reports that a stream hit an opt-in guard; it matches
+// ErrRunaway.
+type limitError struct {
 	MaxRows     int64         // set when the row limit was hit
 	MaxDuration time.Duration // set when the duration limit was hit
 }
 
-func (e *LimitError) Error() string {
+func (e *limitError) Error() string {
 	if e.MaxRows > 0 {
 		return fmt.Sprintf("cursor: runaway stream: more than %d rows (Options.MaxRows)", e.MaxRows)
 	}
@@ -74,7 +82,7 @@ func (e *LimitError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrRunaway) true.
-func (e *LimitError) Is(target error) bool { return target == ErrRunaway }
+func (e *limitError) Is(target error) bool { return target == ErrRunaway }
 
 // DecodeError reports a value that could not be decoded into its Arrow
 // column. Row is the 0-based row number in the stream.

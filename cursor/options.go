@@ -84,18 +84,18 @@ type Options struct {
 	// 1,024 rows, so that a small result takes small buffers. Unused by
 	// Rows.
 	BatchSize int
-	// MaxRows, when > 0, fails the stream with a *LimitError once it would
-	// produce more than MaxRows rows.
+	// MaxRows, when > 0, fails the stream with an error matching
+	// ErrRunaway once it would produce more than MaxRows rows.
 	MaxRows int64
-	// MaxDuration, when > 0, fails the stream with a *LimitError once it has
-	// run longer than this, counted from the start of ranging (staging
-	// included).
+	// MaxDuration, when > 0, fails the stream with an error matching
+	// ErrRunaway once it has run longer than this, counted from the start
+	// of ranging (staging included).
 	MaxDuration time.Duration
 	// Allocator for Arrow memory (default memory.DefaultAllocator).
 	Allocator memory.Allocator
 	// UnknownAsText streams columns of unsupported types as their text
 	// representation (Arrow string) instead of failing with
-	// *UnsupportedTypeError.
+	// ErrUnsupportedType.
 	UnknownAsText bool
 	// NumericScale is the Arrow scale used for unconstrained numeric
 	// columns, which become decimal128(38, NumericScale) (default 18). A

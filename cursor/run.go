@@ -35,7 +35,7 @@ type run struct {
 func (r *run) open(ctx context.Context, queryOpts ...any) error {
 	r.qctx, r.qcancel = context.WithCancelCause(ctx)
 	if d := r.o.MaxDuration; d > 0 {
-		r.timer = time.AfterFunc(d, func() { r.qcancel(&LimitError{MaxDuration: d}) })
+		r.timer = time.AfterFunc(d, func() { r.qcancel(&limitError{MaxDuration: d}) })
 	}
 	s, err := acquire(r.qctx, r.db, r.o.Mode)
 	if err != nil {
@@ -89,18 +89,18 @@ func (r *run) open(ctx context.Context, queryOpts ...any) error {
 	return nil
 }
 
-// limitRows counts one more row and reports a *LimitError past MaxRows.
+// limitRows counts one more row and reports a *limitError past MaxRows.
 func (r *run) limitRows() error {
 	r.n++
 	if r.o.MaxRows > 0 && r.n > r.o.MaxRows {
-		return &LimitError{MaxRows: r.o.MaxRows}
+		return &limitError{MaxRows: r.o.MaxRows}
 	}
 	return nil
 }
 
 func (r *run) checkDuration() error {
 	if r.qctx != nil {
-		var le *LimitError
+		var le *limitError
 		if cause := context.Cause(r.qctx); errors.As(cause, &le) {
 			return le
 		}

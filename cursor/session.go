@@ -129,7 +129,7 @@ func wrapErr(op string, err error, qctx context.Context) error {
 	}
 	if qctx != nil {
 		if cause := context.Cause(qctx); cause != nil {
-			var le *LimitError
+			var le *limitError
 			if errors.As(cause, &le) {
 				return le
 			}

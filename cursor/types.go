@@ -216,7 +216,7 @@ func planColumns(fds []pgconn.FieldDescription, types map[uint32]*pgType, o *Opt
 				if ek == kNumeric {
 					p, s, err := numericType(typmod, o.NumericScale)
 					if err != nil {
-						return nil, nil, &UnsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName + ": " + err.Error(), OID: fd.DataTypeOID}
+						return nil, nil, &unsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName + ": " + err.Error(), OID: fd.DataTypeOID}
 					}
 					c.numericFit = numericFit{prec: p, scale: s, strict: o.Numeric == NumericStrict}
 					edt = &arrow.Decimal128Type{Precision: p, Scale: s}
@@ -239,7 +239,7 @@ func planColumns(fds []pgconn.FieldDescription, types map[uint32]*pgType, o *Opt
 			case kNumeric:
 				p, s, err := numericType(typmod, o.NumericScale)
 				if err != nil {
-					return nil, nil, &UnsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName + ": " + err.Error(), OID: fd.DataTypeOID}
+					return nil, nil, &unsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName + ": " + err.Error(), OID: fd.DataTypeOID}
 				}
 				c.kind, c.numericFit = k, numericFit{prec: p, scale: s, strict: o.Numeric == NumericStrict}
 				dt = &arrow.Decimal128Type{Precision: p, Scale: s}
@@ -252,7 +252,7 @@ func planColumns(fds []pgconn.FieldDescription, types map[uint32]*pgType, o *Opt
 		}
 		if unsupported {
 			if !o.UnknownAsText {
-				return nil, nil, &UnsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName, OID: fd.DataTypeOID}
+				return nil, nil, &unsupportedTypeError{Column: fd.Name, Index: i, TypeName: typeName, OID: fd.DataTypeOID}
 			}
 			c.kind, c.format, dt = kText, pgx.TextFormatCode, arrow.BinaryTypes.String
 		}

@@ -195,6 +195,8 @@ func TestUnsupportedType(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
 	_, err := cursor.Batches(ctx, pool, `SELECT 1 AS a, '1 day'::interval AS iv`, nil, nil)
+	require.ErrorIs(t, err, cursor.ErrUnsupportedType)
+	require.ErrorContains(t, err, `column "iv"`)
 	var ute *cursor.UnsupportedTypeError
 	require.ErrorAs(t, err, &ute)
 	require.Equal(t, "iv", ute.Column)
