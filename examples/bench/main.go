@@ -85,6 +85,10 @@ func mainCode() int {
 	flag.IntVar(&small.Writes, "small", 0, "small-write mode: this many rounds of one small write per arm (Postgres row store, Iceberg), each to a fresh dataset, through the Dispatcher; prints p50 latency and phase p50s per arm")
 	flag.IntVar(&small.Rows, "small-rows", 1000, "small-write mode: rows per write")
 	flag.BoolVar(&small.Verbose, "small-statements", false, "small-write mode: list the SQL statements of each arm's last write")
+	var inc incConfig
+	flag.IntVar(&inc.Runs, "incremental", 0, "incremental mode: this many runs per deploy mode (snapshot_replace, append_new) on a target of -incremental-rows rows, each changing or adding -incremental-change rows, both arms (Iceberg, Postgres row store) through the Dispatcher; prints time and bytes written per run against a full write")
+	flag.IntVar(&inc.Rows, "incremental-rows", 1_000_000, "incremental mode: rows of the target")
+	flag.IntVar(&inc.Change, "incremental-change", 1000, "incremental mode: rows changed or added per run")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -95,6 +99,11 @@ func mainCode() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if inc.Runs > 0 {
+		inc.DatabaseURL, inc.Warehouse, inc.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		r, err := runIncremental(ctx, inc)
+		return output(r, err, asJSON, func() { printIncremental(os.Stdout, r) })
+	}
 	if small.Writes > 0 {
 		small.DatabaseURL, small.Warehouse, small.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		small.CPUProfile = cfg.CPUProfile
