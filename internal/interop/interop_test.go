@@ -123,11 +123,76 @@ func (e *env) dataFiles(id string) []string {
 	require.NoError(e.t, err)
 	var files []string
 	for _, task := range tasks {
-		require.Empty(e.t, task.DeleteFiles, "delete files are not read by this test")
 		files = append(files, localPath(e.t, task.File.FilePath()))
 	}
 	require.NotEmpty(e.t, files, id)
 	return files
+}
+
+// liveRows is the FROM item of the dataset's current rows as DuckDB reads
+// them on its own: read_parquet of the data files, and, when the snapshot
+// has position deletes, read_parquet of the delete files, whose
+// (file_path, pos) pairs DuckDB anti-joins with each data row's file and
+// row number.
+func (e *env) liveRows(id string) string {
+	e.t.Helper()
+	tbl, err := e.lw.Facade.LoadTable(e.ctx, id)
+	require.NoError(e.t, err)
+	tasks, err := tbl.Scan().PlanFiles(e.ctx)
+	require.NoError(e.t, err)
+	var files, dels, pairs []string
+	seen := map[string]bool{}
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	for _, task := range tasks {
+		local := localPath(e.t, task.File.FilePath())
+		if !seen[local] {
+			seen[local] = true
+			files = append(files, local)
+			pairs = append(pairs, "("+quote(local)+", "+quote(task.File.FilePath())+")")
+		}
+		require.Empty(e.t, task.EqualityDeleteFiles)
+		require.Empty(e.t, task.DeletionVectorFiles)
+		for _, d := range task.DeleteFiles {
+			if p := localPath(e.t, d.FilePath()); !seen[p] {
+				seen[p] = true
+				dels = append(dels, p)
+			}
+		}
+	}
+	require.NotEmpty(e.t, files, id)
+	if len(dels) == 0 {
+		return readParquet(files)
+	}
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = quote(f)
+	}
+	dq := make([]string, len(dels))
+	for i, f := range dels {
+		dq[i] = quote(f)
+	}
+	return fmt.Sprintf(`(SELECT d.* EXCLUDE (filename, file_row_number)
+		FROM read_parquet([%s], union_by_name = true, filename = true, file_row_number = true) d
+		WHERE NOT EXISTS (SELECT 1 FROM read_parquet([%s]) x JOIN (VALUES %s) m(local, uri) ON x.file_path = m.uri
+			WHERE m.local = d.filename AND x.pos = d.file_row_number))`,
+		strings.Join(quoted, ", "), strings.Join(dq, ", "), strings.Join(pairs, ", "))
+}
+
+// deleteFiles counts the position delete files of the dataset's current
+// snapshot.
+func (e *env) deleteFiles(id string) int {
+	e.t.Helper()
+	tbl, err := e.lw.Facade.LoadTable(e.ctx, id)
+	require.NoError(e.t, err)
+	tasks, err := tbl.Scan().PlanFiles(e.ctx)
+	require.NoError(e.t, err)
+	seen := map[string]bool{}
+	for _, task := range tasks {
+		for _, d := range task.DeleteFiles {
+			seen[d.FilePath()] = true
+		}
+	}
+	return len(seen)
 }
 
 // localPath turns a data file location of the local warehouse into a
@@ -161,7 +226,6 @@ const (
 // files with DuckDB's read_parquet (columns matched by name; a file
 // without a column reads NULL), cast to text where asText says.
 func (e *env) duckRead(id string, cols []string, kinds []int) ([]string, error) {
-	files := e.dataFiles(id)
 	exprs := make([]string, len(cols))
 	for i, c := range cols {
 		exprs[i] = `"` + c + `"`
@@ -169,7 +233,7 @@ func (e *env) duckRead(id string, cols []string, kinds []int) ([]string, error) 
 			exprs[i] = `CAST("` + c + `" AS VARCHAR)`
 		}
 	}
-	q := fmt.Sprintf(`SELECT %s FROM %s`, strings.Join(exprs, ", "), readParquet(files))
+	q := fmt.Sprintf(`SELECT %s FROM %s`, strings.Join(exprs, ", "), e.liveRows(id))
 	rows, err := e.duck.QueryContext(e.ctx, q)
 	if err != nil {
 		return nil, err
@@ -205,7 +269,7 @@ func readParquet(files []string) string {
 // snapshot, row for row.
 func (e *env) checkIdentity(id string) {
 	e.t.Helper()
-	q := fmt.Sprintf(`SELECT "%s", "%s", epoch_us("%s") FROM %s`, facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt, readParquet(e.dataFiles(id)))
+	q := fmt.Sprintf(`SELECT "%s", "%s", epoch_us("%s") FROM %s`, facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt, e.liveRows(id))
 	rows, err := e.duck.QueryContext(e.ctx, q)
 	require.NoError(e.t, err, id)
 	defer rows.Close()

@@ -145,8 +145,11 @@ func TestDuckDBReadsEveryTableKind(t *testing.T) {
 	t.Run("tier B: snapshot_replace and append_new", func(t *testing.T) {
 		e.t = t
 		src1 := `SELECT g AS id, 'v1-' || g AS txt, (g * 1.25)::numeric(10,2) AS amount, md5(g::text)::uuid AS u FROM generate_series(1, 120) g`
-		src2 := `SELECT g AS id, CASE WHEN g % 3 = 0 THEN 'v2-' ELSE 'v1-' END || g AS txt, (g * 1.25)::numeric(10,2) AS amount,
-			md5(g::text)::uuid AS u FROM generate_series(40, 170) g`
+		// A small change (below the share of deleted rows from which
+		// maintenance compacts the deletes away): 3 keys leave, 4 rows
+		// change, 5 keys arrive.
+		src2 := `SELECT g AS id, CASE WHEN g % 25 = 0 THEN 'v2-' ELSE 'v1-' END || g AS txt, (g * 1.25)::numeric(10,2) AS amount,
+			md5(g::text)::uuid AS u FROM generate_series(4, 125) g`
 		snap := writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "tierb_src", Target: "tierb_snap", Key: []string{"id"}}
 		fresh := writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: "tierb_src", Target: "tierb_new", Key: []string{"id"}}
 		e.load("tierb_src", src1)
@@ -157,7 +160,16 @@ func TestDuckDBReadsEveryTableKind(t *testing.T) {
 		e.load("tierb_src", src2)
 		e.write(snap)
 		e.write(fresh)
+		// The merge deleted the changed rows and the keys that left by
+		// position: DuckDB applies the delete files itself.
+		require.Positive(t, e.deleteFiles("tierb_snap"), "snapshot_replace merged with position deletes")
 		e.check("tierb_snap", src2)
+		src3 := `SELECT g AS id, CASE WHEN g % 25 = 0 THEN 'v2-' WHEN g % 31 = 0 THEN 'v3-' ELSE 'v1-' END || g AS txt,
+			(g * 1.25)::numeric(10,2) AS amount, md5(g::text)::uuid AS u FROM generate_series(6, 127) g WHERE g <> 50`
+		e.load("tierb_src", src3)
+		e.write(snap)
+		require.Positive(t, e.deleteFiles("tierb_snap"))
+		e.check("tierb_snap", src3)
 		e.check("tierb_new", `SELECT * FROM (`+src1+`) a UNION ALL SELECT * FROM (`+src2+`) b WHERE b.id > 120`)
 	})
 
