@@ -44,7 +44,7 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 		return err
 	}
 	if len(l.cfg.Expectations) == 0 && in.WriteMode != Maintenance {
-		_, _, err := l.commitFast(ctx, tx, in, o, nil, nil)
+		_, err := l.commitFast(ctx, tx, in, o, nil)
 		return err
 	}
 	return l.commitTxSlow(ctx, tx, in, o)
@@ -54,25 +54,21 @@ func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 // session ht when not nil: see commitTxFast), for an outcome already
 // validated except for a zero CommittedAt (the database clock sets it); the
 // intent is then committed and no longer held by this writer.
-func (l *Ledger) commitFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, ht *heldTx, prior *Prior) ([]pgconn.CommandTag, time.Time, error) {
+func (l *Ledger) commitFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, ht *heldTx) (time.Time, error) {
 	if o.CommittedAt.IsZero() {
 		probe := o
 		probe.CommittedAt = time.Unix(0, 0) // validated as set: the clock sets it
 		if err := probe.validate(in.WriteMode); err != nil {
-			return nil, time.Time{}, err
+			return time.Time{}, err
 		}
 	}
-	tags, at, err := l.commitTxFast(ctx, tx, in, o, ht, prior)
-	var pe *PriorError
-	if errors.As(err, &pe) {
-		return tags, time.Time{}, err
-	}
+	at, err := l.commitTxFast(ctx, tx, in, o, ht)
 	if err != nil {
-		return tags, time.Time{}, l.wrap("commit", in.ID, err)
+		return time.Time{}, l.wrap("commit", in.ID, err)
 	}
 	in.mark(false, true)
 	in.Release()
-	return tags, at, nil
+	return at, nil
 }
 
 // CommitTxNow is CommitTx with the database clock as the commit time: the
@@ -89,8 +85,7 @@ func (l *Ledger) CommitTxNow(ctx context.Context, tx pgx.Tx, in *Intent, o Outco
 		return time.Time{}, invalid("CommitTxNow: the outcome's commit time must be zero (the database clock sets it)")
 	}
 	if len(l.cfg.Expectations) == 0 && in.WriteMode != Maintenance {
-		_, at, err := l.commitFast(ctx, tx, in, o, nil, nil)
-		return at, err
+		return l.commitFast(ctx, tx, in, o, nil)
 	}
 	if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&o.CommittedAt); err != nil {
 		return time.Time{}, l.wrap("commit", in.ID, err)
@@ -142,102 +137,7 @@ func (l *Ledger) CommitTxEnd(ctx context.Context, tx pgx.Tx, in *Intent, o Outco
 			return time.Time{}, err
 		}
 	}
-	_, at, err := l.commitFast(ctx, tx, in, o, ht, nil)
-	return at, err
-}
-
-// RowCountSetting is the transaction-local setting through which the
-// statements of a Prior give the ledger commit its row count
-// (Prior.RowCountSet), e.g. set_config('lakewrite.row_count', n::text, true).
-const RowCountSetting = "lakewrite.row_count"
-
-// Prior is what a writer sends before its ledger commit, in the commit's
-// round trip (CommitTxEndAfter).
-type Prior struct {
-	// Batch holds the statements, run in order before the ledger commit;
-	// their rows, if any, are not read.
-	Batch *pgx.Batch
-	// RowCountSet: the statements set RowCountSetting to the outcome's row
-	// count, which then replaces Outcome.RowCount.
-	RowCountSet bool
-}
-
-// PriorError is the failure of the statement Index of a Prior's batch:
-// nothing after it ran (no ledger commit, no COMMIT), the transaction is
-// aborted (roll it back) and the intent is still open.
-type PriorError struct {
-	Index int
-	Err   error
-}
-
-func (e *PriorError) Error() string {
-	return fmt.Sprintf("ledger: statement %d before the commit: %v", e.Index, e.Err)
-}
-
-func (e *PriorError) Unwrap() error { return e.Err }
-
-// CommitTxEndAfter is CommitTxEnd preceded by the statements of p (a
-// write's own statements, say), and returns their command tags with the
-// commit time. When CommitTxEnd would send the ledger commit and the COMMIT
-// in one round trip, the statements go in it too, the ledger commit and
-// the COMMIT running only when every statement succeeded; otherwise they
-// run first, in a round trip of their own (and the row count they set is
-// read in another). A failed statement is a *PriorError. Other errors are
-// those of CommitTxEnd.
-func (l *Ledger) CommitTxEndAfter(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, p Prior) ([]pgconn.CommandTag, time.Time, error) {
-	if err := in.validate(); err != nil {
-		return nil, time.Time{}, err
-	}
-	if p.Batch == nil || p.Batch.Len() == 0 {
-		return nil, time.Time{}, invalid("CommitTxEndAfter: the prior batch is empty")
-	}
-	if p.RowCountSet {
-		o.RowCount = 0 // set by the statements
-	}
-	ht, held := tx.(*heldTx)
-	if !held || ht.st != in.st || len(l.cfg.Expectations) > 0 || in.WriteMode == Maintenance {
-		tags, err := runPrior(ctx, tx, p.Batch)
-		if err != nil {
-			return tags, time.Time{}, err
-		}
-		if p.RowCountSet {
-			if err := tx.QueryRow(ctx, `SELECT current_setting($1)::pg_catalog.int8`, RowCountSetting).Scan(&o.RowCount); err != nil {
-				return tags, time.Time{}, l.wrap("commit", in.ID, err)
-			}
-		}
-		at, err := l.CommitTxEnd(ctx, tx, in, o)
-		return tags, at, err
-	}
-	if !o.CommittedAt.IsZero() {
-		if err := o.validate(in.WriteMode); err != nil {
-			return nil, time.Time{}, err
-		}
-	}
-	return l.commitFast(ctx, tx, in, o, ht, &p)
-}
-
-// runPrior runs the statements of b in tx (one round trip) and returns
-// their tags; a failure is a *PriorError.
-func runPrior(ctx context.Context, tx pgx.Tx, b *pgx.Batch) ([]pgconn.CommandTag, error) {
-	br := tx.SendBatch(ctx, b)
-	tags, err := readPrior(br, b.Len())
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = &PriorError{Index: len(tags), Err: cerr}
-	}
-	return tags, err
-}
-
-// readPrior reads the results of the n statements of a Prior.
-func readPrior(br pgx.BatchResults, n int) ([]pgconn.CommandTag, error) {
-	tags := make([]pgconn.CommandTag, 0, n)
-	for i := range n {
-		tag, err := br.Exec()
-		if err != nil {
-			return tags, &PriorError{Index: i, Err: err}
-		}
-		tags = append(tags, tag)
-	}
-	return tags, nil
+	return l.commitFast(ctx, tx, in, o, ht)
 }
 
 // commitTxSlow is CommitTx with expectations (or for a maintenance
@@ -330,12 +230,8 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 // an intent that is not open (or was claimed, or is a maintenance intent)
 // changes nothing. A zero o.CommittedAt stamps clock_timestamp(); the
 // commit time stamped is returned.
-func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, end *heldTx, prior *Prior) ([]pgconn.CommandTag, time.Time, error) {
+func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome, end *heldTx) (time.Time, error) {
 	snap, at := o.nullable()
-	var rows any = o.RowCount
-	if prior != nil && prior.RowCountSet {
-		rows = nil // the prior statements set it
-	}
 	// On the intent's own held session (BeginTx), the hold is given up in
 	// the same statement, once both updates are done.
 	var unlockKey *int64
@@ -353,14 +249,9 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 	}
 	const sp = "lw_ledger_commit"
 	b := &pgx.Batch{}
-	var nPrior int
-	if prior != nil {
-		nPrior = prior.Batch.Len()
-		b.QueuedQueries = append(b.QueuedQueries, prior.Batch.QueuedQueries...)
-	}
 	b.Queue(`SAVEPOINT ` + sp)
 	b.Queue(`WITH ts AS MATERIALIZED (SELECT coalesce($5::pg_catalog.timestamptz, clock_timestamp()) AS at,
-		coalesce($3::pg_catalog.int8, current_setting('`+RowCountSetting+`', true)::pg_catalog.int8) AS n),
+		$3::pg_catalog.int8 AS n),
 	i AS (UPDATE `+l.table("pipeline_build_transactions")+`
 		SET status = 'committed', row_count = (SELECT n FROM ts), snapshot_id = $4, committed_at = (SELECT at FROM ts),
 		    ended_at = now(), error = NULL
@@ -373,7 +264,7 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM d), (SELECT at FROM ts),
 		CASE WHEN $8::pg_catalog.int8 IS NOT NULL AND (SELECT count(*) FROM d) = 1 THEN pg_advisory_unlock($8) END`+guard,
-		in.ID, in.Attempt, rows, snap, at, in.DatasetID, nullJSON(o.Schema), unlockKey)
+		in.ID, in.Attempt, o.RowCount, snap, at, in.DatasetID, nullJSON(o.Schema), unlockKey)
 	b.Queue(`RELEASE SAVEPOINT ` + sp)
 	if end != nil {
 		b.Queue(`COMMIT`)
@@ -386,16 +277,6 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 	dest := []any{&intents, &datasets, &stamped, &unlocked}
 	if end != nil {
 		dest = append(dest, &ok)
-	}
-	var tags []pgconn.CommandTag
-	if nPrior > 0 {
-		var err error
-		if tags, err = readPrior(br, nPrior); err != nil {
-			// Nothing after the failed statement ran: tx is aborted, the
-			// intent untouched.
-			_ = br.Close()
-			return tags, time.Time{}, err
-		}
 	}
 	_, err := br.Exec()
 	if err == nil {
@@ -424,9 +305,9 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		// The COMMIT ran: tx ended, whichever way it went.
 		end.finish()
 		if err != nil {
-			return tags, time.Time{}, fmt.Errorf("commit: %w", err)
+			return time.Time{}, fmt.Errorf("commit: %w", err)
 		}
-		return tags, stamped, nil
+		return stamped, nil
 	}
 	var pgErr *pgconn.PgError
 	refused := errors.As(err, &pgErr) && strings.Contains(pgErr.Message, refusedMarker)
@@ -442,13 +323,13 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 			err = rerr
 		}
 		if !refused || err != nil {
-			return tags, time.Time{}, err
+			return time.Time{}, err
 		}
 		// Refused: explain it as below (the counts died with the statement).
 		var open bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+l.table("pipeline_build_transactions")+`
 			WHERE id = $1 AND status = 'open' AND attempt = $2 AND write_mode <> 'maintenance')`, in.ID, in.Attempt).Scan(&open); err != nil {
-			return tags, time.Time{}, err
+			return time.Time{}, err
 		}
 		intents, datasets = 0, 0
 		if open {
@@ -460,14 +341,14 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		var mode vocab.WriteMode
 		if err := tx.QueryRow(ctx, `SELECT write_mode FROM `+l.table("pipeline_build_transactions")+`
 			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.Attempt).Scan(&mode); err == nil && mode == Maintenance {
-			return tags, time.Time{}, invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
+			return time.Time{}, invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
 		}
-		return tags, time.Time{}, l.stateError(ctx, tx, in)
+		return time.Time{}, l.stateError(ctx, tx, in)
 	case datasets != 1:
 		// Cannot happen: the intent's row references its dataset's.
-		return tags, time.Time{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, in.DatasetID)
+		return time.Time{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, in.DatasetID)
 	}
-	return tags, stamped, nil
+	return stamped, nil
 }
 
 // refusedMarker is in the error of a ledger commit statement that ends its

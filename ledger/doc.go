@@ -50,9 +50,7 @@
 // row count, status, sink and schema, after Config.Expectations had their
 // chance to veto. CommitTx does the same inside the caller's transaction;
 // CommitTxNow stamps the database clock as the commit time, and
-// CommitTxEnd commits the caller's transaction too; CommitTxEndAfter sends
-// the writer's own statements (a Prior, which may set the row count in
-// RowCountSetting) in that round trip, before the ledger commit.
+// CommitTxEnd commits the caller's transaction too.
 // Check asks the expectations without committing anything, for writers that
 // make data visible elsewhere first (the Iceberg arm asks before its
 // snapshot commit, so a veto leaves the table as it was).
@@ -79,8 +77,7 @@
 // over to the caller's transaction: the row it updated stays locked by that
 // transaction until it ends, so the session is released at once. A writer
 // whose rows and ledger commit share one transaction may run it on the
-// held session itself (Intent.BeginTx, or BeginTxWith for a transaction it
-// begins its own way): it needs no second connection, and the lock is
+// held session itself (Intent.BeginTx): it needs no second connection, and the lock is
 // given up, and with CommitTxEnd the transaction committed, in the round
 // trip of the ledger commit. The lock is taken in the round trip that
 // inserts the intent row, before the insert runs; the writer's first reads

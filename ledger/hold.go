@@ -254,15 +254,6 @@ func (st *intentState) giveBackLocked() {
 // or Release; if the session breaks, the hold is lost with the
 // transaction.
 func (in *Intent) BeginTx(ctx context.Context, opts pgx.TxOptions) (tx pgx.Tx, ok bool, err error) {
-	return in.BeginTxWith(ctx, func(ctx context.Context, c *pgx.Conn) (pgx.Tx, error) { return c.BeginTx(ctx, opts) })
-}
-
-// BeginTxWith is BeginTx with the transaction begun by begin on the held
-// session, for a caller that begins it its own way (e.g. one that sends
-// BEGIN with its first statement, in one round trip). begin must return a
-// transaction on that session, or an error; everything said of BeginTx
-// holds for the transaction it returns.
-func (in *Intent) BeginTxWith(ctx context.Context, begin func(context.Context, *pgx.Conn) (pgx.Tx, error)) (tx pgx.Tx, ok bool, err error) {
 	if in == nil || in.st == nil {
 		return nil, false, nil
 	}
@@ -272,7 +263,7 @@ func (in *Intent) BeginTxWith(ctx context.Context, begin func(context.Context, *
 	if !st.hadHold || st.conn == nil || st.txOpen || st.gone(in.ID) != nil {
 		return nil, false, nil
 	}
-	t, err := begin(ctx, st.conn)
+	t, err := st.conn.BeginTx(ctx, opts)
 	if err != nil {
 		if st.conn.IsClosed() {
 			st.lost = err
