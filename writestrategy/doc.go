@@ -167,6 +167,24 @@
 // reads); when its columns change, reads fail with ErrRelationChanged
 // until it is registered again.
 //
+// # Shadow mode and promotion
+//
+// A dataset whose writer flag says sink.Shadow is written to Postgres, the
+// sink of record, and then, once that write has committed, mirrored to its
+// Iceberg table: the rows just committed, read back in one snapshot under a
+// maintenance intent of the dataset, replace the table (its snapshot
+// carries the write's transaction id), and the run is recorded in the
+// control plane with the rows and checksum of both sinks and the columns
+// that differ (Dispatcher.ShadowStatus). A shadow failure is bounded,
+// logged and recorded, and fails the write only with ShadowConfig.Fatal; a
+// shadow whose writer died is recorded as aborted by the next one.
+// Readers resolve the dataset through the ledger, which says Postgres,
+// until Dispatcher.Promote flips it, in one transaction, once the table
+// holds the latest write of record (ShadowConfig can promote by itself
+// after N matching runs over a period). A schema change of the output
+// reaches the table with the next shadow write, under the facade's
+// evolution rules; a change they refuse fails that shadow run.
+//
 // # Decommissioning and open intents
 //
 // Dispatcher.Drop removes a dataset: its Iceberg table and every file of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,9 +25,10 @@ func (e *PromoteError) Error() string {
 	return fmt.Sprintf("writestrategy: dataset %q not promoted: %s", e.DatasetID, e.Reason)
 }
 
-// Promote makes Iceberg the sink of record of a dataset written in shadow
-// (writer flag sink.Shadow), in one Postgres transaction: writerID's
-// override for the dataset becomes sink.Iceberg and the ledger records
+// Promote makes Iceberg the sink of record of datasets written in shadow
+// (writer flag sink.Shadow), in one Postgres transaction (pass both
+// outputs of a split, which flip together): writerID's override for each
+// dataset becomes sink.Iceberg and the ledger records
 // the dataset on Iceberg, so that readers resolving it through the ledger
 // read its table from that commit on, with no re-deploy and no moment on
 // neither sink. It holds the dataset (a maintenance intent, waiting for a
@@ -47,42 +49,53 @@ func (e *PromoteError) Error() string {
 // to sink.Shadow or sink.Postgres): from the first write after the TTL the
 // dataset is on Postgres again, rebuilt in full, and readers read the
 // Iceberg table until that write commits.
-func (d *Dispatcher) Promote(ctx context.Context, writerID, datasetID string) error {
-	if writerID == "" {
-		return fmt.Errorf("%w: Promote needs a writer id", ErrInvalid)
+func (d *Dispatcher) Promote(ctx context.Context, writerID string, datasetIDs ...string) error {
+	if writerID == "" || len(datasetIDs) == 0 {
+		return fmt.Errorf("%w: Promote needs a writer id and a dataset", ErrInvalid)
 	}
-	if err := checkDatasetID("promoted", datasetID); err != nil {
-		return err
+	ids := slices.Clone(datasetIDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	for _, id := range ids {
+		if err := checkDatasetID("promoted", id); err != nil {
+			return err
+		}
 	}
 	if d.cfg.Lakehouse == nil {
 		return fmt.Errorf("%w: Promote needs DispatchConfig.Lakehouse", ErrInvalid)
 	}
-	in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: datasetID, WriterID: writerID, Sink: sink.Iceberg,
-		WriteMode: ledger.Maintenance, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter})
-	if err != nil {
-		return err
+	// Held in dataset id order, as a write of a split pair holds them.
+	var held []*ledger.Intent
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		for _, in := range held {
+			if werr := d.cfg.Ledger.Withdraw(cctx, in); werr != nil {
+				// Its hold is released: the next writer aborts it.
+				d.log.WarnContext(ctx, "lakewrite promote: intent not withdrawn", "dataset_id", in.DatasetID, "err", werr)
+			}
+		}
+	}()
+	for _, id := range ids {
+		in, err := d.cfg.Ledger.Open(ctx, ledger.OpenParams{DatasetID: id, WriterID: writerID, Sink: sink.Iceberg,
+			WriteMode: ledger.Maintenance, Lookup: d.Lookup, RecoverAfter: d.cfg.RecoverAfter})
+		if err != nil {
+			return err
+		}
+		held = append(held, in)
 	}
-	defer in.Release()
-	err = d.promoteHeld(ctx, writerID, datasetID)
-	cctx, cancel := cleanupContext(ctx)
-	defer cancel()
-	if werr := d.cfg.Ledger.Withdraw(cctx, in); werr != nil && err == nil {
-		// Promoted: the intent's row is left for the next writer, which
-		// aborts it (its hold is released).
-		d.log.WarnContext(ctx, "lakewrite promote: intent not withdrawn", "dataset_id", datasetID, "err", werr)
-	}
-	if err != nil {
+	if err := d.promoteHeld(ctx, writerID, ids); err != nil {
 		return err
 	}
 	if inv, ok := d.cfg.Resolver.(interface{ Invalidate() }); ok {
 		inv.Invalidate()
 	}
-	d.log.InfoContext(ctx, "lakewrite dataset promoted to Iceberg", "writer_id", writerID, "dataset_id", datasetID)
+	d.log.InfoContext(ctx, "lakewrite promoted to Iceberg", "writer_id", writerID, "datasets", ids)
 	return nil
 }
 
-// promoteHeld is Promote once the dataset is held.
-func (d *Dispatcher) promoteHeld(ctx context.Context, writerID, datasetID string) error {
+// promoteHeld is Promote once the datasets are held: one transaction.
+func (d *Dispatcher) promoteHeld(ctx context.Context, writerID string, ids []string) error {
 	tx, err := poolBegin(ctx, d.db, "")
 	if err != nil {
 		return queryError("begin promote", err)
@@ -92,10 +105,36 @@ func (d *Dispatcher) promoteHeld(ctx context.Context, writerID, datasetID string
 		defer cancel()
 		_ = tx.Rollback(cctx)
 	}()
+	for _, id := range ids {
+		if err := d.checkPromotable(ctx, tx, id); err != nil {
+			return err
+		}
+	}
+	flags, err := sink.NewFlags(tx, &sink.FlagsConfig{Schema: d.cfg.Ledger.Schema()})
+	if err != nil {
+		return err
+	}
+	if err := flags.SetOverride(ctx, writerID, sink.Iceberg, ids...); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+d.env().ctlSchema()+`.datasets SET sink = $2, updated_at = now() WHERE id = ANY($1::pg_catalog.text[])`,
+		ids, string(sink.Iceberg)); err != nil {
+		return queryError("promote", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return queryError("promote: commit", err)
+	}
+	return nil
+}
+
+// checkPromotable refuses, with a *PromoteError, a dataset whose Iceberg
+// table does not hold its latest write of record; it locks its datasets
+// row in tx.
+func (d *Dispatcher) checkPromotable(ctx context.Context, tx pgx.Tx, datasetID string) error {
 	s := d.env().ctlSchema()
 	var lives string
 	var latest *string
-	err = tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (SELECT t.id::text FROM `+s+`.pipeline_build_transactions t
+	err := tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (SELECT t.id::text FROM `+s+`.pipeline_build_transactions t
 			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
 			ORDER BY t.committed_at DESC, t.ended_at DESC LIMIT 1)
 		FROM `+s+`.datasets d WHERE d.id = $1 FOR UPDATE OF d`, datasetID).Scan(&lives, &latest)
@@ -132,19 +171,6 @@ func (d *Dispatcher) promoteHeld(ctx context.Context, writerID, datasetID string
 	}
 	if cur != runs[0].Postgres {
 		return refuse("the Iceberg table's current snapshot (%s) is not the latest write of record (%s)", cur, runs[0].Postgres)
-	}
-	flags, err := sink.NewFlags(tx, &sink.FlagsConfig{Schema: d.cfg.Ledger.Schema()})
-	if err != nil {
-		return err
-	}
-	if err := flags.SetOverride(ctx, writerID, sink.Iceberg, datasetID); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE `+s+`.datasets SET sink = $2, updated_at = now() WHERE id = $1`, datasetID, string(sink.Iceberg)); err != nil {
-		return queryError("promote", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return queryError("promote: commit", err)
 	}
 	return nil
 }

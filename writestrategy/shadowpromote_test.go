@@ -170,3 +170,36 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 	require.Equal(t, w.checksum("src"), w.checksum("out"), "every source row once")
 	t.Logf("writes: %d on Postgres, %d on Iceberg, %d raced a flip; promote attempts %d", writes[0].Load(), writes[1].Load(), raced.Load(), promotions)
 }
+
+// A split pair in shadow: each output is shadowed and recorded; both are
+// promoted in one call (one transaction), and the pair's next write lands
+// on Iceberg with the same contents.
+func TestShadowSplitPairPromotedTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 60)
+	ensureOutputs(t, w.pool, "m", "u")
+	w.shadow("m", "u")
+	split := writestrategy.Split{Source: "orders", Predicate: "category = 'a'", Matched: "m", Unmatched: "u"}
+	for range 2 {
+		res := w.mustWrite(split)
+		require.Len(t, res, 2)
+		for _, r := range res {
+			st := w.shadowStatus(r.DatasetID)
+			require.Equal(t, "matched", st.Last.Status, r.DatasetID)
+			require.Equal(t, r.TxnID, st.Last.TxnID)
+		}
+	}
+	before := []any{w.checksum("m"), w.checksum("u")}
+	require.NoError(t, w.d.Promote(ctx, writer, "u", "m"))
+	for _, id := range []string{"m", "u"} {
+		ds, err := w.ledger.Dataset(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, sink.Iceberg, ds.Sink)
+	}
+	require.Equal(t, before, []any{w.checksum("m"), w.checksum("u")})
+	res := w.mustWrite(split)
+	require.Equal(t, sink.Iceberg, res[0].Sink)
+	require.Equal(t, before, []any{w.checksum("m"), w.checksum("u")})
+}

@@ -89,6 +89,10 @@ func mainCode() int {
 	flag.IntVar(&inc.Runs, "incremental", 0, "incremental mode: this many runs per deploy mode (snapshot_replace, append_new) on a target of -incremental-rows rows, each changing or adding -incremental-change rows, both arms (Iceberg, Postgres row store) through the Dispatcher; prints time and bytes written per run against a full write")
 	flag.IntVar(&inc.Rows, "incremental-rows", 1_000_000, "incremental mode: rows of the target")
 	flag.IntVar(&inc.Change, "incremental-change", 1000, "incremental mode: rows changed or added per run")
+	var shadow shadowConfig
+	var shadowRows string
+	flag.IntVar(&shadow.Rounds, "shadow", 0, "shadow mode: this many rounds of one replace with shadow off and on (same output size, arms alternating) per row count; prints wall time and client CPU p50 per arm")
+	flag.StringVar(&shadowRows, "shadow-rows", "1000,1000000", "shadow mode: row counts, comma-separated")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -109,6 +113,16 @@ func mainCode() int {
 		small.CPUProfile = cfg.CPUProfile
 		r, err := runSmall(ctx, small)
 		return output(r, err, asJSON, func() { printSmall(os.Stdout, r, small.Verbose) })
+	}
+	if shadow.Rounds > 0 {
+		rows, err := parseRowList(shadowRows)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		shadow.Rows, shadow.DatabaseURL, shadow.Warehouse, shadow.Log = rows, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		rs, err := runShadow(ctx, shadow)
+		return output(rs, err, asJSON, func() { printShadow(os.Stdout, rs) })
 	}
 	if hist.Writes > 0 {
 		hist.DatabaseURL, hist.Warehouse, hist.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
