@@ -2,8 +2,13 @@ package facade
 
 import (
 	"context"
+	"io/fs"
 	"iter"
+	"os"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -224,4 +229,67 @@ func TestMergeCompactionDoesNotResurrect(t *testing.T) {
 	_, _, err = f.compact(context.Background(), stale, compactOptions{MinFiles: 2})
 	require.ErrorIs(t, err, ErrCommitConflict)
 	require.Len(t, liveIdentity(t, f, ds), 300, "the merge's deletes hold")
+}
+
+// deletePaths lists the position delete files the current snapshot
+// applies, as local paths.
+func deletePaths(t *testing.T, f *Facade, ds string) []string {
+	t.Helper()
+	tbl, err := f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	tasks, err := scanfiles.Plan(context.Background(), tbl.Scan())
+	require.NoError(t, err)
+	var out []string
+	for _, tk := range tasks {
+		for _, d := range tk.DeleteFiles {
+			p := strings.TrimPrefix(d.FilePath(), "file://")
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// The orphan pass keeps the delete files a snapshot applies; once a
+// compaction applied them and expiry dropped the snapshots that read them,
+// maintenance deletes them from storage.
+func TestMergeLifecycleDeleteFiles(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t)
+	f := env.f
+	const ds = "lifecycle"
+	mergeWrite(t, f, ds, idRange(0, 1000), plainName)
+	mergeWrite(t, f, ds, idRange(50, 1000), plainName) // 5% deleted: not delete-heavy
+	live := deletePaths(t, f, ds)
+	require.Len(t, live, 1)
+	// No file is small under this target, none is delete-heavy: the run is
+	// the orphan pass (every unreferenced file counts as old) and expiry.
+	rep, err := f.MaintainWith(context.Background(), ds, Lifecycle{CompactTargetBytes: 100, KeepLast: 1, EveryCommits: 1,
+		FileGrace: -1, OrphanAge: time.Nanosecond, OrphanEvery: -1})
+	require.NoError(t, err)
+	require.Zero(t, rep.CompactedFiles)
+	for _, p := range live {
+		_, err := os.Stat(p)
+		require.NoError(t, err, "a live delete file survives the orphan pass and expiry")
+	}
+	require.Len(t, liveIdentity(t, f, ds), 950)
+
+	// More deletes: the table becomes delete-heavy, compaction applies
+	// them, and expiry then deletes the delete files no snapshot reads.
+	mergeWrite(t, f, ds, idRange(400, 1000), plainName)
+	old := deletePaths(t, f, ds)
+	require.NotEmpty(t, old)
+	pol := Lifecycle{CompactMinFiles: 2, KeepLast: 1, EveryCommits: 1, FileGrace: -1, OrphanEvery: -1}
+	rep, err = f.MaintainWith(context.Background(), ds, pol)
+	require.NoError(t, err)
+	require.Positive(t, rep.CompactedFiles)
+	require.Empty(t, deletePaths(t, f, ds))
+	_, err = f.MaintainWith(context.Background(), ds, pol) // the expired files' grace has passed
+	require.NoError(t, err)
+	for _, p := range old {
+		_, err := os.Stat(p)
+		require.ErrorIs(t, err, fs.ErrNotExist, "%s: no snapshot needs it", p)
+	}
+	require.Len(t, liveIdentity(t, f, ds), 600)
 }
