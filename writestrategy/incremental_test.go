@@ -221,6 +221,10 @@ func TestIncrementalManyRuns(t *testing.T) {
 		require.Equal(t, w.checksum("pg_an"), w.checksum("ice_an"), "run %d append_new", r)
 		for _, out := range []string{"ice", "ice_part"} {
 			require.Len(t, rowIdentities(t, w.lake, out), int(full.Rows), fmt.Sprintf("run %d %s: one row per key", r, out))
+			ps, err := w.d.Verify(context.Background(), writestrategy.Request{WriterID: writer,
+				Strategy: writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "src", Target: out, Key: []string{"id"}}})
+			require.NoError(t, err)
+			require.True(t, ps[0].OK(), "run %d: %s", r, ps[0])
 		}
 	}
 }
