@@ -187,7 +187,7 @@ func TestIncrementalManyRuns(t *testing.T) {
 	}}
 	w := newPGWorld(t, part, nil).world
 	src := newMergeSource(t, w.pool, 3000)
-	outs := []string{"ice", "ice_part", "pg", "ice_an", "pg_an", "rebuild"}
+	outs := []string{"ice", "ice_part", "pg", "ice_an", "pg_an", "rebuild", "from_ice"}
 	ensureOutputs(t, w.pool, outs...)
 	w.iceberg("ice", "ice_part", "ice_an", "rebuild")
 	deploy := func(mode writestrategy.Kind, out string) writestrategy.WriteResult {
@@ -219,8 +219,18 @@ func TestIncrementalManyRuns(t *testing.T) {
 			require.Equal(t, full, w.checksum(out), "run %d: %s holds a full rebuild's rows", r, out)
 		}
 		require.Equal(t, w.checksum("pg_an"), w.checksum("ice_an"), "run %d append_new", r)
+		// A merged table read as a native source (hydrated, deletes
+		// applied) by a later strategy.
+		w.mustWrite(writestrategy.Transform{Source: "ice", Output: "from_ice"})
+		require.Equal(t, full, w.checksum("from_ice"), "run %d: read back as a source", r)
 		for _, out := range []string{"ice", "ice_part"} {
-			require.Len(t, rowIdentities(t, w.lake, out), int(full.Rows), fmt.Sprintf("run %d %s: one row per key", r, out))
+			ids := rowIdentities(t, w.lake, out)
+			require.Len(t, ids, int(full.Rows), fmt.Sprintf("run %d %s: one row per key", r, out))
+			seen := map[int64]bool{}
+			for _, ident := range ids {
+				require.False(t, seen[ident[0]], "run %d %s: __row_index %d twice", r, out, ident[0])
+				seen[ident[0]] = true
+			}
 			ps, err := w.d.Verify(context.Background(), writestrategy.Request{WriterID: writer,
 				Strategy: writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "src", Target: out, Key: []string{"id"}}})
 			require.NoError(t, err)
