@@ -130,7 +130,12 @@
 // is the one it connected to; on every Open behind a pooler, one round
 // trip) and refuses a session whose statements run on different server
 // connections with ErrTransactionPooling, before it locks or inserts
-// anything. Give the ledger a direct connection or pool to Postgres, or a
+// anything. A pooler with a single server connection runs every client's
+// statements on one backend, which that check cannot see; a session taken
+// from a pool is then also refused when its backend already holds the
+// lock of another client's open intent, so the first hold on such a
+// backend opens and every later one (while it is held, or after its
+// writer died holding it) is refused. Give the ledger a direct connection or pool to Postgres, or a
 // pooler in session mode; where that is not possible set Config.Liveness =
 // LivenessOff (no check, no session locks), and intents are then recovered
 // by age only (OpenParams.RecoverAfter, Sweep/Recover with OlderThan). A pool needs

@@ -107,7 +107,7 @@ func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) 
 	if err != nil || conn == nil {
 		return st, err
 	}
-	if err := checkSession(ctx, conn); err != nil {
+	if err := checkSession(ctx, conn, st.table, pooled != nil); err != nil {
 		if pooled != nil {
 			giveBack(pooled, !conn.IsClosed(), st.cleanup)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -48,7 +49,7 @@ func TestTransactionPoolingRefused(t *testing.T) {
 	ctx := context.Background()
 	l, pool := bouncedLedger(t, "transaction", nil)
 	ensure(t, l, "pooled")
-	_, err := l.Open(ctx, params("pooled"))
+	_, err := boundedOpen(t, l, params("pooled"))
 	require.ErrorIs(t, err, ledger.ErrTransactionPooling)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions`).Scan(&n))
@@ -59,10 +60,72 @@ func TestTransactionPoolingRefused(t *testing.T) {
 
 	sl, _ := bouncedLedger(t, "session", nil)
 	ensure(t, sl, "sessioned")
-	in, err := sl.Open(ctx, params("sessioned"))
+	in, err := boundedOpen(t, sl, params("sessioned"))
 	require.NoError(t, err)
 	require.NoError(t, in.Alive(ctx))
 	require.NoError(t, sl.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+}
+
+// boundedOpen opens within a bound, releasing at the end of the test any
+// intent it returns: a test expecting a refusal fails at its assertion
+// instead of waiting for its pool to close (a pool waits for the
+// connection an unexpected hold keeps).
+func boundedOpen(t *testing.T, l *ledger.Ledger, p ledger.OpenParams) (*ledger.Intent, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in, err := l.Open(ctx, p)
+	if in != nil {
+		held(t, in)
+	}
+	return in, err
+}
+
+// Behind PgBouncer in transaction mode with a single server connection,
+// every client's statements run on the one backend, so a session setting
+// made by one statement is seen by the next, as on a session of its own.
+// What gives the shared backend away is a lock of another client's open
+// intent on it: the first hold cannot be told apart, the next one is
+// refused with ErrTransactionPooling while the first is held, and so is a
+// later writer after the first one died holding it, where it would
+// otherwise wait behind a writer that looks alive for ever.
+func TestTransactionPoolingOneServerRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	through := pgtest.PgBouncerPool(t, pgtest.URL(t), "transaction", 1)
+	pool, err := pgxpool.New(ctx, through)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := ledger.New(pool, &ledger.Config{WaitTimeout: time.Second})
+	require.NoError(t, err)
+	ensure(t, l, "first", "second")
+
+	// The first writer, on a connection of its own (so that it can die
+	// without its pool waiting for it).
+	conn, err := pgx.Connect(ctx, through)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	fl, err := ledger.New(conn, nil)
+	require.NoError(t, err)
+	first, err := boundedOpen(t, fl, params("first"))
+	require.NoError(t, err, "the first hold on the shared backend cannot be told apart")
+
+	_, err = boundedOpen(t, l, params("second"))
+	require.ErrorIs(t, err, ledger.ErrTransactionPooling)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE dataset_id = 'second'`).Scan(&n))
+	require.Zero(t, n, "the refused Open left no intent")
+
+	// The first writer dies: its client connection closes, its lock stays
+	// on the server connection the pooler keeps.
+	require.NoError(t, conn.Close(ctx))
+	p := params("first")
+	p.Lookup = absent
+	_, err = boundedOpen(t, l, p)
+	require.ErrorIs(t, err, ledger.ErrTransactionPooling)
+	txn, err := l.Get(ctx, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusOpen, txn.Status, "nothing was reconciled through the shared backend")
 }
 
 // With LivenessOff, the documented setup for transaction mode, a dead

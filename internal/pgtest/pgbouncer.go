@@ -26,9 +26,20 @@ import (
 // returns the URL of that database through it. pgx talks to it with the
 // simple protocol (PgBouncer before 1.21 keeps no prepared statements in
 // transaction mode). It is stopped when the test ends. Run as root, it
-// runs as the postgres system user (PgBouncer refuses root).
+// runs as the postgres system user (PgBouncer refuses root). Its pool
+// has up to 20 server connections (PgBouncerPool sets another size).
 func PgBouncer(t testing.TB, dbURL, mode string) string {
 	t.Helper()
+	return PgBouncerPool(t, dbURL, mode, 20)
+}
+
+// PgBouncerPool is PgBouncer with at most poolSize server connections
+// (default_pool_size).
+func PgBouncerPool(t testing.TB, dbURL, mode string, poolSize int) string {
+	t.Helper()
+	if poolSize < 1 {
+		t.Fatalf("pgtest: PgBouncer pool size %d", poolSize)
+	}
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		bin = "/usr/sbin/pgbouncer"
@@ -74,12 +85,12 @@ unix_socket_dir =
 auth_type = any
 pool_mode = %s
 server_round_robin = 1
-default_pool_size = 20
+default_pool_size = %d
 max_client_conn = 200
 ignore_startup_parameters = extra_float_digits,application_name
 logfile = %s
 pidfile = %s
-`, db, host, port, db, userName, listen, mode, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+`, db, host, port, db, userName, listen, mode, poolSize, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
 	cfgPath := filepath.Join(dir, "pgbouncer.ini")
 	if err := os.WriteFile(cfgPath, []byte(ini), 0o644); err != nil {
 		t.Fatalf("pgtest: %v", err)
