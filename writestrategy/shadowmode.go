@@ -100,6 +100,7 @@ type shadowOutcome struct {
 	snapshotID int64
 	rounded    int64
 	columns    []string
+	examples   []string
 	err        error
 }
 
@@ -158,7 +159,7 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 	}
 	if out.status == "mismatch" {
 		d.log.WarnContext(ctx, "lakewrite shadow mismatch", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
-			"txn_id", r.TxnID, "postgres", out.pg.String(), "iceberg", out.lake.String(), "columns", out.columns)
+			"txn_id", r.TxnID, "postgres", out.pg.String(), "iceberg", out.lake.String(), "columns", out.columns, "examples", out.examples)
 	}
 	return errors.Join(out.err, rerr, eerr)
 }
@@ -231,7 +232,7 @@ func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.I
 		out.status = "mismatch"
 		// Which columns: per-column checksums of both sides, the row
 		// store read again in the same snapshot.
-		out.columns, err = d.mismatchedColumns(ctx, tx, env, self, req, r.DatasetID, res.SnapshotID)
+		out.columns, out.examples, err = d.mismatchedColumns(ctx, tx, env, self, req, r.DatasetID, res.SnapshotID, out.pg.Rows)
 		if err != nil {
 			out.columns = []string{"(detail unavailable: " + err.Error() + ")"}
 		}

@@ -179,6 +179,8 @@ func TestShadowMismatchBlocksPromotion(t *testing.T) {
 		require.NotNil(t, st.LastMismatch, "%+v", st.Last)
 		require.Equal(t, "mismatch", st.LastMismatch.Status)
 		require.Equal(t, []string{"name"}, st.LastMismatch.Columns)
+		require.Equal(t, []string{"postgres: id=1", "postgres: id=10", "postgres: id=11", "iceberg: id=1", "iceberg: id=10", "iceberg: id=11"},
+			st.LastMismatch.Examples, "the rows on one side only, by their first column")
 		require.Equal(t, res[0].TxnID, st.LastMismatch.TxnID)
 		require.Equal(t, st.LastMismatch.Postgres.Rows, st.LastMismatch.Iceberg.Rows)
 		require.NotEqual(t, st.LastMismatch.Postgres, st.LastMismatch.Iceberg)

@@ -35,6 +35,11 @@ type ShadowRun struct {
 	Rounded int64
 	// Columns are the columns whose values differ on a mismatch.
 	Columns []string
+	// Examples are a few rows of a mismatch found on one side only (up to
+	// three per side), as "postgres: <first column>=<value>" or
+	// "iceberg: ...": for outputs of at most 100,000 rows, none for larger
+	// ones.
+	Examples []string
 	// Error says why a failed or aborted run failed.
 	Error      string
 	StartedAt  time.Time
@@ -74,9 +79,11 @@ func scanShadowRun(row pgx.CollectableRow) (*ShadowRun, error) {
 		r.FinishedAt = *fin
 	}
 	if cols != nil {
-		if err := json.Unmarshal(cols, &r.Columns); err != nil {
+		var m mismatchDetail
+		if err := json.Unmarshal(cols, &m); err != nil {
 			return nil, err
 		}
+		r.Columns, r.Examples = m.Columns, m.Examples
 	}
 	return &r, nil
 }
@@ -166,8 +173,8 @@ func (d *Dispatcher) recordShadow(ctx context.Context, held map[string]*ledger.I
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	var cols any
-	if len(out.columns) > 0 {
-		b, _ := json.Marshal(out.columns)
+	if len(out.columns) > 0 || len(out.examples) > 0 {
+		b, _ := json.Marshal(mismatchDetail{Columns: out.columns, Examples: out.examples})
 		cols = string(b)
 	}
 	var errText any
@@ -203,21 +210,38 @@ func (d *Dispatcher) recordShadow(ctx context.Context, held map[string]*ledger.I
 	return nil
 }
 
+// mismatchDetail is the stored form of a mismatch's detail
+// (shadow_runs.mismatch).
+type mismatchDetail struct {
+	Columns  []string `json:"columns,omitempty"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// Bounds of a mismatch's example rows: found only for outputs of at most
+// exampleRowsMax rows, at most maxExamples per side.
+const (
+	exampleRowsMax = 100_000
+	maxExamples    = 3
+)
+
 // mismatchedColumns compares the per-column checksums of the rows of
 // record (computed again in tx, the same snapshot) and of the Iceberg
-// snapshot: the columns whose values differ, or are on one side only.
-func (d *Dispatcher) mismatchedColumns(ctx context.Context, tx pgx.Tx, env *Env, self WriteStrategy, req Request, datasetID string, snapshotID int64) ([]string, error) {
+// snapshot: the columns whose values differ, or are on one side only; and,
+// for outputs of at most exampleRowsMax rows, a few rows found on one side
+// only.
+func (d *Dispatcher) mismatchedColumns(ctx context.Context, tx pgx.Tx, env *Env, self WriteStrategy, req Request, datasetID string, snapshotID int64, rows int64) ([]string, []string, error) {
 	computed, err := ComputeRows(ctx, tx, env, self, d.cursorOptions(req))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	pg, err := columnChecksums(computed[0].Batches())
+	examples := rows <= exampleRowsMax
+	pg, pgRows, err := columnChecksums(computed[0].Batches(), examples)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	lake, err := columnChecksums(d.cfg.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{SnapshotID: snapshotID, ExcludeIdentity: true}))
+	lake, lakeRows, err := columnChecksums(d.cfg.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{SnapshotID: snapshotID, ExcludeIdentity: true}), examples)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
 	for name, c := range pg {
@@ -234,32 +258,70 @@ func (d *Dispatcher) mismatchedColumns(ctx context.Context, tx pgx.Tx, env *Env,
 	if len(out) == 0 {
 		out = []string{"(rows differ, no single column does)"}
 	}
-	return out, nil
+	var ex []string
+	for _, side := range []struct {
+		name        string
+		rows, other map[uint64][]string
+	}{{"postgres", pgRows, lakeRows}, {"iceberg", lakeRows, pgRows}} {
+		var keys []string
+		for h, ks := range side.rows {
+			if n := len(ks) - len(side.other[h]); n > 0 {
+				keys = append(keys, ks[:n]...)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys[:min(len(keys), maxExamples)] {
+			ex = append(ex, side.name+": "+k)
+		}
+	}
+	return out, ex, nil
 }
 
 // columnChecksums is the checksum of each business column of batches
-// alone.
-func columnChecksums(batches func(func(arrow.RecordBatch, error) bool)) (map[string]facade.Checksum, error) {
+// alone; with rows, also each row's hash, mapped to the rows' first
+// column as "name=value".
+func columnChecksums(batches func(func(arrow.RecordBatch, error) bool), rows bool) (map[string]facade.Checksum, map[uint64][]string, error) {
 	out := map[string]facade.Checksum{}
+	var byHash map[uint64][]string
+	if rows {
+		byHash = map[uint64][]string{}
+	}
 	for rec, err := range batches {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sc := rec.Schema()
+		first := -1
 		for i, f := range sc.Fields() {
 			if len(f.Name) >= 2 && f.Name[:2] == "__" {
 				continue
+			}
+			if first < 0 {
+				first = i
 			}
 			col := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{f}, nil), []arrow.Array{rec.Column(i)}, rec.NumRows())
 			c, err := facade.ChecksumBatches(one(col))
 			col.Release()
 			if err != nil {
-				return nil, fmt.Errorf("checksum of column %q: %w", f.Name, err)
+				return nil, nil, fmt.Errorf("checksum of column %q: %w", f.Name, err)
 			}
 			sum := out[f.Name]
 			addChecksum(&sum, c)
 			out[f.Name] = sum
 		}
+		if !rows || first < 0 {
+			continue
+		}
+		for i := range rec.NumRows() {
+			row := rec.NewSlice(i, i+1)
+			c, err := facade.ChecksumBatches(one(row))
+			row.Release()
+			if err != nil {
+				return nil, nil, err
+			}
+			key := sc.Field(first).Name + "=" + rec.Column(first).ValueStr(int(i))
+			byHash[c.Sum] = append(byHash[c.Sum], key)
+		}
 	}
-	return out, nil
+	return out, byHash, nil
 }

@@ -83,6 +83,9 @@ func printStatus(ctx context.Context, c *cli, id string) error {
 		if len(m.Columns) > 0 {
 			c.printf(" columns=%v", m.Columns)
 		}
+		if len(m.Examples) > 0 {
+			c.printf(" examples=%q", m.Examples)
+		}
 		if m.Error != "" {
 			c.printf(" error=%q", m.Error)
 		}

@@ -88,6 +88,7 @@ func TestShadowRunbook(t *testing.T) {
 	require.Contains(t, out, "  last mismatch: ")
 	require.Contains(t, out, " mismatch txn=")
 	require.Contains(t, out, "columns=[name]")
+	require.Contains(t, out, `examples=["postgres: id=`)
 	require.Contains(t, out, "demo_category_stats: mode=pg sink_of_record=none yet shadow_runs=0")
 	code, out, errs := s.run("promote", demoOutput)
 	require.Equal(t, exitFailed, code)
