@@ -136,7 +136,7 @@ func (d *Dispatcher) checkPromotable(ctx context.Context, tx pgx.Tx, datasetID s
 	var latest *string
 	err := tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (SELECT t.id::text FROM `+s+`.pipeline_build_transactions t
 			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
-			ORDER BY t.committed_at DESC, t.ended_at DESC LIMIT 1)
+			ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1)
 		FROM `+s+`.datasets d WHERE d.id = $1 FOR UPDATE OF d`, datasetID).Scan(&lives, &latest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: %q", ErrDatasetNotFound, datasetID)
