@@ -57,10 +57,12 @@ const shadowSlack = 10 * time.Second
 // ShadowError is a shadow write that failed while its write of record
 // committed, returned by Write only with ShadowConfig.Fatal.
 type ShadowError struct {
+	// DatasetID is the output whose shadow failed.
 	DatasetID string
 	// TxnID is the ledger transaction of the committed write of record.
 	TxnID string
-	Err   error
+	// Err is why the shadow failed (also recorded in its ShadowRun).
+	Err error
 }
 
 func (e *ShadowError) Error() string {

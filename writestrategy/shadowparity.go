@@ -18,8 +18,10 @@ import (
 // ShadowRun is one shadow write of a dataset as the control plane records
 // it (table shadow_runs).
 type ShadowRun struct {
-	// TxnID is the ledger transaction of the write of record.
-	TxnID    string
+	// TxnID is the ledger transaction of the write of record, also
+	// recorded in the summary of the snapshot the shadow committed.
+	TxnID string
+	// WriterID is the writer of the write of record.
 	WriterID string
 	// Status: "running" (in flight, or its writer died: the next shadow
 	// write of the dataset records it "aborted"), "matched", "mismatch",
@@ -30,7 +32,9 @@ type ShadowRun struct {
 	// of the snapshot the shadow committed (SnapshotID): the checksum of
 	// Verify, numerics rounded as the Iceberg write rounds them.
 	Postgres, Iceberg facade.Checksum
-	SnapshotID        int64
+	// SnapshotID is the Iceberg snapshot the shadow committed (0 when it
+	// committed none).
+	SnapshotID int64
 	// Rounded counts the numeric values the Iceberg write rounded.
 	Rounded int64
 	// Columns are the columns whose values differ on a mismatch.
@@ -42,8 +46,9 @@ type ShadowRun struct {
 	Examples []string
 	// Error says why a failed or aborted run failed.
 	Error      string
-	StartedAt  time.Time
-	FinishedAt time.Time // zero while running
+	// StartedAt and FinishedAt are the database's clock; FinishedAt is
+	// zero while running.
+	StartedAt, FinishedAt time.Time
 }
 
 // ShadowStatus sums up the shadow runs of a dataset: how long its two

@@ -17,8 +17,10 @@ import (
 // hold its latest write of record, or the dataset is not in shadow on
 // Postgres. Nothing was changed.
 type PromoteError struct {
+	// DatasetID is the dataset refused.
 	DatasetID string
-	Reason    string
+	// Reason says why, in words for operators.
+	Reason string
 }
 
 func (e *PromoteError) Error() string {
