@@ -45,7 +45,7 @@ type ShadowRun struct {
 	// ones.
 	Examples []string
 	// Error says why a failed or aborted run failed.
-	Error      string
+	Error string
 	// StartedAt and FinishedAt are the database's clock; FinishedAt is
 	// zero while running.
 	StartedAt, FinishedAt time.Time
