@@ -65,12 +65,19 @@ type mergePlan struct {
 // the row hash and the position of each, file by file, existing position
 // deletes applied. Tables with equality deletes or deletion vectors, and
 // targets holding a key twice, are refused (errMergeShape).
-func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string) (*mergePlan, error) {
+func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string, reqSchema *arrow.Schema) (*mergePlan, error) {
+	// The rows are hashed over the request's business columns, which the
+	// table must have: a column the table holds beyond them (one an
+	// earlier schema kept) is not part of the comparison.
 	var business []string
-	for _, fld := range tbl.Schema().Fields() {
-		if !identity.IsIdentity(fld.Name) {
-			business = append(business, fld.Name)
+	for _, fld := range reqSchema.Fields() {
+		if identity.IsIdentity(fld.Name) {
+			continue
 		}
+		if _, ok := tbl.Schema().FindFieldByName(fld.Name); !ok {
+			return nil, fmt.Errorf("%w: merge: column %q is not a column of the table", ErrInvalidRequest, fld.Name)
+		}
+		business = append(business, fld.Name)
 	}
 	for _, k := range key {
 		if !slices.Contains(business, k) {
@@ -433,7 +440,7 @@ func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest
 	if !ok || len(m.MergeKey()) == 0 {
 		return nil, nil, nil
 	}
-	p, err := f.probeMerge(ctx, tbl, m.MergeKey())
+	p, err := f.probeMerge(ctx, tbl, m.MergeKey(), req.Schema)
 	if err != nil {
 		return nil, nil, err
 	}
