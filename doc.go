@@ -58,8 +58,8 @@
 //     cursor.Staged); how a build reads its sources: incremental.ReadMode.
 //   - the Postgres type of an Arrow field: the cursor.MetaPGType metadata
 //     key (and cursor.MetaJSON), which the facade reads.
-//   - an unregistered dataset id: ledger.ErrDatasetNotFound, the same error
-//     value as sink.ErrDatasetNotFound and writestrategy.ErrDatasetNotFound.
+//   - an unregistered dataset id: ledger.ErrDatasetNotFound, whichever
+//     package (ledger, sink, writestrategy) reports it.
 //     A dataset without an Iceberg table yet is facade.ErrTableNotFound.
 //
 // The stored text of sinks and write modes (in the control-plane tables and

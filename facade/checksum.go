@@ -8,9 +8,9 @@ import (
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
-// DefaultOrdinalSlots is the size of the ordinal table used for __row_id
+// defaultOrdinalSlots is the size of the ordinal table used for __row_id
 // (1<<20 slots).
-const DefaultOrdinalSlots = identity.DefaultOrdinalSlots
+const defaultOrdinalSlots = identity.DefaultOrdinalSlots
 
 // Checksum is an order-independent fingerprint of a set of rows: the row
 // count and two independent 64-bit sums of the row hashes over the business

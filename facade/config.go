@@ -20,7 +20,8 @@ type Config struct {
 	Namespace []string
 	// Naming maps a dataset id to a table identifier (namespace..., table).
 	// It must return an error wrapping ErrInvalidDatasetID for ids it
-	// rejects. Default: DefaultNaming(Namespace).
+	// rejects. Default: the id itself under Namespace, refusing ids
+	// CheckDatasetID refuses.
 	Naming func(datasetID string) (table.Identifier, error)
 	// Allocator for the Arrow memory the facade allocates (stamped columns,
 	// scans). Default: memory.DefaultAllocator.
@@ -65,9 +66,9 @@ type Config struct {
 	CompressionLevel int
 	// TableProperties are added to tables the facade creates.
 	TableProperties iceberg.Properties
-	// OrdinalSlots sizes the fixed table used to number equal rows for
-	// __row_id (4 bytes per slot). Default DefaultOrdinalSlots (1<<20).
-	OrdinalSlots int
+	// ordinalSlots sizes the fixed table used to number equal rows for
+	// __row_id (4 bytes per slot). Always defaultOrdinalSlots (1<<20).
+	ordinalSlots int
 	// Lifecycle is the table maintenance policy of every dataset (see
 	// Lifecycle for its zero-value defaults and Facade.Maintain).
 	Lifecycle Lifecycle
@@ -112,7 +113,7 @@ func (c *Config) settings() (settings, error) {
 		s.Namespace = []string{"lakewrite"}
 	}
 	if s.Naming == nil {
-		s.Naming = DefaultNaming(s.Namespace)
+		s.Naming = defaultNaming(s.Namespace)
 	}
 	if s.Allocator == nil {
 		s.Allocator = memory.DefaultAllocator
@@ -156,24 +157,18 @@ func (c *Config) settings() (settings, error) {
 	if s.CompressionLevel == 0 && s.Compression == "zstd" {
 		s.CompressionLevel = 1
 	}
-	if s.OrdinalSlots <= 0 {
-		s.OrdinalSlots = DefaultOrdinalSlots
+	if s.ordinalSlots <= 0 {
+		s.ordinalSlots = defaultOrdinalSlots
 	}
 	return s, nil
 }
 
-// ValidDatasetID reports whether id is accepted by DefaultNaming (and by
-// CheckDatasetID): 1 to 128 characters of [A-Za-z0-9_-], starting with a
-// letter or digit. Such ids are safe as SQL identifiers, path segments and
-// table names.
-func ValidDatasetID(id string) bool { return CheckDatasetID(id) == nil }
-
-// DefaultNaming maps dataset id "d" to table (namespace..., "d"), rejecting
-// ids that ValidDatasetID rejects with ErrInvalidDatasetID.
-func DefaultNaming(namespace []string) func(string) (table.Identifier, error) {
+// defaultNaming maps dataset id "d" to table (namespace..., "d"), rejecting
+// ids that CheckDatasetID rejects with ErrInvalidDatasetID.
+func defaultNaming(namespace []string) func(string) (table.Identifier, error) {
 	ns := append([]string(nil), namespace...)
 	return func(id string) (table.Identifier, error) {
-		if !ValidDatasetID(id) {
+		if CheckDatasetID(id) != nil {
 			return nil, fmt.Errorf("%w: %q (want %s)", ErrInvalidDatasetID, id, vocab.DatasetIDRule)
 		}
 		return append(append(table.Identifier{}, ns...), id), nil

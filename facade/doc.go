@@ -215,11 +215,11 @@
 //     pgx pool with the tables of iceberg-go's SQL catalog
 //     (iceberg_tables, iceberg_namespace_properties), so iceberg-go's SQL
 //     catalog, the Java JDBC catalog and pyiceberg's SqlCatalog read and
-//     write the same tables. It is a TxCatalog: a facade on it stages
-//     TxStaged writes whose CommitTx commits into the caller's
-//     transaction, next to its own statements (writestrategy commits the
-//     ledger there: snapshot and intent land together). CommitsInTx says
-//     whether a facade can.
+//     write the same tables. A facade on it stages TxStaged writes whose
+//     CommitTx commits into the caller's transaction, next to its own
+//     statements (writestrategy commits the ledger there: snapshot and
+//     intent land together); StageInfo.CommitsInTx says whether a staged
+//     write does.
 //   - OpenSQLCatalog: iceberg-go's SQL catalog (its own database/sql pool),
 //     committing in a transaction of its own.
 //   - OpenRESTCatalog: iceberg-go's REST catalog (Lakekeeper, Polaris),

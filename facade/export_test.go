@@ -24,3 +24,9 @@ func PlannedFiles(ctx context.Context, f *Facade, datasetID string, opts ScanOpt
 	}
 	return len(tasks), bytes, nil
 }
+
+// Lifecycle defaults the tests compare against.
+const (
+	DefaultKeepLast     = defaultKeepLast
+	DefaultEveryCommits = defaultEveryCommits
+)

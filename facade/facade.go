@@ -40,9 +40,6 @@ func New(cat catalog.Catalog, cfg *Config) (*Facade, error) {
 	return &Facade{cat: cat, s: s}, nil
 }
 
-// Catalog returns the catalog the facade writes through.
-func (f *Facade) Catalog() catalog.Catalog { return f.cat }
-
 // TableIdentifier returns the table identifier of a dataset.
 func (f *Facade) TableIdentifier(datasetID string) (table.Identifier, error) {
 	return f.s.Naming(datasetID)
@@ -178,7 +175,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	createdAt := f.s.Now().UTC().Truncate(time.Microsecond)
 	writeID := uuid.New()
 	st := identity.NewStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
-		rowBase, createdAt.UnixMicro(), f.s.OrdinalSlots)
+		rowBase, createdAt.UnixMicro(), f.s.ordinalSlots)
 
 	if mp != nil {
 		rows = mp.filter(ctx, rows, mr.MergeDone)
@@ -217,7 +214,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if mp != nil {
 		mp.summarize(staged.props, rowBase, tbl.CurrentSnapshot(), len(info.DataFiles))
 	}
-	if tc, ok := f.cat.(TxCatalog); ok {
+	if tc, ok := f.cat.(txCatalog); ok {
 		staged.info.CommitsInTx = true
 		return &icebergTxStaged{icebergStaged: staged, cat: tc}, nil
 	}

@@ -218,21 +218,10 @@ func Open(lh Lakehouse, target Target, mode WriteMode) *Handle {
 	return &Handle{lh: lh, target: target, mode: mode}
 }
 
-// Target returns the handle's target.
-func (h *Handle) Target() Target { return h.target }
-
 // Write writes req; an empty req.Mode takes the handle's mode.
 func (h *Handle) Write(ctx context.Context, req WriteRequest) (CommitResult, error) {
 	if req.Mode == "" {
 		req.Mode = h.mode
 	}
 	return h.lh.Write(ctx, h.target, req)
-}
-
-// Stage stages req; an empty req.Mode takes the handle's mode.
-func (h *Handle) Stage(ctx context.Context, req WriteRequest) (Staged, error) {
-	if req.Mode == "" {
-		req.Mode = h.mode
-	}
-	return h.lh.Stage(ctx, h.target, req)
 }

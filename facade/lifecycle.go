@@ -17,6 +17,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // Lifecycle is the maintenance policy of a dataset's table: how many
@@ -75,24 +77,24 @@ type Lifecycle struct {
 
 // Lifecycle defaults (see Lifecycle).
 const (
-	DefaultKeepLast         = 10
-	DefaultFileGrace        = time.Minute
-	DefaultOrphanAge        = time.Hour
-	DefaultOrphanEvery      = time.Hour
-	DefaultEveryCommits     = 10
-	DefaultMetadataVersions = 10
-	DefaultCompactMinFiles  = 8
+	defaultKeepLast         = identity.DefaultKeepLast
+	defaultFileGrace        = time.Minute
+	defaultOrphanAge        = time.Hour
+	defaultOrphanEvery      = time.Hour
+	defaultEveryCommits     = identity.DefaultEveryCommits
+	defaultMetadataVersions = 10
+	defaultCompactMinFiles  = 8
 )
 
 // Table properties kept by the lifecycle.
 const (
-	// TablePropExpired records what expiry dereferenced and is not deleted
+	// tablePropExpired records what expiry dereferenced and is not deleted
 	// yet: a JSON array of {"at": unix ms of the expiry, "lists": [manifest
 	// list paths of the expired snapshots, relative to the table location
 	// when under it]}. It is set in the same commit as the expiry, so the
 	// record is atomic with it, and an entry is dropped once its files are
 	// deleted (after Lifecycle.FileGrace).
-	TablePropExpired = "lakewrite.expired"
+	tablePropExpired = "lakewrite.expired"
 	// TablePropOrphansCheckedAt is the time (unix ms) of the last orphan
 	// pass; tables the facade creates start with their creation time.
 	TablePropOrphansCheckedAt = "lakewrite.orphans-checked-at"
@@ -101,28 +103,28 @@ const (
 // withDefaults returns the policy with every zero field at its default.
 func (l Lifecycle) withDefaults(targetFileSize int64) Lifecycle {
 	if l.KeepLast <= 0 {
-		l.KeepLast = DefaultKeepLast
+		l.KeepLast = defaultKeepLast
 	}
 	if l.KeepYoungerThan < 0 {
 		l.KeepYoungerThan = 0
 	}
 	if l.FileGrace == 0 {
-		l.FileGrace = DefaultFileGrace
+		l.FileGrace = defaultFileGrace
 	}
 	if l.OrphanAge == 0 {
-		l.OrphanAge = DefaultOrphanAge
+		l.OrphanAge = defaultOrphanAge
 	}
 	if l.OrphanEvery == 0 {
-		l.OrphanEvery = DefaultOrphanEvery
+		l.OrphanEvery = defaultOrphanEvery
 	}
 	if l.EveryCommits <= 0 {
-		l.EveryCommits = DefaultEveryCommits
+		l.EveryCommits = defaultEveryCommits
 	}
 	if l.MetadataVersions <= 0 {
-		l.MetadataVersions = DefaultMetadataVersions
+		l.MetadataVersions = defaultMetadataVersions
 	}
 	if l.CompactMinFiles <= 0 {
-		l.CompactMinFiles = DefaultCompactMinFiles
+		l.CompactMinFiles = defaultCompactMinFiles
 	}
 	if l.CompactTargetBytes <= 0 {
 		l.CompactTargetBytes = targetFileSize
@@ -195,7 +197,7 @@ func (f *Facade) Maintain(ctx context.Context, datasetID string) (MaintenanceRep
 // grace has passed are deleted (those no retained snapshot references);
 // the orphan pass runs when due; snapshots beyond the policy are expired
 // (never the current one) and what they dereferenced is recorded in
-// TablePropExpired. Properties, expiry and record land in one commit.
+// tablePropExpired. Properties, expiry and record land in one commit.
 //
 // Run it under the dataset's ledger intent (as writestrategy does): it
 // commits to the table, and recovery relies on no other lakewrite commit
@@ -256,9 +258,9 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 		return rep, fmt.Errorf("facade: maintain %q: %w", datasetID, err)
 	}
 	loc := tbl.Location()
-	record, err := parseExpired(tbl.Properties()[TablePropExpired])
+	record, err := parseExpired(tbl.Properties()[tablePropExpired])
 	if err != nil {
-		return rep, fmt.Errorf("facade: maintain %q: table property %s: %w", datasetID, TablePropExpired, err)
+		return rep, fmt.Errorf("facade: maintain %q: table property %s: %w", datasetID, tablePropExpired, err)
 	}
 	var due, pending []expiredEntry
 	for _, e := range record {
@@ -337,12 +339,12 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 	}
 	if len(next) != len(record) || len(lists) > 0 {
 		if len(next) == 0 {
-			if err := txn.RemoveProperties([]string{TablePropExpired}); err != nil {
+			if err := txn.RemoveProperties([]string{tablePropExpired}); err != nil {
 				return rep, fmt.Errorf("facade: maintain %q: %w", datasetID, err)
 			}
 		} else {
 			b, _ := json.Marshal(next)
-			props[TablePropExpired] = string(b)
+			props[tablePropExpired] = string(b)
 		}
 	}
 	if len(props) > 0 {
@@ -415,7 +417,7 @@ func maintenanceDue(meta table.Metadata, pol Lifecycle, now time.Time) bool {
 		return true
 	}
 	props := meta.Properties()
-	if record, err := parseExpired(props[TablePropExpired]); err == nil {
+	if record, err := parseExpired(props[tablePropExpired]); err == nil {
 		for _, e := range record {
 			if !now.Before(time.UnixMilli(e.At).Add(pol.grace())) {
 				return true

@@ -16,7 +16,6 @@ func TestNameRule(t *testing.T) {
 		require.ErrorIs(t, err, facade.ErrInvalidDatasetID, "%q", id)
 		var ne *facade.NameError
 		require.True(t, errors.As(err, &ne))
-		require.False(t, facade.ValidDatasetID(id))
 	}
 	for _, id := range []string{"d", "daily_totals", "Daily-Totals-2", "9lives"} {
 		require.NoError(t, facade.CheckDatasetID(id), id)

@@ -36,11 +36,11 @@ type CatalogDB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// TxCatalog is a catalog that can commit a table change inside a caller's
+// txCatalog is a catalog that can commit a table change inside a caller's
 // Postgres transaction: the pointer swap then commits, or rolls back, with
 // whatever else the transaction writes (the ledger commit). The facade
 // finds the ability by type assertion; PostgresCatalog has it.
-type TxCatalog interface {
+type txCatalog interface {
 	catalog.Catalog
 	// CommitTableTx is CommitTable inside tx: it writes the new metadata
 	// file, then swaps the table's metadata pointer in tx. Nothing is
@@ -73,7 +73,7 @@ type PostgresCatalogConfig struct {
 // table.ErrCommitFailed.
 //
 // Unlike iceberg-go's SQL catalog it can commit inside a caller's
-// transaction (CommitTableTx, see TxCatalog), which lets a writer commit
+// transaction, which lets a writer commit
 // the snapshot and its own bookkeeping atomically. Views are not supported
 // (rows of type VIEW are ignored).
 type PostgresCatalog struct {
@@ -123,7 +123,7 @@ func (m *metaCache) put(loc string, meta table.Metadata) {
 var (
 	_ catalog.Catalog        = (*PostgresCatalog)(nil)
 	_ catalog.PurgeableTable = (*PostgresCatalog)(nil)
-	_ TxCatalog              = (*PostgresCatalog)(nil)
+	_ txCatalog              = (*PostgresCatalog)(nil)
 )
 
 const (
@@ -181,9 +181,6 @@ func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg PostgresCatalogCo
 	}
 	return c, nil
 }
-
-// Name returns the catalog name (the catalog_name column).
-func (c *PostgresCatalog) Name() string { return c.name }
 
 // CatalogType is catalog.SQL: the catalog keeps the SQL catalog's tables.
 func (c *PostgresCatalog) CatalogType() catalog.Type { return catalog.SQL }

@@ -53,7 +53,7 @@ func (c *PostgresCatalog) CommitTransaction(ctx context.Context, commits []table
 }
 
 // CommitTableTx applies updates to the table after checking reqs, inside
-// tx (see TxCatalog). It locks the table's row until tx ends, checks the
+// tx (see txCatalog). It locks the table's row until tx ends, checks the
 // requirements against the metadata the row points to, writes the new
 // metadata file and swaps the pointer (UPDATE ... WHERE metadata_location
 // = previous). A table without a row is created (no requirement may then

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Range is a condition on one column of a scan: Min <= column <= Max, each
@@ -46,12 +48,6 @@ func (r Range) String() string {
 		}
 	}
 	return r.Column + " in " + lo + ", " + hi
-}
-
-// DayStart reports whether t is midnight UTC, the only time a Range bound
-// on a date column may hold.
-func DayStart(t time.Time) bool {
-	return t.Equal(t.UTC().Truncate(24 * time.Hour))
 }
 
 // filterExpr translates a conjunction of ranges into an unbound iceberg-go
@@ -139,7 +135,7 @@ func rangeLiteral(typ iceberg.Type, v any) (iceberg.Literal, error) {
 		if !ok {
 			return nil, bad
 		}
-		if !DayStart(t) {
+		if !vocab.DayStart(t) {
 			return nil, fmt.Errorf("a date bound must be midnight UTC, got %s", t.UTC().Format(time.RFC3339Nano))
 		}
 		return iceberg.DateLiteral(t.Unix() / 86400), nil

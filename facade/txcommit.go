@@ -9,8 +9,8 @@ import (
 )
 
 // TxStaged is a staged write that can commit inside a caller's Postgres
-// transaction. Facade.Stage returns one when its catalog is a TxCatalog
-// (PostgresCatalog), and for a replayed append with any catalog (a replay
+// transaction. Facade.Stage returns one when its catalog is a
+// PostgresCatalog, and for a replayed append with any catalog (a replay
 // commits nothing). Find it by type assertion on the Staged.
 //
 // CommitTx is Commit inside tx: the new metadata (and the manifests the
@@ -49,10 +49,10 @@ var (
 	_ TxStaged = (*replayStaged)(nil)
 )
 
-// icebergTxStaged is a staged write on a TxCatalog.
+// icebergTxStaged is a staged write on a txCatalog.
 type icebergTxStaged struct {
 	*icebergStaged
-	cat TxCatalog
+	cat txCatalog
 }
 
 func (s *icebergTxStaged) CommitTx(ctx context.Context, tx pgx.Tx) (CommitResult, error) {
@@ -62,7 +62,7 @@ func (s *icebergTxStaged) CommitTx(ctx context.Context, tx pgx.Tx) (CommitResult
 	if err := s.finish(); err != nil {
 		return CommitResult{}, err
 	}
-	res, err := s.commit(ctx, txBoundCatalog{TxCatalog: s.cat, tx: tx}, tx)
+	res, err := s.commit(ctx, txBoundCatalog{txCatalog: s.cat, tx: tx}, tx)
 	if err == nil && !res.Replayed {
 		s.mu.Lock()
 		s.inTx = true
@@ -89,17 +89,10 @@ func (r *replayStaged) CommitTx(ctx context.Context, _ pgx.Tx) (CommitResult, er
 
 // txBoundCatalog commits into tx; everything else goes to the catalog.
 type txBoundCatalog struct {
-	TxCatalog
+	txCatalog
 	tx pgx.Tx
 }
 
 func (c txBoundCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	return c.CommitTableTx(ctx, c.tx, ident, reqs, updates)
-}
-
-// CommitsInTx reports whether the facade's catalog commits into a caller's
-// Postgres transaction (its Stage returns TxStaged writes).
-func (f *Facade) CommitsInTx() bool {
-	_, ok := f.cat.(TxCatalog)
-	return ok
 }

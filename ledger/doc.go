@@ -218,7 +218,7 @@
 // bodies).
 //
 // Errors are typed and match sentinels with errors.Is: ErrBusy,
-// ErrDatasetNotFound (the same sentinel as sink's and writestrategy's),
+// ErrDatasetNotFound (which sink and writestrategy return too),
 // ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed,
 // ErrNotOwner, ErrInvalid, ErrIDInUse, ErrLostHold, ErrUnresolved,
 // ErrOutcomeUnknown.

@@ -12,9 +12,8 @@ var (
 	// ErrBusy: another intent for the same dataset stayed open for longer
 	// than the wait budget (or the caller's context ran out while waiting).
 	ErrBusy = errors.New("ledger: dataset busy: another write intent is open")
-	// ErrDatasetNotFound: the dataset id is not in the datasets table. The
-	// same sentinel as sink.ErrDatasetNotFound and
-	// writestrategy.ErrDatasetNotFound.
+	// ErrDatasetNotFound: the dataset id is not in the datasets table. Sink
+	// and writestrategy return it too for an unregistered dataset.
 	ErrDatasetNotFound = vocab.ErrDatasetNotFound
 	// ErrIntentNotFound: no intent with that id.
 	ErrIntentNotFound = errors.New("ledger: intent not found")

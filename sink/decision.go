@@ -109,9 +109,9 @@ func (d Decision) check() error {
 	return nil
 }
 
-// LogAttrs returns the decision as log attributes: writer, dataset, sink,
+// logAttrs returns the decision as log attributes: writer, dataset, sink,
 // requested, max, clamped, shadow, source, reason.
-func (d Decision) LogAttrs() []slog.Attr {
+func (d Decision) logAttrs() []slog.Attr {
 	return []slog.Attr{
 		slog.String("writer", d.WriterID),
 		slog.String("dataset", d.DatasetID),

@@ -43,7 +43,7 @@
 // resolution is kept for a TTL (default 5 s, at most 10 s, so a revert takes
 // effect within 10 s), the cache is bounded, expiry is lazy (no goroutine),
 // and it is safe for concurrent use. Every decision it returns, cached or not,
-// is logged once at [DecisionLogLevel] (Info) with message "sink decision"
+// is logged once at level Info with message "sink decision"
 // and attributes writer, dataset, sink, requested, max, clamped, source,
 // reason and cached, through the injected *slog.Logger.
 //

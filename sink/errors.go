@@ -3,8 +3,6 @@ package sink
 import (
 	"errors"
 	"fmt"
-
-	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Sentinel errors; test with [errors.Is]. The typed errors below match them.
@@ -34,10 +32,6 @@ var (
 	// ledger.Migrate for the configured schema.
 	ErrNotMigrated = errors.New("control-plane schema not migrated")
 )
-
-// ErrDatasetNotFound: an override names a dataset that is not registered. It
-// is the one sentinel ledger and writestrategy return for the same condition.
-var ErrDatasetNotFound = vocab.ErrDatasetNotFound
 
 // CeilingError reports a sink above a writer's max sink: refused when setting
 // a flag, and when a [Decision] handed to [RowSink.Run] exceeds its ceiling.

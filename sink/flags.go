@@ -13,14 +13,6 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
-// DB is what [Flags] needs: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. Every
-// method runs one statement, so a pgx.Tx makes flag changes commit with the
-// caller's own work.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // FlagsConfig configures [NewFlags]. The zero value (or nil) is valid.
 type FlagsConfig struct {
 	// Schema holds the control-plane tables; "" means ledger.DefaultSchema
@@ -31,9 +23,9 @@ type FlagsConfig struct {
 // Flags reads and changes writer flags in Postgres: the API an operator
 // runbook calls (check -> set override -> re-deploy -> verify -> smoke;
 // revert = clear override). It does not cache; [Resolver] does. Safe for
-// concurrent use when its DB is (a pool is; a single conn or tx is not).
+// concurrent use when its db is (a pool is; a single conn or tx is not).
 type Flags struct {
-	db     DB
+	db     ledger.DB
 	schema string
 	flags  string // qualified writer_flags
 	ovr    string // qualified writer_flag_overrides
@@ -56,8 +48,10 @@ type Override struct {
 	UpdatedAt time.Time
 }
 
-// NewFlags returns a Flags on db. It does not touch the database.
-func NewFlags(db DB, cfg *FlagsConfig) (*Flags, error) {
+// NewFlags returns a Flags on db: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+// Every method runs one statement, so a pgx.Tx makes flag changes commit
+// with the caller's own work. It does not touch the database.
+func NewFlags(db ledger.DB, cfg *FlagsConfig) (*Flags, error) {
 	if db == nil {
 		return nil, fmt.Errorf("sink: NewFlags: %w: db is nil; pass a *pgxpool.Pool, *pgx.Conn or pgx.Tx", ErrInvalidArgument)
 	}
@@ -133,7 +127,7 @@ func scanWriter(row pgx.CollectableRow) (WriterFlags, error) {
 // datasetIDs, in one statement: all or none. It refuses with:
 //   - a [*CeilingError] when s is above the writer's max sink;
 //   - [ErrUnknownWriter] when the writer has no flags row;
-//   - [ErrDatasetNotFound] when a dataset is not registered.
+//   - [ledger.ErrDatasetNotFound] when a dataset is not registered.
 //
 // Pass both outputs of a split together so they flip as a pair.
 func (f *Flags) SetOverride(ctx context.Context, writerID string, s Sink, datasetIDs ...string) error {
@@ -161,9 +155,9 @@ func (f *Flags) SetOverride(ctx context.Context, writerID string, s Sink, datase
 		if errors.As(err, &pe) && pe.Code == "23503" { // foreign_key_violation: writer_flags is locked, so it is a dataset
 			missing, qerr := f.missingDatasets(ctx, ids)
 			if qerr != nil || len(missing) == 0 {
-				return fmt.Errorf("sink: set override of writer %q: %w: %s", writerID, ErrDatasetNotFound, pe.Detail)
+				return fmt.Errorf("sink: set override of writer %q: %w: %s", writerID, ledger.ErrDatasetNotFound, pe.Detail)
 			}
-			return fmt.Errorf("sink: set override of writer %q: %w: %q", writerID, ErrDatasetNotFound, missing)
+			return fmt.Errorf("sink: set override of writer %q: %w: %q", writerID, ledger.ErrDatasetNotFound, missing)
 		}
 		return f.dbErr("set override", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -98,7 +99,7 @@ func TestSetOverrideErrors(t *testing.T) {
 	require.ErrorIs(t, err, sink.ErrUnknownWriter)
 
 	err = f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.typo")
-	require.ErrorIs(t, err, sink.ErrDatasetNotFound)
+	require.ErrorIs(t, err, ledger.ErrDatasetNotFound)
 	assert.Contains(t, err.Error(), "ds.typo")
 	os, err := f.Overrides(ctx, "pipeline.output")
 	require.NoError(t, err)

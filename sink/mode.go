@@ -35,9 +35,9 @@ const (
 // never written; not a flag value.
 const Relation = vocab.Relation
 
-// Sinks returns every write target in ascending order (not [Shadow],
+// sinks returns every write target in ascending order (not [Shadow],
 // which writes both).
-func Sinks() []Sink { return []Sink{Postgres, Iceberg} }
+func sinks() []Sink { return []Sink{Postgres, Iceberg} }
 
 // flagValues are the values of a writer flag, in ascending order.
 var flagValues = []Sink{Postgres, Shadow, Iceberg}

@@ -36,7 +36,7 @@ func TestPrefetch(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, read(br))
 	require.NoError(t, br.Close())
-	require.Equal(t, 1, r.Len())
+	require.Equal(t, 1, sink.ResolverLen(r))
 
 	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Postgres, Max: sink.Iceberg}))
 	pair, err := r.ResolvePair(ctx, "w", "a", "b")
@@ -68,5 +68,5 @@ func TestPrefetch(t *testing.T) {
 	require.Error(t, err)
 	require.NoError(t, read(br))
 	require.Error(t, br.Close())
-	require.Zero(t, r.Len())
+	require.Zero(t, sink.ResolverLen(r))
 }

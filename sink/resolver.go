@@ -21,12 +21,12 @@ const (
 	// MaxTTL is the longest TTL accepted: a revert (clearing an override)
 	// takes effect within 10 s.
 	MaxTTL = 10 * time.Second
-	// DefaultMaxEntries bounds the cache when ResolverConfig.MaxEntries is
+	// defaultMaxEntries bounds the cache when ResolverConfig.MaxEntries is
 	// zero.
-	DefaultMaxEntries = 1024
-	// DecisionLogLevel is the level of the one log record written for every
+	defaultMaxEntries = 1024
+	// decisionLogLevel is the level of the one log record written for every
 	// decision a Resolver returns.
-	DecisionLogLevel = slog.LevelInfo
+	decisionLogLevel = slog.LevelInfo
 )
 
 // Lookuper reads flag settings; [*Flags] implements it. All settings of one
@@ -42,11 +42,11 @@ type ResolverConfig struct {
 	// it must be at most MaxTTL (10 s). A flag change, a revert included,
 	// is observed at most TTL after it commits.
 	TTL time.Duration
-	// MaxEntries bounds the cache: 0 means DefaultMaxEntries. When full,
+	// MaxEntries bounds the cache: 0 means 1024 entries. When full,
 	// expired entries are dropped, then the entry closest to expiry.
 	MaxEntries int
 	// Logger receives one record per decision returned, at
-	// DecisionLogLevel, with message "sink decision". nil discards.
+	// level Info, with message "sink decision". nil discards.
 	Logger *slog.Logger
 	// Now is the clock of the cache; nil means time.Now.
 	Now func() time.Time
@@ -97,9 +97,9 @@ func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
 	}
 	switch {
 	case c.MaxEntries == 0:
-		c.MaxEntries = DefaultMaxEntries
+		c.MaxEntries = defaultMaxEntries
 	case c.MaxEntries < 0:
-		return nil, fmt.Errorf("sink: NewResolver: %w: MaxEntries %d; use 0 (default %d) or a positive bound", ErrInvalidArgument, c.MaxEntries, DefaultMaxEntries)
+		return nil, fmt.Errorf("sink: NewResolver: %w: MaxEntries %d; use 0 (default %d) or a positive bound", ErrInvalidArgument, c.MaxEntries, defaultMaxEntries)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -291,17 +291,17 @@ func (r *Resolver) evict(el *list.Element) {
 
 // Len returns the number of cached resolutions, expired ones not yet dropped
 // included.
-func (r *Resolver) Len() int {
+func (r *Resolver) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.cache)
 }
 
 func (r *Resolver) logDecisions(ctx context.Context, ds []Decision, cached bool) {
-	if !r.log.Enabled(ctx, DecisionLogLevel) {
+	if !r.log.Enabled(ctx, decisionLogLevel) {
 		return
 	}
 	for _, d := range ds {
-		r.log.LogAttrs(ctx, DecisionLogLevel, "sink decision", append(d.LogAttrs(), slog.Bool("cached", cached))...)
+		r.log.LogAttrs(ctx, decisionLogLevel, "sink decision", append(d.logAttrs(), slog.Bool("cached", cached))...)
 	}
 }

@@ -3,15 +3,12 @@ package sink_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/sink"
-
-	"github.com/lakewrite/lakewrite/ledger"
 )
 
 func decision(writer, dataset string, override, max sink.Sink) sink.Decision {
@@ -148,8 +145,6 @@ func TestSinks(t *testing.T) {
 	assert.Equal(t, "iceberg_native", m.String())
 	_, err = sink.ParseSink("ICEBERG")
 	require.ErrorIs(t, err, sink.ErrInvalidSink)
-	// One not-found sentinel across packages: a ledger error matches sink's.
-	assert.ErrorIs(t, fmt.Errorf("wrapped: %w", ledger.ErrDatasetNotFound), sink.ErrDatasetNotFound)
 	assert.Equal(t, "pg", string(sink.Postgres))
 	assert.Equal(t, "iceberg_native", string(sink.Iceberg))
 }

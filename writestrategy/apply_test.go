@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -72,7 +73,7 @@ func TestApplyJoinAndPreflight(t *testing.T) {
 		Columns: []writestrategy.JoinColumn{{Side: "left", Name: "id"}, {Side: "right", Name: "code"}}}
 	var pre *writestrategy.CrossJoinError
 	err = pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		_, err := writestrategy.Apply(context.Background(), tx, &writestrategy.Env{MaxCrossJoinRows: 39}, cross)
+		_, err := writestrategy.Apply(context.Background(), tx, writestrategy.EnvWithMaxCrossJoin(39), cross)
 		return err
 	})
 	require.ErrorAs(t, err, &pre)
@@ -185,7 +186,7 @@ func TestApplyErrors(t *testing.T) {
 	} {
 		_, err := apply(t, pool, s)
 		require.Error(t, err, name)
-		require.True(t, errors.Is(err, writestrategy.ErrInvalid) || errors.Is(err, writestrategy.ErrDatasetNotFound) ||
+		require.True(t, errors.Is(err, writestrategy.ErrInvalid) || errors.Is(err, ledger.ErrDatasetNotFound) ||
 			errors.Is(err, writestrategy.ErrUnsafeIdentifier), "%s: %v", name, err)
 	}
 	require.Empty(t, rowStoreRows(t, pool, "out"))

@@ -89,7 +89,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err != nil {
 			return nil, p.locate(err, p.sql)
 		}
-		if err := checkOrderKeys(p.output, cols, oids, types, env.OrderBy[p.output]); err != nil {
+		if err := checkOrderKeys(p.output, cols, oids, types, env.orderBy[p.output]); err != nil {
 			return nil, err
 		}
 		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey}
@@ -103,7 +103,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if p.identitySQL != "" {
 			sql, args = p.identitySQL, p.identityArgs
 		}
-		sql = orderedSQL(sql, env.OrderBy[p.output], env.ctlSchema(), kindsOf(cols, oids, types))
+		sql = orderedSQL(sql, env.orderBy[p.output], env.ctlSchema(), kindsOf(cols, oids, types))
 		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
 			return nil, err
 		}

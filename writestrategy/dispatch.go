@@ -27,12 +27,6 @@ type Resolver interface {
 	ResolvePair(ctx context.Context, writerID, firstDatasetID, secondDatasetID string) (sink.PairDecision, error)
 }
 
-// Beginner begins transactions; a *pgxpool.Pool (or a *pgx.Conn) satisfies
-// it. The dispatcher never closes it.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // DispatchConfig configures a Dispatcher.
 type DispatchConfig struct {
 	// Ledger records the intents. Required.
@@ -53,7 +47,8 @@ type DispatchConfig struct {
 	// default, cursor.NumericStrict refuses; see Preflight). Its Mode must
 	// be cursor.Direct (the default).
 	Cursor *cursor.Options
-	// MaxCrossJoinRows: see Env.
+	// MaxCrossJoinRows caps a cross join's estimated rows (else
+	// ErrCrossJoinTooLarge): zero means 10,000,000, negative no limit.
 	MaxCrossJoinRows int64
 	// RecoverAfter: before opening an intent, open intents of the output
 	// older than this are reconciled (ledger.Recover): rolled forward when
@@ -77,7 +72,7 @@ type DispatchConfig struct {
 // write, commit (see the package documentation). It owns no goroutine and
 // no pool.
 type Dispatcher struct {
-	db     Beginner
+	db     ledger.Beginner
 	cfg    DispatchConfig
 	log    *slog.Logger
 	lostTx sync.Once // warnLostTxCommit
@@ -85,7 +80,7 @@ type Dispatcher struct {
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding
 // the row store and the control plane).
-func NewDispatcher(db Beginner, cfg *DispatchConfig) (*Dispatcher, error) {
+func NewDispatcher(db ledger.Beginner, cfg *DispatchConfig) (*Dispatcher, error) {
 	if db == nil || cfg == nil || cfg.Ledger == nil || cfg.Resolver == nil {
 		return nil, fmt.Errorf("%w: NewDispatcher needs a db, a Ledger and a Resolver", ErrInvalid)
 	}
@@ -108,9 +103,11 @@ type Request struct {
 	// or incremental.ReadDelta with Delta set. An Iceberg sink clamps it to
 	// a snapshot read.
 	ReadMode incremental.ReadMode
-	// Delta: see Env.Delta; used only when the read mode stays delta.
+	// Delta maps a source dataset id to the ledger transactions of its delta
+	// window, whose rows only are read; used only when the mode stays delta.
 	Delta map[string][]string
-	// SourceFilter: see Env.SourceFilter; applies in either read mode.
+	// SourceFilter maps a source dataset id to the column ranges
+	// (facade.Range) its rows are read within, in either read mode.
 	SourceFilter map[string][]facade.Range
 	// Metadata is recorded in the snapshot summary.
 	Metadata map[string]string
@@ -191,14 +188,14 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 		return nil, err
 	}
 	// 3. Clamp the read mode: an Iceberg sink forces a full rebuild.
-	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows,
-		SourceFilter: req.SourceFilter}
+	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, maxCrossJoinRows: d.cfg.MaxCrossJoinRows,
+		sourceFilter: req.SourceFilter}
 	mode := req.ReadMode
 	if mode == "" {
 		mode = incremental.ReadSnapshot
 	}
 	if mode, _ = incremental.ClampReadMode(decision, mode); mode == incremental.ReadDelta {
-		env.Delta = req.Delta
+		env.delta = req.Delta
 	}
 	// 4. Run the arm of the sink.
 	return run(sink.RowSink[[]WriteResult]{
@@ -248,7 +245,7 @@ func (d *Dispatcher) recoverOutputs(ctx context.Context, w *writeInfo) error {
 			with = nil
 		}
 		ds, _, err := d.cfg.Ledger.RecoverDataset(ctx, o, d.cfg.RecoverAfter, d.Lookup, with...)
-		if errors.Is(err, ErrDatasetNotFound) {
+		if errors.Is(err, ledger.ErrDatasetNotFound) {
 			continue
 		}
 		if err != nil {

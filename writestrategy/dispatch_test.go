@@ -106,7 +106,7 @@ func (w *world) mustWrite(s writestrategy.WriteStrategy) []writestrategy.WriteRe
 // checksum of a dataset's business rows, wherever it lives.
 func (w *world) checksum(id string) facade.Checksum {
 	w.t.Helper()
-	c, err := w.d.Checksum(context.Background(), id)
+	c, err := writestrategy.DatasetChecksum(context.Background(), w.d, id)
 	require.NoError(w.t, err)
 	return c
 }

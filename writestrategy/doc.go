@@ -20,11 +20,12 @@
 // schema with jsonb_to_record) or native Iceberg datasets, which are
 // hydrated into a temporary table of the compute transaction (a bulk COPY
 // from the facade's scan, one batch in memory) so the same SQL reads them.
-// Env.SourceFilter (Request.SourceFilter) reads a source as only the rows
-// within column ranges, e.g. a window over a timestamp column: a native
-// source is scanned with the ranges as the facade filter, so a partitioned
-// upstream reads only the files of the matching partitions; a row-store
-// source is filtered by the same ranges in SQL.
+// Request.SourceFilter reads a source as only the rows within column
+// ranges, e.g. a window over a timestamp column: a native source is scanned
+// with the ranges as the facade filter, so a partitioned upstream reads only
+// the files of the matching partitions; a row-store source is filtered by
+// the same ranges in SQL. Targets of Tier B strategies are always read
+// whole.
 //
 // # The row store
 //
@@ -141,7 +142,7 @@
 // When the Lakehouse says in which order an output's rows must arrive (a
 // *facade.Facade's WriteOrder: the partition keys, then the sort order, of
 // a partitioned table), ComputeRows streams the output ORDER BY those
-// columns (Env.OrderBy); a bucket[N] partition key is ordered by
+// columns; a bucket[N] partition key is ordered by
 // <control-plane schema>.iceberg_bucket(column, N), Iceberg's bucket
 // transform as a SQL function (installed by ledger.Migrate) for smallint,
 // integer, bigint, date, time, timestamp, timestamptz, text, varchar and
@@ -227,8 +228,7 @@
 // phase's database and catalog calls, and a ProgressObserver sees the rows
 // each output has streamed so far. Dispatcher.Verify compares each output,
 // on either sink, with a fresh compute of its strategy (rows and
-// checksum); Dispatcher.Checksum is one dataset's checksum, wherever it
-// lives.
+// checksum).
 //
 // # Errors
 //

@@ -45,7 +45,7 @@ type tableDropper interface {
 // refused) or gone; Drop again completes it. Once it returned, registering
 // the dataset again and writing it re-creates it from scratch. Dropping a
 // dataset that is not registered returns an error matching
-// ErrDatasetNotFound. A Lakehouse that cannot drop tables (not a
+// ledger.ErrDatasetNotFound. A Lakehouse that cannot drop tables (not a
 // *facade.Facade) is refused for a dataset that has lived on Iceberg.
 func (d *Dispatcher) Drop(ctx context.Context, datasetID string) (DropReport, error) {
 	rep := DropReport{DatasetID: datasetID}

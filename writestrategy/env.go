@@ -8,23 +8,28 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
-// DefaultMaxCrossJoinRows is the cross-join preflight's default limit.
-const DefaultMaxCrossJoinRows = 10_000_000
+// defaultMaxCrossJoinRows is the cross-join preflight's default limit.
+const defaultMaxCrossJoinRows = 10_000_000
 
-// Env is what Apply and ComputeRows need besides the transaction.
+// Env is what Apply and ComputeRows need besides the transaction. Called
+// directly, they read every source whole and apply the default cross-join
+// limit (10,000,000 rows); the Dispatcher also passes the write's delta
+// windows (Request.Delta), source filters (Request.SourceFilter), ledger
+// transaction ids, the cross-join limit (DispatchConfig.MaxCrossJoinRows)
+// and the row order a partitioned Iceberg output requires.
 type Env struct {
 	// Schema is the control-plane schema. Default "lakewrite".
 	Schema string
 	// Lakehouse reads native (Iceberg) datasets: sources, and targets of
 	// Tier B strategies. Required only when one is read.
 	Lakehouse NativeReader
-	// Delta maps a source dataset id to the ledger transactions of its delta
+	// delta maps a source dataset id to the ledger transactions of its delta
 	// window: the source is read as only the rows those transactions wrote
 	// (the row store records the writing transaction of each row). A source
 	// not in the map is read whole (snapshot read). A delta read of a
 	// dataset that lives in Iceberg is refused; clamp the read mode first.
-	Delta map[string][]string
-	// SourceFilter maps a source dataset id to column ranges (see
+	delta map[string][]string
+	// sourceFilter maps a source dataset id to column ranges (see
 	// facade.Range): the source is read as only the rows satisfying every
 	// range, wherever it lives. A source that lives in Iceberg is scanned
 	// with the ranges as its filter, so only the data files that can hold
@@ -32,17 +37,17 @@ type Env struct {
 	// source is filtered in SQL. A ledger window (Low, High] over a
 	// timestamp column is facade.Range{Column: c, Min: Low, MinExclusive:
 	// true, Max: High}. Targets of Tier B strategies are always read whole.
-	SourceFilter map[string][]facade.Range
-	// TxnIDs maps an output dataset to its ledger transaction id, recorded
+	sourceFilter map[string][]facade.Range
+	// txnIDs maps an output dataset to its ledger transaction id, recorded
 	// with each row written to the row store.
-	TxnIDs map[string]string
-	// MaxCrossJoinRows is the cross-join preflight's limit. Zero means
-	// DefaultMaxCrossJoinRows; negative disables the preflight.
-	MaxCrossJoinRows int64
-	// OrderBy maps an output dataset to the order ComputeRows streams its
+	txnIDs map[string]string
+	// maxCrossJoinRows is the cross-join preflight's limit. Zero means
+	// defaultMaxCrossJoinRows; negative disables the preflight.
+	maxCrossJoinRows int64
+	// orderBy maps an output dataset to the order ComputeRows streams its
 	// rows in (ORDER BY over the output's columns), e.g. the partition order
 	// a partitioned table requires (facade.Facade.WriteOrder).
-	OrderBy map[string][]facade.OrderKey
+	orderBy map[string][]facade.OrderKey
 
 	// floatsExact: the transaction already makes float text forms exact
 	// (extra_float_digits >= 1, set by the write dispatch's beginTx), so
@@ -64,16 +69,16 @@ func (e *Env) ctlSchema() string {
 
 func (e *Env) maxCross() int64 {
 	switch {
-	case e.MaxCrossJoinRows == 0:
-		return DefaultMaxCrossJoinRows
-	case e.MaxCrossJoinRows < 0:
+	case e.maxCrossJoinRows == 0:
+		return defaultMaxCrossJoinRows
+	case e.maxCrossJoinRows < 0:
 		return 0
 	}
-	return e.MaxCrossJoinRows
+	return e.maxCrossJoinRows
 }
 
 func (e *Env) txnID(output string) any {
-	if id := e.TxnIDs[output]; id != "" {
+	if id := e.txnIDs[output]; id != "" {
 		return id
 	}
 	return nil

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/lakewrite/lakewrite/ledger"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -51,11 +49,6 @@ func (e *CrossJoinError) Error() string {
 
 // Is reports ErrCrossJoinTooLarge.
 func (e *CrossJoinError) Is(target error) bool { return target == ErrCrossJoinTooLarge }
-
-// ErrDatasetNotFound: a source or output is not registered. It is the one
-// shared sentinel, the same value as ledger.ErrDatasetNotFound and
-// sink.ErrDatasetNotFound.
-var ErrDatasetNotFound = ledger.ErrDatasetNotFound
 
 // QueryError is a failure of a statement lakewrite ran for a strategy
 // (bad step SQL, a runtime error such as division by zero, ...), on either

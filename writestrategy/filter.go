@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // checkFilter checks a source filter against the source's declared schema
@@ -38,7 +39,7 @@ func checkFilter(datasetID string, s Schema, ranges []facade.Range) error {
 				ok = kind == "text"
 			case time.Time:
 				ok = kind == "time" || kind == "date"
-				if kind == "date" && !facade.DayStart(x) {
+				if kind == "date" && !vocab.DayStart(x) {
 					return fmt.Errorf("%w: filter of source %q: %s: a date bound must be midnight UTC", ErrInvalid, datasetID, r)
 				}
 			}

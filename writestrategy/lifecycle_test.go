@@ -23,6 +23,11 @@ import (
 // never on most writes), snapshots and data files stay bounded, and the
 // dataset's rows, checksum, row count and watermark are those of the
 // writes alone (maintenance stamps only maintained_at).
+
+// facade.Lifecycle's documented defaults (KeepLast, EveryCommits,
+// MetadataVersions).
+const keepLast, everyCommits, metadataVersions = 10, 10, 10
+
 func TestDispatchLifecycleByDefault(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -48,7 +53,7 @@ func TestDispatchLifecycleByDefault(t *testing.T) {
 			}
 			tbl, err := f.LoadTable(ctx, out)
 			require.NoError(t, err)
-			require.LessOrEqual(t, len(tbl.Metadata().Snapshots()), facade.DefaultKeepLast+facade.DefaultEveryCommits+1, "%s write %d", out, i)
+			require.LessOrEqual(t, len(tbl.Metadata().Snapshots()), keepLast+everyCommits+1, "%s write %d", out, i)
 			files, err := strconv.Atoi(tbl.CurrentSnapshot().Summary.Properties["total-data-files"])
 			require.NoError(t, err)
 			require.LessOrEqual(t, files, 2*8+1, "%s write %d: live data files", out, i)
@@ -179,9 +184,9 @@ func TestDispatchThousandWrites(t *testing.T) {
 			tbl, err := f.LoadTable(ctx, out)
 			require.NoError(t, err)
 			st := tableStorage(t, tbl.Location())
-			require.LessOrEqual(t, len(tbl.Metadata().Snapshots()), facade.DefaultKeepLast+facade.DefaultEveryCommits, "%s write %d", out, i)
+			require.LessOrEqual(t, len(tbl.Metadata().Snapshots()), keepLast+everyCommits, "%s write %d", out, i)
 			require.Less(t, st.metadataBytes, int64(48<<10), "%s write %d: metadata.json", out, i)
-			require.LessOrEqual(t, st.metadataFiles, facade.DefaultMetadataVersions+1, "%s write %d", out, i)
+			require.LessOrEqual(t, st.metadataFiles, metadataVersions+1, "%s write %d", out, i)
 			require.LessOrEqual(t, st.files, 160, "%s write %d: files on storage", out, i)
 			if out == "replaced" {
 				require.Less(t, st.bytes, int64(1<<20), "%s write %d: bytes on storage", out, i)

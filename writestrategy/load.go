@@ -136,7 +136,7 @@ func loadStrategy(req LoadRequest) (WriteStrategy, error) {
 	default:
 		return nil, fmt.Errorf("%w: LoadRequest.Mode %q (want facade.Replace or facade.Append)", ErrInvalid, req.Mode)
 	}
-	q := Query{Output: req.DatasetID, SQL: req.SQL, Args: req.Args, Mode: req.Mode}
+	q := queryStrategy{Output: req.DatasetID, SQL: req.SQL, Args: req.Args, Mode: req.Mode}
 	if req.SQL != "" {
 		return q, nil
 	}
@@ -162,13 +162,13 @@ type stager interface {
 // batchLoad is the strategy of a load of record batches: a Query over the
 // temporary table its stage fills. Single-use.
 type batchLoad struct {
-	q       Query
+	q       queryStrategy
 	batches iter.Seq2[arrow.RecordBatch, error]
 	schema  *arrow.Schema
 	staged  bool
 }
 
-func (b *batchLoad) Kind() Kind           { return KindQuery }
+func (b *batchLoad) Kind() Kind           { return kindQuery }
 func (b *batchLoad) Outputs() []string    { return b.q.Outputs() }
 func (b *batchLoad) Sources() []string    { return nil }
 func (b *batchLoad) appendOutput() string { return b.q.appendOutput() }

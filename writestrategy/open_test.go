@@ -49,7 +49,6 @@ func TestOpenLeavesConfigsAlone(t *testing.T) {
 	require.NotNil(t, st.Catalog)
 	require.NotNil(t, st.Facade)
 	require.NotNil(t, st.Dispatcher)
-	require.True(t, st.Facade.CommitsInTx())
 	require.Nil(t, lc.Logger)
 	require.Nil(t, fc.Logger)
 	require.Nil(t, dc.Ledger)

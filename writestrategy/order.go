@@ -46,10 +46,10 @@ func (d *Dispatcher) writeOrder(ctx context.Context, env *Env, intents map[strin
 		if len(keys) == 0 {
 			continue
 		}
-		if env.OrderBy == nil {
-			env.OrderBy = map[string][]facade.OrderKey{}
+		if env.orderBy == nil {
+			env.orderBy = map[string][]facade.OrderKey{}
 		}
-		env.OrderBy[dataset] = keys
+		env.orderBy[dataset] = keys
 	}
 	return nil
 }

@@ -17,9 +17,9 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		return replay, err
 	}
 	defer releaseAll(intents)
-	env.TxnIDs = map[string]string{}
+	env.txnIDs = map[string]string{}
 	for o, in := range intents {
-		env.TxnIDs[o] = in.ID
+		env.txnIDs[o] = in.ID
 	}
 	var results []WriteResult
 	// The ledger commit phase ends with the transaction's commit.

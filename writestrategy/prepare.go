@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -115,7 +116,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 	}
 	for _, id := range ids {
 		if _, ok := ds[id]; !ok {
-			return nil, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
+			return nil, fmt.Errorf("%w: %q", ledger.ErrDatasetNotFound, id)
 		}
 	}
 	if sinkTo == sink.Postgres {
@@ -174,7 +175,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if _, done := pc.sources[id]; done {
 			continue
 		}
-		delta, isDelta := env.Delta[id]
+		delta, isDelta := env.delta[id]
 		if isDelta && ds[id].sink == sink.Iceberg {
 			return nil, fmt.Errorf("%w: delta read of %q, which lives in Iceberg; read it as a snapshot", ErrInvalid, id)
 		}
@@ -184,7 +185,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if isDelta && delta == nil {
 			delta = []string{}
 		}
-		r, err := read(id, delta, env.SourceFilter[id])
+		r, err := read(id, delta, env.sourceFilter[id])
 		if err != nil {
 			return nil, err
 		}

@@ -11,10 +11,10 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// KindQuery names the Query strategy.
-const KindQuery Kind = "query"
+// kindQuery names the query strategy.
+const kindQuery Kind = "query"
 
-// Query writes the rows of a SELECT that reads no dataset (any table, view
+// queryStrategy writes the rows of a SELECT that reads no dataset (any table, view
 // or function of the database, or literal values) into its output: the
 // strategy of a load (Dispatcher.Load). The output is replaced with the
 // rows, or, with Mode facade.Append, the rows are added after its current
@@ -25,7 +25,7 @@ const KindQuery Kind = "query"
 // When an appended output moves to the other sink (a canary flip or a
 // revert), its first write there is a full rebuild: its current rows then
 // the new ones, as one replace.
-type Query struct {
+type queryStrategy struct {
 	Output string
 	// SQL is trusted SQL text: one SELECT (or VALUES, WITH ... SELECT),
 	// whose values are in Args as $1, $2, ... Its ORDER BY, if any, is the
@@ -37,21 +37,21 @@ type Query struct {
 }
 
 // Kind implements WriteStrategy.
-func (Query) Kind() Kind { return KindQuery }
+func (queryStrategy) Kind() Kind { return kindQuery }
 
 // Outputs implements WriteStrategy.
-func (q Query) Outputs() []string { return []string{q.Output} }
+func (q queryStrategy) Outputs() []string { return []string{q.Output} }
 
 // Sources implements WriteStrategy: a query reads no dataset.
-func (Query) Sources() []string { return nil }
+func (queryStrategy) Sources() []string { return nil }
 
 // Apply writes the output into the row store inside tx; see [Apply].
-func (q Query) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
+func (q queryStrategy) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
 	return Apply(ctx, tx, env, q)
 }
 
 // ComputeRows streams the output from tx without writing; see [ComputeRows].
-func (q Query) ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, opts *cursor.Options) ([]Computed, error) {
+func (q queryStrategy) ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, opts *cursor.Options) ([]Computed, error) {
 	return ComputeRows(ctx, tx, env, q, opts)
 }
 
@@ -61,7 +61,7 @@ type appender interface {
 	appendOutput() string
 }
 
-func (q Query) appendOutput() string {
+func (q queryStrategy) appendOutput() string {
 	if q.Mode == facade.Append {
 		return q.Output
 	}
@@ -77,14 +77,14 @@ func appends(s WriteStrategy) bool {
 	return s.Kind() == KindAppendAlways || s.Kind() == KindAppendNew
 }
 
-func (q Query) plan(pc *planContext) ([]projection, error) {
+func (q queryStrategy) plan(pc *planContext) ([]projection, error) {
 	if err := checkDatasetID("output", q.Output); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(q.SQL) == "" {
 		return nil, fmt.Errorf("%w: query of %q has no SQL", ErrInvalid, q.Output)
 	}
-	p := projection{output: q.Output, kind: KindQuery, mode: facade.Replace, sql: q.SQL, args: q.Args,
+	p := projection{output: q.Output, kind: kindQuery, mode: facade.Replace, sql: q.SQL, args: q.Args,
 		frags: []fragment{{text: q.SQL}}}
 	switch q.Mode {
 	case "", facade.Replace:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -50,21 +51,21 @@ var (
 // Registering again updates the relation and its schema. A dataset that
 // already holds written contents is refused (ErrRelationConflict); one
 // registered but never written (ledger EnsureDataset) becomes the relation.
-// env may be nil (control-plane schema "lakewrite"). It returns the declared
-// schema.
-func RegisterRelation(ctx context.Context, db Beginner, env *Env, datasetID, relation string) (Schema, error) {
+// db may be a pgx.Tx: the registration then commits with the caller's
+// transaction (it runs in a savepoint of it). env may be nil (control-plane
+// schema "lakewrite"). It returns the declared schema.
+func RegisterRelation(ctx context.Context, db ledger.Beginner, env *Env, datasetID, relation string) (Schema, error) {
 	var s Schema
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
-		s, err = RegisterRelationTx(ctx, tx, env, datasetID, relation)
+		s, err = registerRelationTx(ctx, tx, env, datasetID, relation)
 		return err
 	})
 	return s, err
 }
 
-// RegisterRelationTx is RegisterRelation inside the caller's transaction:
-// the registration commits with it.
-func RegisterRelationTx(ctx context.Context, tx pgx.Tx, env *Env, datasetID, relation string) (Schema, error) {
+// registerRelationTx is RegisterRelation inside tx.
+func registerRelationTx(ctx context.Context, tx pgx.Tx, env *Env, datasetID, relation string) (Schema, error) {
 	if env == nil {
 		env = &Env{}
 	}

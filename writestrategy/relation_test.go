@@ -116,7 +116,7 @@ func TestRegisterRelation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `CREATE TEMP TABLE mv AS SELECT 1::bigint AS id`)
 	require.NoError(t, err)
-	_, err = writestrategy.RegisterRelationTx(ctx, tx, nil, "rel_tmp", "mv")
+	_, err = writestrategy.RegisterRelation(ctx, tx, nil, "rel_tmp", "mv")
 	require.ErrorIs(t, err, writestrategy.ErrInvalid)
 	require.NoError(t, tx.Rollback(ctx))
 
@@ -153,7 +153,7 @@ func TestRegisterRelation(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM "Sales"."Orders") + (SELECT count(*) FROM mv)`).Scan(&n))
 	require.Equal(t, 40, n)
 	_, err = w.ledger.Dataset(ctx, "bad")
-	require.ErrorIs(t, err, writestrategy.ErrDatasetNotFound)
+	require.ErrorIs(t, err, ledger.ErrDatasetNotFound)
 
 	// A dataset holding written contents is not turned into a relation.
 	_, err = w.load(writestrategy.LoadRequest{DatasetID: "written", SQL: `SELECT 1 AS a`})
@@ -212,11 +212,11 @@ func TestRegisterRelation(t *testing.T) {
 
 	// The registration commits with the caller's transaction.
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		_, err := writestrategy.RegisterRelationTx(ctx, tx, nil, "rel_tx", "mv")
+		_, err := writestrategy.RegisterRelation(ctx, tx, nil, "rel_tx", "mv")
 		require.NoError(t, err)
 		return context.Canceled
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = w.ledger.Dataset(ctx, "rel_tx")
-	require.ErrorIs(t, err, writestrategy.ErrDatasetNotFound)
+	require.ErrorIs(t, err, ledger.ErrDatasetNotFound)
 }

@@ -141,7 +141,7 @@ func (d *Dispatcher) checkPromotable(ctx context.Context, tx pgx.Tx, datasetID s
 			ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1)
 		FROM `+s+`.datasets d WHERE d.id = $1 FOR UPDATE OF d`, datasetID).Scan(&lives, &latest)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %q", ErrDatasetNotFound, datasetID)
+		return fmt.Errorf("%w: %q", ledger.ErrDatasetNotFound, datasetID)
 	}
 	if err != nil {
 		return queryError("promote: read the dataset", err)

@@ -110,7 +110,7 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 		if ds.Sink != sink.Postgres && ds.Sink != sink.Iceberg {
 			return errors.New("the output is on no sink: " + string(ds.Sink))
 		}
-		c, err := d.Checksum(ctx, "out")
+		c, err := writestrategy.DatasetChecksum(ctx, d, "out")
 		if err != nil {
 			return err
 		}

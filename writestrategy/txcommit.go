@@ -13,7 +13,7 @@ import (
 
 // allTxStaged returns the staged writes as facade.TxStaged when every one
 // of them can commit into a transaction (the facade's catalog is a
-// facade.TxCatalog in the database of the ledger).
+// facade.PostgresCatalog in the database of the ledger).
 func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 	out := make([]facade.TxStaged, len(staged))
 	for i, st := range staged {

@@ -45,7 +45,6 @@ func newPGWorldOn(t *testing.T, url, warehouse string, fc *facade.Config, lc *le
 	require.NoError(t, err)
 	f, err := facade.New(cat, fc)
 	require.NoError(t, err)
-	require.True(t, f.CommitsInTx())
 	return &pgWorld{world: wireWorld(t, pool, f, nil, lc), f: f, warehouse: warehouse}
 }
 

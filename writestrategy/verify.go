@@ -74,7 +74,7 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 	out := make([]Parity, len(outs))
 	err := d.readTx(ctx, func(tx pgx.Tx) error {
 		env := d.env()
-		env.SourceFilter = req.SourceFilter
+		env.sourceFilter = req.SourceFilter
 		computed, err := ComputeRows(ctx, tx, env, req.Strategy, d.checksumOptions(req))
 		if err != nil {
 			return err
@@ -108,7 +108,7 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 // dispatcher's options, unconstrained numerics rounded as an Iceberg write
 // rounds them. Equal business rows on either sink give equal checksums.
 // A dataset never written has the zero checksum.
-func (d *Dispatcher) Checksum(ctx context.Context, datasetID string) (facade.Checksum, error) {
+func (d *Dispatcher) datasetChecksum(ctx context.Context, datasetID string) (facade.Checksum, error) {
 	if err := checkDatasetID("checksummed", datasetID); err != nil {
 		return facade.Checksum{}, err
 	}
@@ -148,7 +148,7 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 }
 
 func (d *Dispatcher) env() *Env {
-	return &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, MaxCrossJoinRows: d.cfg.MaxCrossJoinRows}
+	return &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, maxCrossJoinRows: d.cfg.MaxCrossJoinRows}
 }
 
 // checksumOptions are the cursor options of a checksum read: the

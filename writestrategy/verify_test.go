@@ -78,6 +78,6 @@ func TestVerifyParityOnBothSinks(t *testing.T) {
 
 	_, err := w.d.Verify(ctx, writestrategy.Request{})
 	require.ErrorIs(t, err, writestrategy.ErrInvalid)
-	_, err = w.d.Checksum(ctx, "no such dataset")
+	_, err = writestrategy.DatasetChecksum(ctx, w.d, "no such dataset")
 	require.Error(t, err)
 }

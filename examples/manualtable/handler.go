@@ -156,7 +156,7 @@ func (h *handler) intentsTable() string {
 func (h *handler) declare(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if !facade.ValidDatasetID(id) {
+	if facade.CheckDatasetID(id) != nil {
 		h.fail(w, r, badInput(http.StatusBadRequest, CodeBadRequest, 0, "", "dataset id %q: want 1-128 characters of [A-Za-z0-9_-], starting with a letter or digit", id))
 		return
 	}

@@ -111,10 +111,10 @@ func New(cfg *Config) *Lakehouse {
 	}
 	pol := c.Lifecycle
 	if pol.KeepLast <= 0 {
-		pol.KeepLast = facade.DefaultKeepLast
+		pol.KeepLast = identity.DefaultKeepLast
 	}
 	if pol.EveryCommits <= 0 {
-		pol.EveryCommits = facade.DefaultEveryCommits
+		pol.EveryCommits = identity.DefaultEveryCommits
 	}
 	return &Lakehouse{mem: c.Allocator, now: c.Now, pol: pol, schema: c.SchemaPolicy, schemaFor: c.SchemaPolicyFor,
 		datasets: map[string]*dataset{}, faults: map[string]Fault{}}
@@ -176,7 +176,7 @@ func (l *Lakehouse) Write(ctx context.Context, target facade.Target, req facade.
 
 // Stage consumes and stamps the rows; nothing is visible until Commit.
 func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
-	if !facade.ValidDatasetID(target.DatasetID) {
+	if facade.CheckDatasetID(target.DatasetID) != nil {
 		return nil, fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, target.DatasetID)
 	}
 	switch {
@@ -447,7 +447,7 @@ func rowsOf(s *Snapshot) int64 {
 // is counted: the double holds no files.
 func (l *Lakehouse) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
 	rep := facade.MaintenanceReport{DatasetID: datasetID, StartedAt: l.now().UTC()}
-	if !facade.ValidDatasetID(datasetID) {
+	if facade.CheckDatasetID(datasetID) != nil {
 		return rep, fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
 	}
 	if err := context.Cause(ctx); err != nil {
@@ -481,7 +481,7 @@ func (l *Lakehouse) Maintain(ctx context.Context, datasetID string) (facade.Main
 
 // FindTxn walks the snapshots from the newest.
 func (l *Lakehouse) FindTxn(_ context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
-	if !facade.ValidDatasetID(datasetID) {
+	if facade.CheckDatasetID(datasetID) != nil {
 		return facade.CommitResult{}, false, fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
 	}
 	if txnID == "" {
@@ -509,7 +509,7 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 		var snap *Snapshot
 		var err error
 		switch {
-		case !facade.ValidDatasetID(datasetID):
+		case facade.CheckDatasetID(datasetID) != nil:
 			err = fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
 		case d == nil:
 			err = fmt.Errorf("%w: %q", facade.ErrTableNotFound, datasetID)

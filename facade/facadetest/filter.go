@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // rangeFilter is a facade.Range bound to a column of a batch schema.
@@ -84,7 +85,7 @@ func boundValue(dt arrow.DataType, v any) (any, error) {
 		}
 	case arrow.DATE32:
 		if t, ok := v.(time.Time); ok {
-			if !facade.DayStart(t) {
+			if !vocab.DayStart(t) {
 				return nil, fmt.Errorf("a date bound must be midnight UTC, got %s", t.UTC().Format(time.RFC3339Nano))
 			}
 			return t.Unix() / 86400, nil

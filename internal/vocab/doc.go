@@ -8,7 +8,7 @@
 // packages re-export each primitive by alias where users look for it —
 // [Sink] and its values in package sink, [WriteMode] in package facade (the
 // ledger-only [Maintenance] in package ledger), the metadata keys in package
-// cursor, [ErrDatasetNotFound] in ledger, sink and writestrategy — so a value
+// cursor, [ErrDatasetNotFound] in ledger — so a value
 // or error from one package is the same value, and matches with errors.Is, in
 // every other.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -100,4 +101,10 @@ func CheckColumnNames(names []string) error {
 		seen[k] = n
 	}
 	return nil
+}
+
+// DayStart reports whether t is midnight UTC, the only time a range bound
+// on a date column may hold.
+func DayStart(t time.Time) bool {
+	return t.Equal(t.UTC().Truncate(24 * time.Hour))
 }

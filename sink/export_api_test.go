@@ -1,0 +1,6 @@
+package sink
+
+// Names the external tests use.
+const DecisionLogLevel = decisionLogLevel
+
+var Sinks = sinks

@@ -1,0 +1,4 @@
+package sink
+
+// ResolverLen is r.len.
+func ResolverLen(r *Resolver) int { return r.len() }

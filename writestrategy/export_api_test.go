@@ -1,0 +1,4 @@
+package writestrategy
+
+// Names the external tests use.
+type Query = queryStrategy
