@@ -52,7 +52,7 @@ func checkSession(ctx context.Context, conn *pgx.Conn, table string, fresh bool)
 	var pid1 uint32
 	var foreign bool
 	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid(), set_config('lakewrite.session_probe', $1, false),
-		$2::bool AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks k JOIN `+table+` t
+		$2::pg_catalog.bool AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks k JOIN `+table+` t
 			ON t.lock_key = ((k.classid::pg_catalog.int8 << 32) | k.objid::pg_catalog.int8)
 			WHERE k.pid = pg_catalog.pg_backend_pid() AND k.locktype = 'advisory' AND k.objsubid = 1 AND k.granted
 			  AND t.status = 'open')`, probe, fresh).Scan(&pid1, nil, &foreign); err != nil {
