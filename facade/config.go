@@ -38,6 +38,13 @@ type Config struct {
 	// RetryMinWait / RetryMaxWait bound the jittered exponential backoff
 	// between commit attempts. Defaults: 50ms and 2s.
 	RetryMinWait, RetryMaxWait time.Duration
+	// CatalogWait bounds Stage's load (or creation) of the table in the
+	// catalog, before any data is written: a catalog that has not answered
+	// within it (say a PostgresCatalog on a pool with no free connection,
+	// all held by the writes running) fails the write with an error
+	// matching ErrCatalogTimeout instead of waiting as long as the
+	// caller's context. Default 10s.
+	CatalogWait time.Duration
 	// TargetFileSize rolls data files at about this many bytes. Default 128 MiB.
 	TargetFileSize int64
 	// RowGroupRows caps the rows per Parquet row group, which bounds the
@@ -135,6 +142,9 @@ func (c *Config) settings() (settings, error) {
 	}
 	if s.RetryMaxWait <= 0 {
 		s.RetryMaxWait = 2 * time.Second
+	}
+	if s.CatalogWait <= 0 {
+		s.CatalogWait = 10 * time.Second
 	}
 	if s.RetryMinWait > s.RetryMaxWait {
 		return s, fmt.Errorf("facade: Config.RetryMinWait (%v) exceeds RetryMaxWait (%v): lower the first or raise the second", s.RetryMinWait, s.RetryMaxWait)

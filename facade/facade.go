@@ -110,8 +110,16 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
 	}
-	tbl, create, createNS, err := f.loadOrCreate(ctx, target.DatasetID, ident, cols)
+	// Bounded (Config.CatalogWait): the caller may hold connections of the
+	// catalog's pool while it waits here.
+	lctx, cancel := context.WithTimeout(ctx, f.s.CatalogWait)
+	tbl, create, createNS, err := f.loadOrCreate(lctx, target.DatasetID, ident, cols)
+	timedOut := lctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
+		if timedOut {
+			err = fmt.Errorf("%w (%s): %w", ErrCatalogTimeout, f.s.CatalogWait, err)
+		}
 		return nil, err
 	}
 	if req.Mode == Append && req.TxnID != "" {

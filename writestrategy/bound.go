@@ -2,11 +2,13 @@ package writestrategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
@@ -85,4 +87,15 @@ func poolBegin(ctx context.Context, db ledger.Beginner, settings string) (pgx.Tx
 		return nil, fmt.Errorf("no database connection within %s for the write's transaction: size the pool for the writes running at once: per write, one connection per output with liveness (each open intent holds one, and the write's transaction runs on one of those), one without, plus one when the Iceberg catalog shares the pool: %w", beginWait, err)
 	}
 	return tx, err
+}
+
+// catalogNoConnection makes a Stage that got no answer from the catalog
+// within its bound (facade.ErrCatalogTimeout: with the catalog on the
+// writers' pool, no free connection) match ledger.ErrNoConnection too, as
+// the catalog's answer to WriteOrder does.
+func catalogNoConnection(err error) error {
+	if errors.Is(err, facade.ErrCatalogTimeout) && !errors.Is(err, ledger.ErrNoConnection) {
+		return fmt.Errorf("%w: %w", ledger.ErrNoConnection, err)
+	}
+	return err
 }
