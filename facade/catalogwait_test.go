@@ -18,7 +18,8 @@ import (
 // caller holds them all, as writes holding their intents' sessions do)
 // does not wait as long as the caller's context: its load of the table
 // fails within Config.CatalogWait with ErrCatalogTimeout, having written
-// nothing. Once a connection is free the same write stages.
+// nothing. Once a connection is free the same write stages. WriteOrder,
+// Scan and FindTxn load the table within the same bound.
 func TestStageCatalogWaitBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,4 +69,26 @@ func TestStageCatalogWaitBounded(t *testing.T) {
 	res, err := st.Commit(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, res.Rows)
+
+	// The other loads a write makes while it may hold connections of the
+	// pool (WriteOrder, a native source's Scan, the Lookup's FindTxn) are
+	// bounded the same way.
+	held, err = pool.Acquire(ctx)
+	require.NoError(t, err)
+	released = false
+	_, err = f.WriteOrder(sctx, "waits")
+	require.ErrorIs(t, err, facade.ErrCatalogTimeout)
+	_, _, err = f.FindTxn(sctx, "waits", "some-txn")
+	require.ErrorIs(t, err, facade.ErrCatalogTimeout)
+	var scanErr error
+	for _, err := range f.Scan(sctx, "waits", facade.ScanOptions{}) {
+		scanErr = err
+	}
+	require.ErrorIs(t, scanErr, facade.ErrCatalogTimeout)
+	require.NoError(t, sctx.Err(), "the loads returned before the caller's context ended")
+	held.Release()
+	released = true
+	keys, err := f.WriteOrder(ctx, "waits")
+	require.NoError(t, err)
+	require.Empty(t, keys)
 }

@@ -38,11 +38,12 @@ type Config struct {
 	// RetryMinWait / RetryMaxWait bound the jittered exponential backoff
 	// between commit attempts. Defaults: 50ms and 2s.
 	RetryMinWait, RetryMaxWait time.Duration
-	// CatalogWait bounds Stage's load (or creation) of the table in the
-	// catalog, before any data is written: a catalog that has not answered
-	// within it (say a PostgresCatalog on a pool with no free connection,
-	// all held by the writes running) fails the write with an error
-	// matching ErrCatalogTimeout instead of waiting as long as the
+	// CatalogWait bounds each load (or creation) of a table in the catalog
+	// that a write makes before its commit: Stage's, WriteOrder's, Scan's
+	// (not the reading of its data files) and FindTxn's. A catalog that has
+	// not answered within it (say a PostgresCatalog on a pool with no free
+	// connection, all held by the writes running) fails the call with an
+	// error matching ErrCatalogTimeout instead of waiting as long as the
 	// caller's context. Default 10s.
 	CatalogWait time.Duration
 	// TargetFileSize rolls data files at about this many bytes. Default 128 MiB.

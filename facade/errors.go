@@ -51,9 +51,10 @@ var (
 	// files are deleted. Retrying is pointless until the credentials or
 	// grants are fixed. Returned as a *CatalogAuthError.
 	ErrCatalogAuth = errors.New("facade: catalog refused the credentials")
-	// ErrCatalogTimeout: Stage's load or creation of the table got no
-	// answer from the catalog within Config.CatalogWait (while the
-	// caller's context was still live). Nothing was written. With a
+	// ErrCatalogTimeout: a load or creation of the table (Stage,
+	// WriteOrder, Scan, FindTxn) got no answer from the catalog within
+	// Config.CatalogWait (while the caller's context was still live).
+	// Nothing was written. With a
 	// catalog sharing the writers' pool it means the pool had no free
 	// connection: size the pool for the catalog too, then retry.
 	ErrCatalogTimeout = errors.New("facade: no answer from the catalog within Config.CatalogWait")

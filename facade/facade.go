@@ -110,16 +110,14 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
 	}
-	// Bounded (Config.CatalogWait): the caller may hold connections of the
-	// catalog's pool while it waits here.
-	lctx, cancel := context.WithTimeout(ctx, f.s.CatalogWait)
-	tbl, create, createNS, err := f.loadOrCreate(lctx, target.DatasetID, ident, cols)
-	timedOut := lctx.Err() != nil && ctx.Err() == nil
-	cancel()
+	var tbl *table.Table
+	var create *PostgresCatalog
+	var createNS string
+	err = f.withCatalogWait(ctx, func(ctx context.Context) (err error) {
+		tbl, create, createNS, err = f.loadOrCreate(ctx, target.DatasetID, ident, cols)
+		return err
+	})
 	if err != nil {
-		if timedOut {
-			err = fmt.Errorf("%w (%s): %w", ErrCatalogTimeout, f.s.CatalogWait, err)
-		}
 		return nil, err
 	}
 	if req.Mode == Append && req.TxnID != "" {
@@ -255,6 +253,31 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 		p[SummaryNumericRounded] = strconv.FormatInt(req.Rounded(), 10)
 	}
 	return p
+}
+
+// withCatalogWait runs fn, a catalog request a write makes before any data
+// is written (Stage's load or creation of the table, WriteOrder's and
+// Scan's load, FindTxn's), bounded by Config.CatalogWait: the caller may
+// hold connections of the catalog's pool while it waits. A request cut
+// short by the bound, the caller's context still live, fails with an error
+// matching ErrCatalogTimeout.
+func (f *Facade) withCatalogWait(ctx context.Context, fn func(context.Context) error) error {
+	wctx, cancel := context.WithTimeout(ctx, f.s.CatalogWait)
+	defer cancel()
+	err := fn(wctx)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (%s): %w", ErrCatalogTimeout, f.s.CatalogWait, err)
+	}
+	return err
+}
+
+// loadWithin is LoadTable bounded by Config.CatalogWait (withCatalogWait).
+func (f *Facade) loadWithin(ctx context.Context, datasetID string) (tbl *table.Table, err error) {
+	err = f.withCatalogWait(ctx, func(ctx context.Context) (err error) {
+		tbl, err = f.LoadTable(ctx, datasetID)
+		return err
+	})
+	return tbl, err
 }
 
 // loadOrCreate loads the dataset's table or creates it. On a

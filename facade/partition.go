@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
@@ -513,8 +512,7 @@ type OrderKey struct {
 // Identity columns are left out (the facade stamps them; __created_at is
 // one value per write), and so are sort keys with a bucket transform.
 func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, error) {
-	ident, err := f.s.Naming(datasetID)
-	if err != nil {
+	if _, err := f.s.Naming(datasetID); err != nil {
 		return nil, err
 	}
 	var keys []OrderKey
@@ -539,12 +537,12 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 		}
 		return keys, nil
 	}
-	tbl, err := f.cat.LoadTable(ctx, ident)
+	tbl, err := f.loadWithin(ctx, datasetID)
 	switch {
-	case errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace):
+	case errors.Is(err, ErrTableNotFound):
 		return nil, nil
 	case err != nil:
-		return nil, authError("load table "+strings.Join(ident, "."), fmt.Errorf("facade: load table %s: %w", strings.Join(ident, "."), err))
+		return nil, err
 	}
 	spec, order, sc := tbl.Spec(), tbl.SortOrder(), tbl.Schema()
 	for _, pf := range spec.Fields() {

@@ -32,7 +32,7 @@ func (f *Facade) FindTxn(ctx context.Context, datasetID, txnID string) (CommitRe
 	if txnID == "" {
 		return CommitResult{}, false, fmt.Errorf("%w: empty txn id", ErrInvalidRequest)
 	}
-	tbl, err := f.LoadTable(ctx, datasetID)
+	tbl, err := f.loadWithin(ctx, datasetID)
 	if errors.Is(err, ErrTableNotFound) {
 		return CommitResult{}, false, nil
 	}
@@ -194,7 +194,7 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 // planScan builds the iceberg-go scan of opts (nil when the table has no
 // snapshot) and the schema of the snapshot it reads.
 func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOptions) (*table.Scan, *iceberg.Schema, error) {
-	tbl, err := f.LoadTable(ctx, datasetID)
+	tbl, err := f.loadWithin(ctx, datasetID)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -89,10 +89,10 @@ func poolBegin(ctx context.Context, db ledger.Beginner, settings string) (pgx.Tx
 	return tx, err
 }
 
-// catalogNoConnection makes a Stage that got no answer from the catalog
-// within its bound (facade.ErrCatalogTimeout: with the catalog on the
-// writers' pool, no free connection) match ledger.ErrNoConnection too, as
-// the catalog's answer to WriteOrder does.
+// catalogNoConnection makes a write whose catalog gave no answer within
+// its bound (facade.ErrCatalogTimeout, from Stage, WriteOrder, the Scan of
+// a native source or the Lookup of an open intent: with the catalog on the
+// writers' pool, no free connection) match ledger.ErrNoConnection too.
 func catalogNoConnection(err error) error {
 	if errors.Is(err, facade.ErrCatalogTimeout) && !errors.Is(err, ledger.ErrNoConnection) {
 		return fmt.Errorf("%w: %w", ledger.ErrNoConnection, err)

@@ -90,7 +90,6 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 				Rounded:    c.Stream.Rounded,
 			})
 		if err != nil {
-			err = catalogNoConnection(err)
 			sph.end(0, err)
 			abortFrom(0)
 			return fail(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,27 +18,19 @@ type writeOrderer interface {
 	WriteOrder(ctx context.Context, datasetID string) ([]facade.OrderKey, error)
 }
 
-// catalogWait bounds the catalog's answer to WriteOrder.
-const catalogWait = 10 * time.Second
-
 // writeOrder asks the Lakehouse for the row order of each Iceberg output
-// and records it in env, so ComputeRows orders the compute by it.
+// and records it in env, so ComputeRows orders the compute by it. The write
+// holds its intents' sessions while it asks: the facade bounds the
+// catalog's answer (facade.Config.CatalogWait), so that a catalog on a pool
+// with no free connection fails the write (ErrNoConnection, see
+// writeError) instead of waiting on the other writes.
 func (d *Dispatcher) writeOrder(ctx context.Context, env *Env, intents map[string]*ledger.Intent) error {
 	wo, ok := d.cfg.Lakehouse.(writeOrderer)
 	if !ok {
 		return nil
 	}
 	for dataset := range intents {
-		// The write holds its intents' sessions while it asks: bounded, so
-		// that a catalog on a pool with no free connection fails the write
-		// with ErrNoConnection instead of waiting on the other writes.
-		wctx, cancel := context.WithTimeout(ctx, catalogWait)
-		keys, err := wo.WriteOrder(wctx, dataset)
-		cancel()
-		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-			err = fmt.Errorf("%w: no answer from the catalog within %s (a catalog sharing the pool needs a connection beyond the ones the write's intents hold: size the pool for it): %w",
-				ledger.ErrNoConnection, catalogWait, err)
-		}
+		keys, err := wo.WriteOrder(ctx, dataset)
 		if err != nil {
 			return fmt.Errorf("writestrategy: row order of %q: %w", dataset, err)
 		}

@@ -98,12 +98,13 @@ func whereError(err error, outs []string) error {
 
 // writeError is what Dispatcher.Write returns for err: one query error
 // type on both sinks (whereError), the server timeout that ended the write
-// (nameReason), or the connection lost (connectionLost).
+// (nameReason), a catalog that did not answer within its bound
+// (catalogNoConnection), or the connection lost (connectionLost).
 func (d *Dispatcher) writeError(ctx context.Context, started time.Time, outs []string, err error) error {
 	if err == nil {
 		return nil
 	}
-	err = d.nameReason(ctx, started, whereError(err, outs))
+	err = catalogNoConnection(d.nameReason(ctx, started, whereError(err, outs)))
 	if ctx.Err() != nil {
 		return err
 	}
