@@ -5,58 +5,90 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
-// Without liveness (the setup for transaction poolers) a dead writer's
-// intent is recovered by the next write once it is older than
-// RecoverAfter, on either sink, with its flags cached or not, instead of
-// the write returning ErrBusy on every retry.
+// Without liveness, the setup for transaction poolers, and through
+// PgBouncer in transaction mode, a dead writer's intent is recovered by
+// the next write once it is older than RecoverAfter, on either sink and
+// on every write path (a single-output replace, an append, a split pair),
+// with its flags uncached, instead of the write returning ErrBusy on every
+// retry.
 func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	paths := []struct {
+		name     string
+		strategy writestrategy.WriteStrategy
+		dead     string // the output the dead writer held
+		mode     facade.WriteMode
+	}{
+		{"replace", writestrategy.Transform{Output: "r1", Source: "orders"}, "r1", facade.Replace},
+		{"append", writestrategy.Deploy{Mode: writestrategy.KindAppendAlways, Source: "orders", Target: "a1"}, "a1", facade.Append},
+		{"split", writestrategy.Split{Source: "orders", Predicate: "amount >= $1", Args: []any{5}, Matched: "m1", Unmatched: "u1"}, "u1", facade.Replace},
+	}
 	for _, sk := range []sink.Sink{sink.Postgres, sink.Iceberg} {
 		t.Run(string(sk), func(t *testing.T) {
 			t.Parallel()
-			w := newWorldWith(t, nil, nil, nil, &ledger.Config{Liveness: ledger.LivenessOff, WaitTimeout: 300 * time.Millisecond})
-			seedWorld(t, w, 10)
-			ensureOutputs(t, w.pool, "r1")
+			url := pgtest.URL(t)
+			pool, err := pgxpool.New(ctx, pgtest.PgBouncer(t, url, "transaction"))
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = cat.Close() })
+			f, err := facade.New(cat, nil)
+			require.NoError(t, err)
+			w := wireWorld(t, pool, f, nil, &ledger.Config{Liveness: ledger.LivenessOff, WaitTimeout: 300 * time.Millisecond})
+			direct, err := pgxpool.New(ctx, url) // the fixtures' own ledger has liveness
+			require.NoError(t, err)
+			t.Cleanup(direct.Close)
+			seedRowStore(t, direct, "orders", ordersSchema, ordersSQL, 10)
+			ensureOutputs(t, direct, "r1", "a1", "m1", "u1")
 			if sk == sink.Iceberg {
-				w.iceberg("r1")
+				w.iceberg("r1", "a1", "m1", "u1")
 			}
 			d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
 				Lakehouse: w.lake, Workspace: "test", RecoverAfter: time.Minute})
 			require.NoError(t, err)
-			write := func() ([]writestrategy.WriteResult, error) {
-				w.resolver.Invalidate() // uncached flags: read with the output's row
-				return d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: "r1", Source: "orders"}})
+			for _, p := range paths {
+				write := func() ([]writestrategy.WriteResult, error) {
+					w.resolver.Invalidate() // uncached flags: read with the output's row
+					return d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: p.strategy})
+				}
+				_, err = write()
+				require.NoError(t, err, p.name)
+
+				// A writer that died with its intent open (no liveness:
+				// nothing tells it is gone but its age).
+				dead, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: p.dead, WriterID: writer, Sink: sk, WriteMode: p.mode})
+				require.NoError(t, err, p.name)
+				dead.Release()
+				_, err = write()
+				require.ErrorIs(t, err, ledger.ErrBusy, "%s: younger than RecoverAfter: maybe alive", p.name)
+
+				_, err = w.pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '2 minutes' WHERE id = $1`, dead.ID)
+				require.NoError(t, err)
+				res, err := write()
+				require.NoError(t, err, p.name)
+				for _, r := range res {
+					require.Equal(t, sk, r.Sink, p.name)
+				}
+				txn, err := w.ledger.Get(ctx, dead.ID)
+				require.NoError(t, err)
+				require.Equal(t, ledger.StatusAborted, txn.Status, "%s: the dead writer's intent was reconciled", p.name)
+				require.Equal(t, map[string]int{"committed/" + sinkName(sk): 2, "aborted/" + sinkName(sk): 1}, intentRows(t, w, p.dead), p.name)
 			}
-			_, err = write()
-			require.NoError(t, err)
-
-			// A writer that died with its intent open (no liveness: nothing
-			// tells it is gone but its age).
-			dead, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: "r1", WriterID: writer, Sink: sk, WriteMode: facade.Replace})
-			require.NoError(t, err)
-			dead.Release()
-			_, err = write()
-			require.ErrorIs(t, err, ledger.ErrBusy, "younger than RecoverAfter: maybe alive")
-
-			_, err = w.pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '2 minutes' WHERE id = $1`, dead.ID)
-			require.NoError(t, err)
-			res, err := write()
-			require.NoError(t, err)
-			require.Equal(t, sk, res[0].Sink)
-			require.EqualValues(t, 10, res[0].Rows)
-			txn, err := w.ledger.Get(ctx, dead.ID)
-			require.NoError(t, err)
-			require.Equal(t, ledger.StatusAborted, txn.Status, "the dead writer's intent was reconciled")
-			require.Equal(t, map[string]int{"committed/" + sinkName(sk): 2, "aborted/" + sinkName(sk): 1}, intentRows(t, w, "r1"))
+			var open int
+			require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+			require.Zero(t, open)
 		})
 	}
 }
