@@ -24,7 +24,7 @@ const (
 )
 
 // checkKillSlow is a write whose statement runs for 15 s on the intent's
-// held session (the Postgres arm's insert).
+// held session (the Postgres arm's insert, the Iceberg arm's compute).
 var checkKillSlow = writestrategy.Transform{Output: "slowout", Source: "orders",
 	Steps: []writestrategy.Step{{Name: "s", SQL: "SELECT * FROM source WHERE (SELECT true FROM pg_sleep(15))"}}}
 
@@ -41,8 +41,9 @@ func TestCheckKillChild(t *testing.T) {
 	t.Fatal("the write ended: the parent did not kill it")
 }
 
-// A writer SIGKILLed while a long statement of its write runs (a 15 s
-// insert on the Postgres arm) frees its dataset within the held
+// A writer SIGKILLed while a long statement of its write runs on the
+// intent's held session (a 15 s insert on the Postgres arm, a 15 s
+// compute on the Iceberg arm) frees its dataset within the held
 // session's client check interval, not when the statement would have
 // ended: the next write, waiting at most 8 s, gets the dataset and
 // writes; the dead writer's statement was cancelled with its session, so
@@ -50,15 +51,28 @@ func TestCheckKillChild(t *testing.T) {
 // so once its backend is gone).
 func TestKilledDuringStatement(t *testing.T) {
 	t.Parallel()
+	for _, sk := range []sink.Sink{sink.Postgres, sink.Iceberg} {
+		t.Run(string(sk), func(t *testing.T) {
+			t.Parallel()
+			killedDuringStatement(t, sk)
+		})
+	}
+}
+
+func killedDuringStatement(t *testing.T, sk sink.Sink) {
 	ctx := context.Background()
 	dbURL := pgtest.URL(t)
 	w := newWorldOn(t, dbURL, nil, nil, nil, &ledger.Config{WaitTimeout: 8 * time.Second})
 	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, checkKillRows)
 	ensureOutputs(t, w.pool, "slowout")
+	if sk == sink.Iceberg {
+		w.iceberg("slowout") // the flags live in the database: the child's too
+	}
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	q := u.Query()
-	q.Set("application_name", checkKillApp)
+	app := checkKillApp + "-" + string(sk) // the subtests' children run at once
+	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
 
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -73,7 +87,7 @@ func TestKilledDuringStatement(t *testing.T) {
 	// Wait until the child's statement runs, then kill it.
 	for running := false; !running; {
 		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep(15)%'`, checkKillApp).Scan(&running))
+			WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep(15)%'`, app).Scan(&running))
 		select {
 		case err := <-exited:
 			t.Fatalf("the child ended before its statement ran: %v\n%s", err, out.String())
@@ -88,8 +102,8 @@ func TestKilledDuringStatement(t *testing.T) {
 
 	res, err := w.d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: writestrategy.Transform{Output: "slowout", Source: "orders"}})
 	require.NoError(t, err, "the dead writer's dataset was freed while its statement would still run")
-	require.Equal(t, sink.Postgres, res[0].Sink)
-	waitAppGone(t, w, checkKillApp)
+	require.Equal(t, sk, res[0].Sink)
+	waitAppGone(t, w, app)
 	txn, err := w.ledger.Get(ctx, dead)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusAborted, txn.Status, "the dead writer's write never committed")
@@ -97,7 +111,7 @@ func TestKilledDuringStatement(t *testing.T) {
 	ds, err := w.ledger.Dataset(ctx, "slowout")
 	require.NoError(t, err)
 	require.EqualValues(t, checkKillRows, ds.RowCount)
-	require.Equal(t, map[string]int{"aborted/pg": 1, "committed/pg": 1}, intentRows(t, w, "slowout"))
+	require.Equal(t, map[string]int{"aborted/" + sinkName(sk): 1, "committed/" + sinkName(sk): 1}, intentRows(t, w, "slowout"))
 }
 
 // waitAppGone waits until the sessions of application app ended.
