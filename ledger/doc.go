@@ -110,7 +110,8 @@
 //	                                            before PostgreSQL 14 (no
 //	                                            client_connection_check_interval) only
 //	                                            when the statement ends and the server
-//	                                            writes to the dead socket
+//	                                            writes to the dead socket: bound the
+//	                                            write's statements with statement_timeout
 //	connection closed or reset, backend       at once
 //	  terminated, server restarted or
 //	  failed over

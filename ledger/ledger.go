@@ -381,8 +381,6 @@ func (l *Ledger) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// lockTimeoutSetting is the value of lock_timeout for the ledger's
-// transactions.
 // clientCheckSetting is the client_connection_check_interval set on held
 // sessions, in ms; "" when not set.
 func (l *Ledger) clientCheckSetting() string {
@@ -392,6 +390,8 @@ func (l *Ledger) clientCheckSetting() string {
 	return strconv.FormatInt(max(l.cfg.ClientCheckInterval.Milliseconds(), 1), 10)
 }
 
+// lockTimeoutSetting is the value of lock_timeout for the ledger's
+// transactions.
 func (l *Ledger) lockTimeoutSetting() string {
 	return fmt.Sprintf("%dms", l.cfg.LockTimeout.Milliseconds())
 }
