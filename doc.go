@@ -32,8 +32,8 @@
 //
 // Around the flow, [github.com/lakewrite/lakewrite/sink] decides per writer and dataset whether an output
 // goes to Postgres or Iceberg (writer flags with canary overrides), and
-// [github.com/lakewrite/lakewrite/incremental] keeps delta readers correct: an Iceberg sink forces a full
-// rebuild, and delta windows over committed transactions never skip one.
+// [github.com/lakewrite/lakewrite/incremental] keeps delta readers correct: a source is read as a delta only
+// where that is provably its whole change, and delta windows over committed transactions never skip one.
 //
 // [github.com/lakewrite/lakewrite/writestrategy] defines the outputs (transform, join, split and the deploy
 // strategies) with one projection per output, so the Postgres path

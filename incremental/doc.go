@@ -2,14 +2,40 @@
 // (snapshot) read or a delta over the transactions committed since its last
 // build — and windows those transactions so that none is ever skipped.
 //
-// # Full rebuild first
+// # Delta or full read: the rule
 //
-// The one rule, in one place: an Iceberg sink forces a full rebuild.
-// [ClampReadMode] takes the [sink.Decision] the build resolved, so resolve
-// the sink first, then choose the read mode, then run the delta block (a
-// delta predicate over a row store the Iceberg path no longer writes would
-// silently read zero rows). A delta also needs a window that allows one
-// ([WindowAllowsDelta]).
+// [ChooseReadMode] is the one rule that decides whether a build reads a
+// source as a delta (only the rows its window's transactions wrote) or
+// whole (a snapshot read, a full rebuild). It is pure: the build gathers
+// the facts first (the output's resolved [sink.Decision] and the sink of
+// its last committed write, the source's sink and its window's ledger
+// transactions) and asks it per source. A delta is allowed only where it
+// is provably the window's whole change:
+//
+//   - The first write after a flip is a full rebuild: when the output's
+//     last committed write was on the other sink, or the output is an
+//     Iceberg table without a committed write yet, every source is read
+//     whole.
+//   - A source read from the row store is read as a delta only when every
+//     window transaction wrote its rows there (its ledger sink is
+//     Postgres). A transaction written to Iceberg has no rows in the row
+//     store under its id — the row store was never written, or was
+//     drained — and a delta predicate would silently read nothing for it.
+//   - A source on Iceberg (an upstream lakewrite writes to Iceberg) is
+//     read as the rows its window's snapshots appended, found by the
+//     lakewrite.txn-id of their snapshot summaries, only when every window
+//     transaction is an Iceberg append and the table holds them, and
+//     everything after them up to its head, as append snapshots (the
+//     lakehouse answers Source.AppendOnly; the facade's ScanAppended). A
+//     window holding or followed by a replace, a merge, a delete or a
+//     compaction, or whose snapshots expired, is read whole: never a
+//     delta that could miss a row.
+//   - Anything else (a registered relation, a transaction that is not a
+//     committed write of the source) is read whole.
+//
+// [ClampReadMode] is the coarser rule for a caller that knows only the
+// output's decision: it allows a delta on a Postgres output only. A delta
+// also needs a window that allows one ([WindowAllowsDelta]).
 //
 // # Windows and watermarks
 //
@@ -30,7 +56,11 @@
 //
 //	high = min(database now, created_at of the oldest open intent) - skew
 //
-// with the database clock read before the open intents. Every writer takes
+// with the database clock read before the open intents. The rule is the
+// same for a source on Iceberg: its transactions' committed_at is their
+// snapshot's commit time, and a snapshot of an intent still open is
+// never in a window (its rows are read by the window that holds its
+// commit). Every writer takes
 // committed_at after its intent became visible, so an intent the reader saw
 // open has committed_at > its created_at - skew >= high, and an intent
 // not yet visible has committed_at > database now - skew >= high.

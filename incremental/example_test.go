@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -45,4 +46,19 @@ func ExampleWindow_Next() {
 	// Output:
 	// (2026-07-04T12:00:01Z, 2026-07-04T12:00:03Z]
 	// true
+}
+
+func ExampleChooseReadMode() {
+	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
+		Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg})
+	appended := ledger.Txn{ID: "t1", DatasetID: "orders", Sink: sink.Iceberg, WriteMode: "append", Status: ledger.StatusCommitted}
+	src := incremental.Source{DatasetID: "orders", Lives: sink.Iceberg, Txns: []ledger.Txn{appended}, AppendOnly: true}
+
+	// The output's first write on Iceberg is a full rebuild.
+	fmt.Println(incremental.ChooseReadMode(incremental.Output{Decision: ice}, incremental.ReadDelta, src))
+	// Its next writes read only what the window's append snapshots added.
+	fmt.Println(incremental.ChooseReadMode(incremental.Output{Decision: ice, Previous: sink.Iceberg}, incremental.ReadDelta, src))
+	// Output:
+	// snapshot first write of the Iceberg table: a full rebuild
+	// delta
 }

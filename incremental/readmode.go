@@ -14,15 +14,15 @@ const (
 )
 
 // ClampReadMode returns the read mode a build writing with decision d may
-// use for a requested mode, and whether it was clamped: the one rule "an
-// Iceberg sink forces a full rebuild", in one place. A delta block over a
-// row store the Iceberg path does not write would silently read zero rows.
+// use for a requested mode, and whether it was clamped, when nothing else
+// is known: a delta is kept on a Postgres output only. [ChooseReadMode] is
+// the rule the write dispatch applies, which also allows a delta on an
+// Iceberg output and over an Iceberg source where it is provably safe.
 //
 // It fails safe: a delta request is clamped to snapshot for any sink other
-// than Postgres — Iceberg, but also an unresolved zero Decision — since a
-// snapshot read is always correct and a delta read is correct only on the
-// Postgres path. A snapshot request is never changed. Call it after
-// resolving the sink and before the delta block.
+// than Postgres — Iceberg, but also an unresolved zero Decision. A
+// snapshot request is never changed. Call it after resolving the sink and
+// before the delta block.
 func ClampReadMode(d sink.Decision, requested ReadMode) (mode ReadMode, clamped bool) {
 	if requested == ReadSnapshot || d.Sink == sink.Postgres {
 		return requested, false

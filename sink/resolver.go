@@ -116,7 +116,7 @@ func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
 // Source SourceUnknownWriter. The decision is logged.
 //
 // Resolve once per build, before the delta block, and use that one decision
-// for both the read mode (incremental.ClampReadMode) and RowSink.Run.
+// for both the read mode (incremental.ChooseReadMode) and RowSink.Run.
 func (r *Resolver) Resolve(ctx context.Context, writerID, datasetID string) (Decision, error) {
 	ds, err := r.resolve(ctx, writerID, datasetID)
 	if err != nil {

@@ -100,11 +100,14 @@ type Request struct {
 	WriterID string
 	Strategy WriteStrategy
 	// ReadMode requested for the sources: incremental.ReadSnapshot (default)
-	// or incremental.ReadDelta with Delta set. An Iceberg sink clamps it to
-	// a snapshot read.
+	// or incremental.ReadDelta with Delta set. Each source is read as a
+	// delta only where incremental.ChooseReadMode allows it, else whole.
 	ReadMode incremental.ReadMode
 	// Delta maps a source dataset id to the ledger transactions of its delta
-	// window, whose rows only are read; used only when the mode stays delta.
+	// window (incremental.Reader.Next), whose rows only are read in delta
+	// mode: from the row store, or the rows their append snapshots added
+	// to the source's Iceberg table. An id the ledger does not know is
+	// refused.
 	Delta map[string][]string
 	// SourceFilter maps a source dataset id to the column ranges
 	// (facade.Range) its rows are read within, in either read mode.
@@ -134,7 +137,8 @@ type Request struct {
 //     intents reconciled, the writer's flags read in the same round trip;
 //  2. it resolves the sink from the flags, before anything is written, and
 //     applies the sink guard (sinkguard.go);
-//  3. it clamps the read mode (an Iceberg sink forces a full rebuild);
+//  3. it records the read mode (incremental.ChooseReadMode decides each
+//     delta source's read when the write's transaction plans it);
 //  4. it runs the arm of the sink, which opens the ledger intent(s)
 //     (openIntents) and begins the write's transaction on the session one
 //     of them holds (beginTx):
@@ -187,16 +191,10 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	if err := d.guardSink(ctx, w, decision); err != nil {
 		return nil, err
 	}
-	// 3. Clamp the read mode: an Iceberg sink forces a full rebuild.
+	// 3. The read mode: a delta is decided per source (deltaread.go).
 	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, maxCrossJoinRows: d.cfg.MaxCrossJoinRows,
 		sourceFilter: req.SourceFilter}
-	mode := req.ReadMode
-	if mode == "" {
-		mode = incremental.ReadSnapshot
-	}
-	if mode, _ = incremental.ClampReadMode(decision, mode); mode == incremental.ReadDelta {
-		env.delta = req.Delta
-	}
+	env.setDelta(w, req, decision)
 	// 4. Run the arm of the sink.
 	return run(sink.RowSink[[]WriteResult]{
 		Postgres: func(ctx context.Context) ([]WriteResult, error) {

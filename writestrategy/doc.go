@@ -97,6 +97,20 @@
 // first write there is a full rebuild: an append strategy then writes the
 // current target plus the new rows as one replace.
 //
+// # Delta reads
+//
+// A Request with ReadMode incremental.ReadDelta reads each source in
+// Request.Delta as only the rows its window's ledger transactions wrote,
+// on either sink, where incremental.ChooseReadMode allows it, and whole
+// otherwise: a row-store source by the rows' transaction ids; a source on
+// Iceberg as the data files its window's append snapshots added (found by
+// the transaction id in their summaries; facade.Facade.ScanAppended),
+// which an append pipeline over a growing upstream reads at the cost of
+// the change. A window whose source table holds a replace, a merge, a
+// delete or a compaction in or after it, a row-store source whose window
+// was written to Iceberg, and the first write of an output after a flip
+// (or of an Iceberg table) read the source whole.
+//
 // # Sink guard
 //
 // A write must not move a dataset to another sink unless its own writer's
@@ -118,8 +132,8 @@
 // # The write dispatch
 //
 // Dispatcher.Write runs one output (or split pair) in this order: resolve
-// the sink (package sink) -> clamp the read mode (package incremental: an
-// Iceberg sink forces a snapshot read) -> open the ledger intent (an open
+// the sink (package sink) -> the read mode (package incremental's
+// ChooseReadMode, per delta source; see Delta reads) -> open the ledger intent (an open
 // intent of a dead writer is reconciled first, through the dispatcher's
 // Lookup) -> Postgres arm: Apply and the ledger
 // commit in one transaction; Iceberg arm: ComputeRows -> facade Stage of

@@ -25,10 +25,13 @@ type Env struct {
 	Lakehouse NativeReader
 	// delta maps a source dataset id to the ledger transactions of its delta
 	// window: the source is read as only the rows those transactions wrote
-	// (the row store records the writing transaction of each row). A source
-	// not in the map is read whole (snapshot read). A delta read of a
-	// dataset that lives in Iceberg is refused; clamp the read mode first.
-	delta map[string][]string
+	// (the row store records the writing transaction of each row; on
+	// Iceberg, the data files their append snapshots added), where
+	// incremental.ChooseReadMode allows it for deltaReq's outputs, else
+	// whole (see deltaread.go). A source not in the map is read whole
+	// (snapshot read).
+	delta    map[string][]string
+	deltaReq *deltaRequest
 	// sourceFilter maps a source dataset id to column ranges (see
 	// facade.Range): the source is read as only the rows satisfying every
 	// range, wherever it lives. A source that lives in Iceberg is scanned

@@ -23,12 +23,29 @@ type NativeReader interface {
 	Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error]
 }
 
-// hydrate copies a native dataset into a temporary table of the compute
-// transaction (dropped at its end), so the same SQL reads it as it reads the
-// row store. Memory: one Arrow batch at a time. A non-nil filter is the
-// scan's filter: only the rows satisfying it are copied, and only the data
-// files that can hold such rows are read.
-func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, filter []facade.Range) (*relation, error) {
+// nativeColumns are the columns a hydrated native dataset of schema s
+// holds: its business columns and the identity columns.
+func nativeColumns(s Schema) []string {
+	return append(s.names(), facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt)
+}
+
+// scan reads a native dataset's current snapshot for hydrate. A non-nil
+// filter is the scan's filter: only the rows satisfying it are read, and
+// only the data files that can hold such rows.
+func (e *Env) scan(ctx context.Context, datasetID string, s Schema, filter []facade.Range) iter.Seq2[arrow.RecordBatch, error] {
+	if e.Lakehouse == nil {
+		return func(yield func(arrow.RecordBatch, error) bool) {
+			yield(nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID))
+		}
+	}
+	return e.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{Columns: nativeColumns(s), Filter: filter})
+}
+
+// hydrate copies the rows of a native dataset (rows, from scan or a delta
+// read) into a temporary table of the compute transaction (dropped at its
+// end), so the same SQL reads it as it reads the row store. Memory: one
+// Arrow batch at a time.
+func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
 	if e.Lakehouse == nil {
 		return nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)
 	}
@@ -54,8 +71,8 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+pgx.Identifier{name}.Sanitize()+" ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
 		return nil, queryError("hydrate "+datasetID, err)
 	}
-	cols := append(s.names(), facade.ColRowIndex, facade.ColRowID, facade.ColCreatedAt)
-	next, stop := iter.Pull2(e.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{Columns: cols, Filter: filter}))
+	cols := nativeColumns(s)
+	next, stop := iter.Pull2(rows)
 	defer stop()
 	src := &batchRows{next: next, cols: cols}
 	defer src.release()

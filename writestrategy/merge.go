@@ -127,7 +127,7 @@ func (e *Env) hydrateKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[str
 			filter = []facade.Range{{Column: ks.Columns[0].Name, Min: *lo, Max: *hi}}
 		}
 	}
-	return e.hydrate(ctx, tx, dep.Target, ks, n, filter)
+	return e.hydrate(ctx, tx, dep.Target, ks, n, e.scan(ctx, dep.Target, ks, filter))
 }
 
 // mergeBatch is a batch of a merge's output: it tells the facade the key

@@ -133,7 +133,13 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		rowCounts: map[string]int64{}, maxCross: env.maxCross()}
 	hydrated := map[string]*relation{}
 	nhydrated := 0
-	read := func(id string, delta []string, filter []facade.Range) (*relation, error) {
+	txns, err := env.windowTxns(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	// read reads dataset id, as a source when source is set (in delta mode
+	// perhaps only its window's rows), else whole.
+	read := func(id string, source bool, filter []facade.Range) (*relation, error) {
 		d := ds[id]
 		sc, err := ParseSchema(d.schema)
 		if err != nil {
@@ -141,6 +147,12 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		if err := checkFilter(id, sc, filter); err != nil {
 			return nil, err
+		}
+		var sr sourceRead
+		if source {
+			if sr, err = env.sourceRead(ctx, id, d, txns, filter); err != nil {
+				return nil, err
+			}
 		}
 		if d.sink == sink.Relation {
 			r, err := relationRelation(ctx, tx, id, d.relation, sc)
@@ -156,18 +168,23 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 					return nil, err
 				}
 			}
-			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, delta), filter), nil
+			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, sr.rowTxns), filter), nil
 		}
-		if r, ok := hydrated[id]; ok && filter == nil {
+		whole := filter == nil && sr.appended == nil // a filtered or delta read is not the whole dataset
+		if r, ok := hydrated[id]; ok && whole {
 			return r, nil
 		}
-		r, err := env.hydrate(ctx, tx, id, sc, nhydrated, filter)
+		rows := sr.appended
+		if rows == nil {
+			rows = env.scan(ctx, id, sc, filter)
+		}
+		r, err := env.hydrate(ctx, tx, id, sc, nhydrated, rows)
 		if err != nil {
 			return nil, err
 		}
 		nhydrated++
-		if filter == nil {
-			hydrated[id] = r // a filtered read is not the whole dataset
+		if whole {
+			hydrated[id] = r
 		}
 		return filteredRelation(r, filter), nil
 	}
@@ -175,17 +192,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		if _, done := pc.sources[id]; done {
 			continue
 		}
-		delta, isDelta := env.delta[id]
-		if isDelta && ds[id].sink == sink.Iceberg {
-			return nil, fmt.Errorf("%w: delta read of %q, which lives in Iceberg; read it as a snapshot", ErrInvalid, id)
-		}
-		if isDelta && ds[id].sink == sink.Relation {
-			return nil, fmt.Errorf("%w: delta read of %q, a registered Postgres relation (it has no ledger transactions); read it as a snapshot", ErrInvalid, id)
-		}
-		if isDelta && delta == nil {
-			delta = []string{}
-		}
-		r, err := read(id, delta, env.sourceFilter[id])
+		r, err := read(id, true, env.sourceFilter[id])
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +206,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		t := ds[out]
 		st := &targetState{flip: t.sink != "" && t.sink != sinkTo}
 		if st.flip && len(t.schema) > 0 {
-			r, err := read(out, nil, nil)
+			r, err := read(out, false, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -227,7 +234,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			return planWith(s, pc, visible)
 		}
 		if (dep.Mode != KindAppendAlways || st.flip) && t.sink != "" && len(t.schema) > 0 {
-			r, err := read(dep.Target, nil, nil)
+			r, err := read(dep.Target, false, nil)
 			if err != nil {
 				return nil, err
 			}
