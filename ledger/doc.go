@@ -27,10 +27,19 @@
 // # Serialization
 //
 // A unique partial index admits one open intent per dataset. A second Open
-// for a busy dataset retries with jittered exponential backoff (each attempt
-// bounded by lock_timeout) until the first intent ends, and returns a
+// for a busy dataset waits until the first intent ends, and returns a
 // *BusyError once Config.WaitTimeout or the context runs out, or at once
-// with OpenParams.NoWait. Datasets never wait on each other.
+// with OpenParams.NoWait. Datasets never wait on each other. Writers
+// waiting for a dataset are served in turn: each joins the dataset's queue
+// (an advisory lock Postgres grants in request order, taken on its held
+// session), and while writers are queued no one else opens an intent of
+// the dataset; at the head of the queue it waits on the holder's lock, so
+// it opens as soon as the holder lets go. A writer that ends an intent and
+// opens the next at once therefore cannot keep a waiting one out: a waiter
+// waits for the writers ahead of it, not for luck. Without a held session
+// (LivenessOff, a pgx.Tx, the ledger's own *pgx.Conn) Open retries with
+// jittered exponential backoff instead, each attempt bounded by
+// lock_timeout.
 //
 // # Owners
 //

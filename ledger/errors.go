@@ -58,7 +58,9 @@ var (
 // ErrBusy.
 type BusyError struct {
 	DatasetID string
-	HolderID  string // the open intent that held the dataset, when known
+	// HolderID is the open intent that held the dataset at the last
+	// look, when known (empty when writers queued ahead were waited for).
+	HolderID string
 	// HolderGone reports that the holder's writer is gone (its session lock
 	// is no longer held) but Open could not reconcile it: pass
 	// OpenParams.Lookup, or run Sweep or Recover.
@@ -69,6 +71,9 @@ type BusyError struct {
 
 func (e *BusyError) Error() string {
 	msg := fmt.Sprintf("ledger: dataset %q busy: intent %s is still open after waiting %s", e.DatasetID, e.HolderID, e.Waited)
+	if e.HolderID == "" {
+		msg = fmt.Sprintf("ledger: dataset %q busy: other writers were still ahead in its queue after waiting %s", e.DatasetID, e.Waited)
+	}
 	if e.HolderGone {
 		msg += " (its writer is gone: reconcile it with OpenParams.Lookup, Sweep or Recover)"
 	}

@@ -71,12 +71,23 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 	start := time.Now()
 	deadline := start.Add(l.cfg.WaitTimeout)
 	backoff := l.cfg.MinBackoff
+	qk := queueKey(l.cfg.Schema, p.DatasetID)
+	queued := false // st's session holds the dataset's queue lock
+	defer func() {
+		if queued {
+			st.leaveQueue(qk)
+		}
+	}()
 	for {
 		db := l.db
 		if st.conn != nil {
 			db = st.conn
 		}
-		in, h, err := l.tryOpen(ctx, db, id, p, st)
+		check := &qk // the head of the queue needs not check it
+		if queued {
+			check = nil
+		}
+		in, h, err := l.tryOpen(ctx, db, id, p, st, check)
 		if err == nil {
 			return in, nil
 		}
@@ -101,6 +112,37 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 		busy := &BusyError{DatasetID: p.DatasetID, HolderGone: gone}
 		if h != nil {
 			busy.HolderID = h.txn.ID
+		}
+		if !p.NoWait && st.canQueue() {
+			// Wait in turn (see queue.go): join the queue, then, at its
+			// head, for the holder to let go.
+			var timedOut bool
+			switch {
+			case !queued:
+				timedOut, err = st.joinQueue(ctx, qk, deadline)
+				queued = err == nil && !timedOut
+			case h != nil && h.key != nil && h.live:
+				timedOut, err = st.awaitHolder(ctx, *h.key, deadline)
+			default:
+				err = errNoHolderLock
+			}
+			if timedOut {
+				busy.Waited = time.Since(start).Round(time.Millisecond).String()
+				busy.Cause = waitCause(ctx, deadline)
+				return nil, busy
+			}
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, errNoHolderLock) {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					busy.Waited = time.Since(start).Round(time.Millisecond).String()
+					busy.Cause = ctxErr
+					return nil, busy
+				}
+				return nil, fmt.Errorf("ledger: open intent for dataset %q: wait in turn: %w", p.DatasetID, err)
+			}
+			// A holder without a lock to wait on: back off as below.
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if p.NoWait || time.Now().Add(wait).After(deadline) {
@@ -145,15 +187,20 @@ func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string, recoverA
 // tryOpen makes one attempt on db (the held session, or the ledger's DB).
 // It returns ErrBusy (and the holder, when known) when another intent of
 // the dataset is open.
-func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st *intentState) (*Intent, *holder, error) {
+//
+// With queue (the dataset's queue lock key), the insert is refused with
+// ErrBusy while another session holds or waits for that lock (see
+// queue.go), on a session in autocommit; pass nil at the head of the
+// queue.
+func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st *intentState, queue *int64) (*Intent, *holder, error) {
 	in := &Intent{ID: id, DatasetID: p.DatasetID, WriterID: p.WriterID, Sink: p.Sink, WriteMode: p.WriteMode,
 		IdempotencyKey: p.IdempotencyKey, Actor: p.Actor, st: st}
 	// Only the owner (or anyone, for an unowned dataset) gets a row.
-	insert := func(from string) string {
+	insert := func(from, cond string) string {
 		return `INSERT INTO ` + l.table("pipeline_build_transactions") + `
 			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key, actor)
 			SELECT $1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '') FROM ` + from + `
-			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3) AND d.status <> '` + StatusDropped + `'
+			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3) AND d.status <> '` + StatusDropped + `'` + cond + `
 			RETURNING attempt, created_at`
 	}
 	args := []any{id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey, p.Actor}
@@ -191,15 +238,23 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		// the wait on another open intent's row.
 		// On the intent's held session, the statement also sets
 		// client_connection_check_interval for the session (ClientCheckInterval).
+		// The queue is checked (a shared lock of the transaction, refused
+		// while another session holds or waits for the queue lock) before
+		// the row is inserted.
 		q := `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $9, true),
 				CASE WHEN $10 <> '' AND current_setting('server_version_num')::pg_catalog.int4 >= 140000
-					THEN set_config('client_connection_check_interval', $10, false) END)
-			` + insert(l.table("datasets")+" d CROSS JOIN lt")
+					THEN set_config('client_connection_check_interval', $10, false) END,
+				$11::pg_catalog.int8 IS NULL OR pg_catalog.pg_try_advisory_xact_lock_shared($11::pg_catalog.int8) AS free)
+			` + insert(l.table("datasets")+" d CROSS JOIN lt", " AND lt.free")
 		check := ""
 		if st.conn != nil && db == DB(st.conn) {
 			check = l.clientCheckSetting()
 		}
-		args = append(args, l.lockTimeoutSetting(), check)
+		var qk any
+		if queue != nil {
+			qk = *queue
+		}
+		args = append(args, l.lockTimeoutSetting(), check, qk)
 		if st.lockPending {
 			err = l.lockAndInsert(ctx, st, q, args, in, p.Reads)
 		} else {
@@ -211,12 +266,15 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = noRow(db)
 		}
+		if qk != nil && errors.Is(err, pgx.ErrNoRows) {
+			err = errQueued // nothing else refuses a row of a dataset that takes it
+		}
 	} else {
 		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			if err := l.setLockTimeout(ctx, tx); err != nil {
 				return err
 			}
-			err := tx.QueryRow(ctx, insert(l.table("datasets")+" d"), args...).Scan(&in.Attempt, &in.CreatedAt)
+			err := tx.QueryRow(ctx, insert(l.table("datasets")+" d", ""), args...).Scan(&in.Attempt, &in.CreatedAt)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return noRow(tx)
 			}
@@ -229,6 +287,9 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 	}
 	if err == nil {
 		return in, nil, nil
+	}
+	if errors.Is(err, errQueued) {
+		return nil, nil, ErrBusy
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
