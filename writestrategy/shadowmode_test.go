@@ -8,6 +8,7 @@ import (
 	"iter"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -314,4 +315,83 @@ func TestShadowSchemaChange(t *testing.T) {
 		require.Equal(t, "matched", st.Last.Status, "step %d: %+v", i, st.Last)
 		require.Equal(t, w.checksum("out"), lakeChecksum(t, w, "out"))
 	}
+}
+
+// A shadow write that hangs (its stream never ends) is cut off at
+// ShadowConfig.Timeout: the Write returns with its write of record
+// committed, the run is recorded as failed for exceeding the bound, the
+// shadow's intent is withdrawn (the dataset is free at once) and nothing
+// of the shadow is visible in the table.
+func TestShadowTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := newWorld(t, nil)
+	seedRowStore(t, base.pool, "orders", ordersSchema, ordersSQL, 30)
+	ensureOutputs(t, base.pool, "out")
+	base.shadow("out")
+	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
+	base.mustWrite(copyOrders)
+	before := lakeChecksum(t, base, "out")
+	seedRowStore(t, base.pool, "orders", ordersSchema, ordersSQL, 40)
+
+	lh := facadefault.Wrap(base.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 10, Action: facadefault.Block()})
+	d, err := writestrategy.NewDispatcher(base.pool, &writestrategy.DispatchConfig{Ledger: base.ledger, Resolver: base.resolver,
+		Lakehouse: lh, Workspace: "test", Shadow: writestrategy.ShadowConfig{Timeout: time.Second}})
+	require.NoError(t, err)
+	res, err := d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: copyOrders})
+	require.NoError(t, err, "a shadow failure does not fail the write without Fatal")
+	txn, err := base.ledger.Get(ctx, res[0].TxnID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusCommitted, txn.Status, "the write of record committed")
+	require.Equal(t, base.checksum("orders"), base.checksum("out"))
+	st := base.shadowStatus("out")
+	require.Equal(t, "failed", st.Last.Status)
+	require.Equal(t, res[0].TxnID, st.Last.TxnID)
+	require.Contains(t, st.Last.Error, "shadow write bound (1s) exceeded")
+	var open int
+	require.NoError(t, base.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions
+		WHERE dataset_id = 'out' AND status = 'open'`).Scan(&open))
+	require.Zero(t, open, "the shadow's intent is withdrawn")
+	require.Equal(t, before, lakeChecksum(t, base, "out"), "nothing of the shadow is visible")
+	var pe *writestrategy.PromoteError
+	require.ErrorAs(t, base.d.Promote(ctx, writer, "out"), &pe, "a failed shadow run blocks promotion")
+
+	base.mustWrite(copyOrders) // the next write shadows again, unhindered
+	require.Equal(t, "matched", base.shadowStatus("out").Last.Status)
+	require.Equal(t, base.checksum("out"), lakeChecksum(t, base, "out"))
+}
+
+// A schema change in shadow that the dataset's schema policy refuses (a
+// dropped column under RefuseDrops): the write of record commits with the
+// new columns, the shadow run is recorded as failed with the refusal, the
+// table keeps its old schema and contents, and promotion is refused.
+func TestShadowSchemaChangeRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorldWith(t, nil, &facade.Config{SchemaPolicy: facade.SchemaPolicy{RefuseDrops: true}}, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 20)
+	ensureOutputs(t, w.pool, "out")
+	w.shadow("out")
+	step := func(sql string) writestrategy.Transform {
+		return writestrategy.Transform{Output: "out", Source: "orders", Steps: []writestrategy.Step{{Name: "f", SQL: sql}}}
+	}
+	w.mustWrite(step(`SELECT id, name, amount FROM source`))
+	require.Equal(t, "matched", w.shadowStatus("out").Last.Status)
+	before := lakeChecksum(t, w, "out")
+
+	res := w.mustWrite(step(`SELECT id, amount FROM source`))
+	txn, err := w.ledger.Get(ctx, res[0].TxnID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusCommitted, txn.Status, "the write of record committed")
+	st := w.shadowStatus("out")
+	require.Equal(t, "failed", st.Last.Status)
+	require.Equal(t, res[0].TxnID, st.Last.TxnID)
+	require.Contains(t, st.Last.Error, "name")
+	require.Equal(t, before, lakeChecksum(t, w, "out"), "the table is left as it was")
+	var pe *writestrategy.PromoteError
+	require.ErrorAs(t, w.d.Promote(ctx, writer, "out"), &pe)
+	require.Contains(t, pe.Reason, "failed")
+	ds, err := w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+	require.Equal(t, sink.Postgres, ds.Sink)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
 
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -23,7 +24,8 @@ import (
 // append_new from a growing relation), a feeder grows the source and a
 // reader reads the output wherever the ledger says it lives: the reader
 // always finds it on a sink, its row count never goes down, and after the
-// last write the output holds every source row exactly once. No write and
+// last write the output holds every source row exactly once; every write
+// that returned success is committed in the ledger on its sink. No write and
 // no Promote fails busy: the writers, their shadow writes and Promote wait
 // for the dataset in turn, each for a few writes at most, far below the
 // ledger's wait. A write may only fail with ErrSinkChanged (it raced a
@@ -70,6 +72,8 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 	var writes [2]atomic.Int64 // by sink: Postgres, Iceberg
 	var raced atomic.Int64
 	var longest atomic.Int64 // the longest Write, in nanoseconds (logged)
+	var mu sync.Mutex
+	committed := map[string]sink.Sink{} // the writes that succeeded, by transaction
 	run := func(f func() error) {
 		wg.Add(1)
 		go func() {
@@ -108,6 +112,9 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 					k = 1
 				}
 				writes[k].Add(1)
+				mu.Lock()
+				committed[res[0].TxnID] = res[0].Sink
+				mu.Unlock()
 			}
 			return err
 		})
@@ -179,6 +186,12 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sink.Postgres, ds.Sink)
 	require.Equal(t, w.checksum("src"), w.checksum("out"), "every source row once")
+	for id, on := range committed { // no write that returned success was undone
+		txn, err := w.ledger.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, ledger.StatusCommitted, txn.Status, id)
+		require.Equal(t, on, txn.Sink, id)
+	}
 	t.Logf("writes: %d on Postgres, %d on Iceberg, %d raced a flip; promote attempts %d; longest write %s",
 		writes[0].Load(), writes[1].Load(), raced.Load(), promotions, time.Duration(longest.Load()).Round(time.Millisecond))
 }
