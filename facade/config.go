@@ -96,6 +96,14 @@ type Config struct {
 	// the table and evolves it when changed (see Partitioning); a
 	// partitioned write requires its rows clustered by partition.
 	PartitionFor func(datasetID string) (p Partitioning, ok bool)
+	// FormatVersionFor, when set, returns the Iceberg format version of one
+	// dataset's table: 2, the default, or 3 (merges write deletion vectors,
+	// rows carry Iceberg row lineage; see "Format versions" in the package
+	// documentation for which engines read what). ok=false means undeclared:
+	// a new table is v2, an existing one keeps its version. A new table is
+	// created at the declared version; an existing v2 table is upgraded to
+	// v3 in the commit of its next write. A table is never downgraded.
+	FormatVersionFor func(datasetID string) (version int, ok bool)
 }
 
 // schemaPolicy returns the schema policy of a dataset.

@@ -154,6 +154,9 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if err := f.evolveLayout(txn, target.DatasetID); err != nil {
 		return nil, err
 	}
+	if err := f.upgradeFormat(txn, target.DatasetID); err != nil {
+		return nil, err
+	}
 	stagedTbl, err := txn.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("facade: stage schema: %w", err)
@@ -189,7 +192,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
 	if err == nil && mp != nil {
 		var dels []iceberg.DataFile
-		dels, err = mp.writeDeletes(ctx, tbl, writeID)
+		dels, err = mp.writeDeletes(ctx, stagedTbl.Table, writeID)
 		files = append(files, dels...)
 	}
 	if err != nil {
@@ -216,6 +219,9 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
 		files: files, info: info, props: f.summary(target, req, info, rowBase, tbl.CurrentSnapshot()),
 		create: create, createNS: createNS, merge: mp != nil,
+	}
+	if mp != nil {
+		staged.supersede = mp.superseded
 	}
 	if mp != nil {
 		mp.summarize(staged.props, rowBase, tbl.CurrentSnapshot(), len(info.DataFiles))
@@ -315,6 +321,9 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 	}
 	maps.Copy(props, manifestProperties()) // bounded manifest lists (compact.go)
 	maps.Copy(props, f.s.TableProperties)
+	if err := f.createFormatProps(props, datasetID); err != nil {
+		return nil, nil, "", err
+	}
 	// the lifecycle policy owns the metadata retention properties
 	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.Now()))
 	sc := identity.NewTableSchema(cols)

@@ -55,6 +55,15 @@ type mergePlan struct {
 	entries []mergeEntry
 	byKey   map[uint64]int32 // key hash -> index into entries
 
+	// dead holds, for the data files that already have deletes, the
+	// positions they remove (a v3 merge carries them into the file's
+	// new deletion vector), and olds those delete files.
+	dead map[int32]map[int64]bool
+	olds map[int32][]iceberg.DataFile
+	// superseded are the live deletion vectors that the deletion vectors
+	// written by writeDeletes replace (removed in the merge's snapshot).
+	superseded []iceberg.DataFile
+
 	rows      int64 // output rows
 	written   int64 // output rows written (new or changed)
 	preserved int64 // output rows left in place
@@ -63,7 +72,7 @@ type mergePlan struct {
 
 // probeMerge reads the live rows of tbl's current snapshot: the key hash,
 // the row hash and the position of each, file by file, existing position
-// deletes applied. Tables with equality deletes or deletion vectors, and
+// deletes and deletion vectors applied. Tables with equality deletes, and
 // targets holding a key twice, are refused (errMergeShape).
 func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string, reqSchema *arrow.Schema) (*mergePlan, error) {
 	// The rows are hashed over the request's business columns, which the
@@ -94,11 +103,11 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 	if err != nil {
 		return nil, fmt.Errorf("facade: merge: %w", err)
 	}
-	p := &mergePlan{key: key, byKey: map[uint64]int32{}}
+	p := &mergePlan{key: key, byKey: map[uint64]int32{}, dead: map[int32]map[int64]bool{}, olds: map[int32][]iceberg.DataFile{}}
 	var h, kh []uint64
 	for _, t := range tasks {
-		if len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 {
-			return nil, fmt.Errorf("%w: data file %s has equality deletes or deletion vectors", errMergeShape, t.File.FilePath())
+		if len(t.EqualityDeleteFiles) > 0 {
+			return nil, fmt.Errorf("%w: data file %s has equality deletes", errMergeShape, t.File.FilePath())
 		}
 		dead, err := deletedPositions(ctx, fs, t)
 		if err != nil {
@@ -106,8 +115,11 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 		}
 		fi := int32(len(p.files))
 		p.files = append(p.files, t.File)
+		if len(dead) > 0 {
+			p.dead[fi], p.olds[fi] = dead, slices.Concat(t.DeleteFiles, t.DeletionVectorFiles)
+		}
 		whole := t
-		whole.DeleteFiles = nil // positions count every row of the file
+		whole.DeleteFiles, whole.DeletionVectorFiles = nil, nil // positions count every row of the file
 		_, recs, err := scan.ReadTasks(ctx, []table.FileScanTask{whole})
 		if err != nil {
 			return nil, fmt.Errorf("facade: merge: read %s: %w", t.File.FilePath(), err)
@@ -160,10 +172,13 @@ func keyHashes(rec arrow.RecordBatch, key []string, h []uint64) ([]uint64, error
 }
 
 // deletedPositions reads the positions of t's data file that its position
-// delete files remove.
+// delete files and its deletion vector remove.
 func deletedPositions(ctx context.Context, fs iceio.IO, t table.FileScanTask) (map[int64]bool, error) {
 	dead := map[int64]bool{}
 	path := t.File.FilePath()
+	if err := readDeletionVectors(fs, t, dead); err != nil {
+		return nil, err
+	}
 	for _, df := range t.DeleteFiles {
 		if df.ContentType() != iceberg.EntryContentPosDeletes || df.FileFormat() != iceberg.ParquetFile {
 			return nil, fmt.Errorf("%w: delete file %s is not a Parquet position delete file", errMergeShape, df.FilePath())
@@ -304,8 +319,9 @@ func (p *mergePlan) deletes() map[int32][]int64 {
 	return out
 }
 
-// writeDeletes writes one position delete file per data file that loses
-// rows, named under writeID.
+// writeDeletes writes the deletes of the merge, named under writeID: on a
+// format v3 table one deletion vector per data file that loses rows (see
+// writeDVs), else one position delete file per such data file.
 func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
@@ -324,6 +340,9 @@ func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, writeID 
 	locs, err := tbl.LocationProvider()
 	if err != nil {
 		return nil, fmt.Errorf("facade: merge: %w", err)
+	}
+	if tbl.Metadata().Version() >= 3 {
+		return p.writeDVs(ctx, tbl, wfs, dels, order, locs.NewDataLocation(writeID.String()+"-dv.puffin"))
 	}
 	var out []iceberg.DataFile
 	for n, fi := range order {
@@ -427,7 +446,7 @@ func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *t
 	if len(data) == 0 && len(dels) == 0 {
 		return txn.AddFiles(ctx, nil, summary, false) // an empty snapshot
 	}
-	return txn.NewRowDelta(summary).AddRows(data...).AddDeletes(dels...).Commit(ctx)
+	return txn.NewRowDelta(summary).AddRows(data...).AddDeletes(dels...).RemoveDeletes(s.supersede...).Commit(ctx)
 }
 
 // mergeOf returns the merge plan of req when its first batch asks for a

@@ -61,6 +61,9 @@ type icebergStaged struct {
 	info    StageInfo
 	props   iceberg.Properties
 	merge   bool // a merge by key: files holds data and position delete files
+	// supersede: the live deletion vectors the merge's deletion vectors
+	// replace, removed in its snapshot.
+	supersede []iceberg.DataFile
 
 	change     SchemaChange // of the last attempt (build)
 	fromSchema int          // the schema id it changed
@@ -115,6 +118,9 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	if err := s.f.evolveLayout(txn, s.target.DatasetID); err != nil {
 		return nil, err
 	}
+	if err := s.f.upgradeFormat(txn, s.target.DatasetID); err != nil {
+		return nil, err
+	}
 	if err := sameSpec(txn, s.files); err != nil && !s.merge {
 		return nil, err
 	}
@@ -161,6 +167,8 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 		old = scanfiles.DataFiles(tasks)
 	}
 	switch {
+	case stagedVersion(txn) >= 3:
+		err = addV3(ctx, txn, old, s.files, summary)
 	case len(old) > 0:
 		err = txn.ReplaceDataFilesWithDataFiles(ctx, old, s.files, summary)
 	case len(s.files) > 0:

@@ -242,7 +242,12 @@ func (f *Facade) deleteFiles(tbl *table.Table, files []iceberg.DataFile) {
 		f.s.Logger.Warn("facade: cannot delete staged files", "err", err, "files", len(files))
 		return
 	}
+	seen := map[string]bool{} // the deletion vectors of a merge share one file
 	for _, df := range files {
+		if seen[df.FilePath()] {
+			continue
+		}
+		seen[df.FilePath()] = true
 		if err := fs.Remove(df.FilePath()); err != nil {
 			f.s.Logger.Warn("facade: cannot delete staged file", "path", df.FilePath(), "err", err)
 		}
