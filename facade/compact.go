@@ -260,9 +260,9 @@ func datasetOf(tbl *table.Table) string {
 }
 
 // selectSmallFiles returns snap's data files below small bytes or with a
-// deleted share of compactDeletedShare or more (position deletes only; a
-// file with equality deletes or deletion vectors is left alone), ordered by their __row_index lower bound (files
-// without bounds last, by path).
+// deleted share of compactDeletedShare or more (position deletes and
+// deletion vectors; a file with equality deletes is left alone), ordered
+// by their __row_index lower bound (files without bounds last, by path).
 func selectSmallFiles(ctx context.Context, tbl *table.Table, snap *table.Snapshot, small int64) ([]compactFile, error) {
 	// one whole-file task per file: a file over the split size is planned
 	// as several tasks, and compaction must count and read it once
@@ -276,7 +276,7 @@ func selectSmallFiles(ctx context.Context, tbl *table.Table, snap *table.Snapsho
 	}
 	var out []compactFile
 	for _, t := range tasks {
-		if len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 || t.File.ContentType() != iceberg.EntryContentData ||
+		if len(t.EqualityDeleteFiles) > 0 || t.File.ContentType() != iceberg.EntryContentData ||
 			!onlyPositionDeletes(t) || t.File.FileSizeBytes() >= small && !deleteHeavy(t) {
 			continue
 		}
@@ -346,8 +346,16 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 	target int64, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	rctx := compute.WithAllocator(ctx, f.s.Allocator)
 	wctx := compute.WithAllocator(context.WithoutCancel(ctx), f.s.Allocator)
-	scan := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithMaxConcurrency(1),
-		table.WithArrowBatchSize(min(compactBatchRows, f.s.RowGroupRows)))
+	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID), table.WithMaxConcurrency(1),
+		table.WithArrowBatchSize(min(compactBatchRows, f.s.RowGroupRows))}
+	lineage, err := lineageSchema(tbl, files)
+	if err != nil {
+		return nil, err
+	}
+	if lineage != nil {
+		scanOpts = append(scanOpts, table.WithRowLineage())
+	}
+	scan := tbl.Scan(scanOpts...)
 	rowIndexCol := -1
 
 	// open reads one file; the returned stop ends its scan.
@@ -456,13 +464,22 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 		out  []iceberg.DataFile
 		werr error
 	)
-	for df, err := range table.WriteRecords(wctx, writeTbl, schema, rows,
+	writeOpts := []table.WriteRecordOption{
 		table.WithWriteUUID(writeID),
 		table.WithRecordBatchBufferSize(f.s.WriteQueue),
 		table.WithTargetFileSize(target),
 		table.WithParquetRowGroupLimit(f.s.RowGroupRows),
 		table.WithMaxWriteWorkers(1),
-	) {
+	}
+	writeSchema := schema
+	if lineage != nil {
+		// the rows keep their _row_id and _last_updated_sequence_number
+		if writeSchema, err = lineageArrowSchema(tbl, lineage); err != nil {
+			return nil, err
+		}
+		writeOpts = append(writeOpts, table.WithPreserveRowLineage(lineage))
+	}
+	for df, err := range table.WriteRecords(wctx, writeTbl, writeSchema, rows, writeOpts...) {
 		if err != nil {
 			werr = errors.Join(werr, err)
 			continue

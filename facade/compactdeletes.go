@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/apache/iceberg-go"
@@ -17,12 +18,20 @@ const compactDeletedShare = 0.2
 // position deletes scoped to its data file (as merges write them), so the
 // rows a rewrite keeps are known from the files' counts (liveRows).
 func onlyPositionDeletes(t table.FileScanTask) bool {
-	return len(fileScopedDeletes(t)) == len(t.DeleteFiles)
+	return len(fileScopedDeletes(t)) == len(t.DeleteFiles)+len(t.DeletionVectorFiles)
 }
 
-// liveRows is the rows of t's data file that its position deletes leave.
+// liveRows is the rows of t's data file that its deletes leave. A
+// deletion vector holds every deleted position of its file (also those of
+// older position delete files, which readers then ignore).
 func liveRows(t table.FileScanTask) int64 {
 	n := t.File.Count()
+	if len(t.DeletionVectorFiles) > 0 {
+		for _, d := range t.DeletionVectorFiles {
+			n -= d.Count()
+		}
+		return n
+	}
 	for _, d := range t.DeleteFiles {
 		n -= d.Count()
 	}
@@ -30,9 +39,10 @@ func liveRows(t table.FileScanTask) int64 {
 }
 
 // fileScopedDeletes are t's position delete files that apply to its data
-// file alone: a rewrite of the file applies them, so they can go with it.
+// file alone, and its deletion vector: a rewrite of the file applies them,
+// so they go with it.
 func fileScopedDeletes(t table.FileScanTask) []iceberg.DataFile {
-	var out []iceberg.DataFile
+	out := slices.Clone(t.DeletionVectorFiles)
 	for _, d := range t.DeleteFiles {
 		if referencedPath(d) == t.File.FilePath() &&
 			d.ContentType() == iceberg.EntryContentPosDeletes && d.FileFormat() == iceberg.ParquetFile {
@@ -42,17 +52,16 @@ func fileScopedDeletes(t table.FileScanTask) []iceberg.DataFile {
 	return out
 }
 
-// deleteHeavy reports whether the file-scoped position deletes of t remove
-// compactDeletedShare or more of its rows.
+// deleteHeavy reports whether the deletes of t (file-scoped, see
+// onlyPositionDeletes) remove compactDeletedShare or more of its rows.
 func deleteHeavy(t table.FileScanTask) bool {
-	var dead int64
-	for _, d := range fileScopedDeletes(t) {
-		dead += d.Count()
-	}
+	dead := t.File.Count() - liveRows(t)
 	return t.File.Count() > 0 && float64(dead) >= compactDeletedShare*float64(t.File.Count())
 }
 
-func hasDeletes(cf compactFile) bool { return len(cf.task.DeleteFiles) > 0 }
+func hasDeletes(cf compactFile) bool {
+	return len(cf.task.DeleteFiles) > 0 || len(cf.task.DeletionVectorFiles) > 0
+}
 
 // deleteHeavyTable reports, from a snapshot summary, whether position
 // deletes remove compactDeletedShare or more of the table's stored rows:

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
@@ -106,5 +108,106 @@ func TestMergeV3DeletionVectors(t *testing.T) {
 		require.LessOrEqual(t, len(tk.DeletionVectorFiles), 1)
 		require.Empty(t, tk.DeleteFiles)
 	}
-	_ = table.MainBranch
+}
+
+var mergeSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// lineageOf reads the Iceberg row lineage (_row_id,
+// _last_updated_sequence_number) of the current rows by id; every row has
+// both, and no _row_id is read twice.
+func lineageOf(t *testing.T, f *Facade, ds string) map[int64][2]int64 {
+	t.Helper()
+	tbl, err := f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	_, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(context.Background())
+	require.NoError(t, err)
+	out := map[int64][2]int64{}
+	seen := map[int64]bool{}
+	for rec, err := range recs {
+		require.NoError(t, err)
+		sc := rec.Schema()
+		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
+		rid := rec.Column(sc.FieldIndices(iceberg.RowIDColumnName)[0]).(*array.Int64)
+		seq := rec.Column(sc.FieldIndices(iceberg.LastUpdatedSequenceNumberColumnName)[0]).(*array.Int64)
+		for i := range int(rec.NumRows()) {
+			require.False(t, rid.IsNull(i) || seq.IsNull(i), "id %d has no lineage", ids.Value(i))
+			require.False(t, seen[rid.Value(i)], "_row_id %d read twice", rid.Value(i))
+			seen[rid.Value(i)] = true
+			out[ids.Value(i)] = [2]int64{rid.Value(i), seq.Value(i)}
+		}
+		rec.Release()
+	}
+	return out
+}
+
+// On a v3 table the rows a merge leaves in place keep their Iceberg row
+// lineage, and so do the rows compaction moves to new files (with
+// lakewrite's identity columns); a changed row is a new row.
+func TestMergeV3RowLineage(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, v3)
+	f := env.f
+	const ds = "lineage"
+	for i := range 3 { // three files
+		var preserved int64
+		ids := idRange(int64(i)*100, int64(i+1)*100)
+		_, err := f.Write(context.Background(), Target{DatasetID: ds}, WriteRequest{Mode: Append, Schema: mergeSchema, Rows: mergeRowsOf(ids, plainName, &preserved)})
+		require.NoError(t, err)
+	}
+	lin0, ident0 := lineageOf(t, f, ds), liveIdentity(t, f, ds)
+	require.Len(t, lin0, 300)
+
+	// 0..49 go, 250..299 change
+	ids := idRange(50, 300)
+	changed := func(id int64) string {
+		if id >= 250 {
+			return "changed"
+		}
+		return "n"
+	}
+	_, preserved := mergeWrite(t, f, ds, ids, changed)
+	require.Equal(t, int64(200), preserved)
+	lin1 := lineageOf(t, f, ds)
+	require.Len(t, lin1, 250)
+	seq := lin1[250][1]
+	for id := int64(50); id < 300; id++ {
+		if id < 250 {
+			require.Equal(t, lin0[id], lin1[id], "id %d: unchanged, same lineage", id)
+			continue
+		}
+		require.NotEqual(t, lin0[id][0], lin1[id][0], "id %d: changed, a new row", id)
+		require.Equal(t, seq, lin1[id][1])
+		require.Greater(t, seq, lin0[id][1])
+	}
+
+	// Compaction rewrites every file (two have deletion vectors): the rows
+	// move, their lineage and identity do not.
+	rep, err := f.MaintainWith(context.Background(), ds, Lifecycle{CompactMinFiles: 2, KeepLast: 1, FileGrace: -1, OrphanEvery: -1})
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.CompactedFiles, "%+v", rep)
+	dvs, pos := liveDVs(t, f, ds)
+	require.Empty(t, dvs, "the rewrite applied the deletion vectors")
+	require.Zero(t, pos)
+	require.Equal(t, lin1, lineageOf(t, f, ds), "compaction keeps the row lineage")
+	ident := liveIdentity(t, f, ds)
+	for id := int64(50); id < 250; id++ {
+		require.Equal(t, ident0[id], ident[id], "id %d keeps its identity", id)
+	}
+	want, err := ChecksumBatches(mergeRowsOf(ids, changed, nil))
+	require.NoError(t, err)
+	got, err := f.Checksum(context.Background(), ds, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	// A merge after the compaction: the rows it leaves keep the lineage
+	// compaction carried.
+	_, preserved = mergeWrite(t, f, ds, idRange(60, 300), changed)
+	require.Equal(t, int64(240), preserved)
+	lin2 := lineageOf(t, f, ds)
+	for id := int64(60); id < 300; id++ {
+		require.Equal(t, lin1[id], lin2[id], "id %d", id)
+	}
 }

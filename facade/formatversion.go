@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
@@ -127,4 +128,41 @@ func stagedVersion(txn *table.Transaction) int {
 		return 0
 	}
 	return staged.Metadata().Version()
+}
+
+// Row lineage (format v3). The rows a write adds get their _row_id and
+// _last_updated_sequence_number by inheritance (from their data file's
+// first_row_id and sequence number). A merge leaves unchanged rows in
+// their files, so they keep both; a changed row is a delete and a new row
+// (a new _row_id; lakewrite's own identity columns follow the rules of
+// merges). Compaction moves rows to new files and writes both columns
+// into them, as the spec requires of a rewrite that does not modify rows.
+
+// lineageSchema is the schema with the row lineage columns that a rewrite
+// of files writes on a format v3 table, or nil when the rows have no
+// lineage to keep (v2, or a file written before the table's upgrade that
+// no v3 snapshot has given row ids yet).
+func lineageSchema(tbl *table.Table, files []compactFile) (*iceberg.Schema, error) {
+	if tbl.Metadata().Version() < 3 || len(files) == 0 {
+		return nil, nil
+	}
+	for _, cf := range files {
+		if cf.task.FirstRowID == nil {
+			return nil, nil
+		}
+	}
+	return iceberg.SchemaWithRowLineage(tbl.Schema()), nil
+}
+
+// lineageArrowSchema is the Arrow schema of sc with field ids, which the
+// writer needs to place the row lineage columns (their reserved ids are in
+// no name mapping).
+func lineageArrowSchema(tbl *table.Table, sc *iceberg.Schema) (*arrow.Schema, error) {
+	out, err := table.SchemaToArrowSchemaWithOptions(sc, table.ArrowSchemaOptions{
+		IncludeFieldIDs: true, TableProperties: tbl.Metadata().Properties(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("row lineage schema: %w", err)
+	}
+	return out, nil
 }
