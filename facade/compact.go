@@ -172,7 +172,12 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 			props[summaryCompactBase] = strconv.Itoa(live - len(files) + len(written))
 		}
 	}
-	newTbl, snapID, err := f.commitCompaction(ctx, tbl, dataset, files, written, props)
+	shadowed, err := shadowedDeletes(ctx, tbl, snap, files)
+	if err != nil {
+		f.deleteFiles(tbl, written)
+		return nil, compactReport{}, fmt.Errorf("facade: compact %q: %w", dataset, err)
+	}
+	newTbl, snapID, err := f.commitCompaction(ctx, tbl, dataset, files, written, shadowed, props)
 	if err != nil {
 		return nil, compactReport{}, err
 	}
@@ -608,10 +613,11 @@ func mergeStreams(streams []*mergeStream, emit func(arrow.RecordBatch) bool) err
 }
 
 // commitCompaction commits one snapshot replacing files by written on tbl's
-// current snapshot, asserting that the branch head has not moved. It
-// returns the table after the commit and the compaction snapshot's id.
+// current snapshot (with their deletes, and the shadowed position delete
+// files), asserting that the branch head has not moved. It returns the
+// table after the commit and the compaction snapshot's id.
 func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset string, files []compactFile,
-	written []iceberg.DataFile, props iceberg.Properties) (*table.Table, int64, error) {
+	written, shadowed []iceberg.DataFile, props iceberg.Properties) (*table.Table, int64, error) {
 	obs := &observedCatalog{Catalog: f.cat}
 	base := table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
 	fail := func(err error) (*table.Table, int64, error) {
@@ -630,6 +636,9 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 		for _, del := range fileScopedDeletes(cf.task) {
 			rw.DeleteFile(del) // applied by the rewrite
 		}
+	}
+	for _, del := range shadowed {
+		rw.DeleteFile(del)
 	}
 	for _, df := range written {
 		rw.AddDataFile(df)

@@ -1,6 +1,8 @@
 package facade
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -88,4 +90,44 @@ func referencedPath(d iceberg.DataFile) string {
 		return string(lo)
 	}
 	return ""
+}
+
+// shadowedDeletes are the file-scoped Parquet position delete files of the
+// data files being rewritten that scan planning leaves out because a
+// deletion vector covers the file (a v3 merge on a table upgraded from
+// v2): the rewrite applies them too, so they go with the file.
+func shadowedDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, files []compactFile) ([]iceberg.DataFile, error) {
+	covered := map[string]bool{}
+	for _, cf := range files {
+		if len(cf.task.DeletionVectorFiles) > 0 {
+			covered[cf.task.File.FilePath()] = true
+		}
+	}
+	if len(covered) == 0 {
+		return nil, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mfs, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest list: %w", err)
+	}
+	var out []iceberg.DataFile
+	for _, m := range mfs {
+		if m.ManifestContent() != iceberg.ManifestContentDeletes {
+			continue
+		}
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			d := e.DataFile()
+			if d.ContentType() == iceberg.EntryContentPosDeletes && d.FileFormat() == iceberg.ParquetFile && covered[referencedPath(d)] {
+				out = append(out, d)
+			}
+		}
+	}
+	return out, nil
 }

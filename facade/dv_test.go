@@ -211,3 +211,83 @@ func TestMergeV3RowLineage(t *testing.T) {
 		require.Equal(t, lin1[id], lin2[id], "id %d", id)
 	}
 }
+
+// A v2 table with position deletes is upgraded to v3 by the first write
+// after the dataset declares version 3: that merge writes deletion
+// vectors holding the old position deletes too, reads apply them, and
+// compaction then removes both kinds with the file it rewrites.
+func TestFormatUpgradeV2ToV3(t *testing.T) {
+	t.Parallel()
+	version := 2
+	env := newCompactEnv(t, func(c *Config) {
+		c.FormatVersionFor = func(string) (int, bool) { return version, true }
+	})
+	f := env.f
+	const ds = "upgrade"
+	mergeWrite(t, f, ds, idRange(0, 1000), plainName)
+	mergeWrite(t, f, ds, idRange(100, 1000), plainName) // a v2 position delete file
+	tbl, err := f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	require.Equal(t, 2, tbl.Metadata().Version())
+	dvs, pos := liveDVs(t, f, ds)
+	require.Empty(t, dvs)
+	require.Equal(t, 1, pos)
+	ident := liveIdentity(t, f, ds)
+
+	version = 3
+	_, preserved := mergeWrite(t, f, ds, idRange(200, 1000), plainName)
+	require.Equal(t, int64(800), preserved)
+	tbl, err = f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	require.Equal(t, 3, tbl.Metadata().Version(), "upgraded in the merge's commit")
+	dvs, pos = liveDVs(t, f, ds)
+	require.Len(t, dvs, 1)
+	require.Equal(t, 1, pos, "the old position delete file stays until compaction")
+	for _, d := range dvs {
+		require.Equal(t, int64(200), d.Count(), "the vector holds the old deletes and the new ones")
+	}
+	live := liveIdentity(t, f, ds)
+	require.Len(t, live, 800)
+	for id := int64(200); id < 1000; id++ {
+		require.Equal(t, ident[id], live[id])
+	}
+	lin := lineageOf(t, f, ds) // the first v3 snapshot gave the old rows row ids
+
+	// declaring 2 again does not downgrade
+	version = 2
+	mergeWrite(t, f, ds, idRange(300, 1000), plainName)
+	tbl, err = f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	require.Equal(t, 3, tbl.Metadata().Version())
+	dvs, _ = liveDVs(t, f, ds)
+	require.Len(t, dvs, 1)
+
+	_, err = f.MaintainWith(context.Background(), ds, Lifecycle{CompactMinFiles: 2, KeepLast: 1, FileGrace: -1, OrphanEvery: -1})
+	require.NoError(t, err)
+	dvs, pos = liveDVs(t, f, ds)
+	require.Empty(t, dvs)
+	require.Zero(t, pos)
+	after := lineageOf(t, f, ds)
+	require.Len(t, after, 700)
+	for id := int64(300); id < 1000; id++ {
+		require.Equal(t, lin[id], after[id], "id %d keeps its lineage", id)
+	}
+	got, err := f.Checksum(context.Background(), ds, 0)
+	require.NoError(t, err)
+	want, err := ChecksumBatches(mergeRowsOf(idRange(300, 1000), plainName, nil))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+// A declared version other than 2 or 3 fails the write with
+// ErrInvalidRequest before anything is written.
+func TestFormatVersionInvalid(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, func(c *Config) {
+		c.FormatVersionFor = func(string) (int, bool) { return 4, true }
+	})
+	_, err := env.f.Write(context.Background(), Target{DatasetID: "bad"}, WriteRequest{Mode: Replace, Schema: mergeSchema, Rows: mergeRowsOf(idRange(0, 10), plainName, nil)})
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	_, err = env.f.LoadTable(context.Background(), "bad")
+	require.ErrorIs(t, err, ErrTableNotFound)
+}
