@@ -106,6 +106,18 @@ func shadowedDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot
 	if len(covered) == 0 {
 		return nil, nil
 	}
+	all, err := liveDeletes(ctx, tbl, snap)
+	var out []iceberg.DataFile
+	for _, d := range all {
+		if !isDV(d) && covered[referencedPath(d)] {
+			out = append(out, d)
+		}
+	}
+	return out, err
+}
+
+// liveDeletes are the delete files and deletion vectors live in snap.
+func liveDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot) ([]iceberg.DataFile, error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, err
@@ -123,10 +135,7 @@ func shadowedDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot
 			if err != nil {
 				return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
 			}
-			d := e.DataFile()
-			if d.ContentType() == iceberg.EntryContentPosDeletes && d.FileFormat() == iceberg.ParquetFile && covered[referencedPath(d)] {
-				out = append(out, d)
-			}
+			out = append(out, e.DataFile())
 		}
 	}
 	return out, nil

@@ -2,7 +2,11 @@ package facade
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -290,4 +294,91 @@ func TestFormatVersionInvalid(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidRequest)
 	_, err = env.f.LoadTable(context.Background(), "bad")
 	require.ErrorIs(t, err, ErrTableNotFound)
+}
+
+// plainWrite writes ids with mode, not as a merge.
+func plainWrite(t *testing.T, f *Facade, ds string, mode WriteMode, ids []int64) {
+	t.Helper()
+	_, err := f.Write(context.Background(), Target{DatasetID: ds}, WriteRequest{Mode: mode, Schema: mergeSchema, Rows: mergeRowsOf(ids, plainName, nil)})
+	require.NoError(t, err)
+}
+
+// Copy-on-write writes of a v3 table never bring back rows a deletion
+// vector removed: an append and a full replace after merges, and the
+// compaction that rewrites the files; every row keeps a distinct _row_id.
+// Expiry then deletes the Puffin files no retained snapshot needs and
+// keeps the live ones.
+func TestMergeV3NoResurrection(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, v3)
+	f := env.f
+	const ds = "cow"
+	mergeWrite(t, f, ds, idRange(0, 500), plainName)
+	mergeWrite(t, f, ds, idRange(100, 500), plainName) // a vector: 0..99 gone
+	plainWrite(t, f, ds, Append, idRange(1000, 1010))
+	require.Len(t, liveIdentity(t, f, ds), 410, "the append leaves the deletes")
+	require.Len(t, lineageOf(t, f, ds), 410)
+
+	// a compaction planned now rewrites the file through its vector
+	_, rep, err := f.compact(context.Background(), mustLoad(t, f, ds), compactOptions{MinFiles: 2})
+	require.NoError(t, err)
+	require.Positive(t, rep.CompactedFiles)
+	live := liveIdentity(t, f, ds)
+	require.Len(t, live, 410)
+	for id := range int64(100) {
+		require.NotContains(t, live, id)
+	}
+	require.Len(t, lineageOf(t, f, ds), 410)
+
+	// merges again, then a full replace: exactly its rows
+	mergeWrite(t, f, ds, idRange(200, 1010), plainName)
+	old := puffinPaths(t, f, ds)
+	require.NotEmpty(t, old)
+	plainWrite(t, f, ds, Replace, idRange(300, 400))
+	live = liveIdentity(t, f, ds)
+	require.Len(t, live, 100)
+	require.Len(t, lineageOf(t, f, ds), 100)
+	mergeWrite(t, f, ds, idRange(350, 400), plainName)
+	require.Len(t, liveIdentity(t, f, ds), 50)
+	require.Len(t, lineageOf(t, f, ds), 50)
+	plainWrite(t, f, ds, Append, idRange(2000, 2005))
+	require.Len(t, lineageOf(t, f, ds), 55)
+
+	// expiry: the old vectors are needed by no retained snapshot
+	pol := Lifecycle{KeepLast: 1, EveryCommits: 1, FileGrace: -1, OrphanEvery: -1, CompactTargetBytes: 100}
+	_, err = f.MaintainWith(context.Background(), ds, pol)
+	require.NoError(t, err)
+	_, err = f.MaintainWith(context.Background(), ds, pol) // the expired files' grace has passed
+	require.NoError(t, err)
+	for _, p := range old {
+		_, err := os.Stat(p)
+		require.ErrorIs(t, err, fs.ErrNotExist, "%s: no snapshot needs it", p)
+	}
+	for _, p := range puffinPaths(t, f, ds) {
+		_, err := os.Stat(p)
+		require.NoError(t, err, "a live vector's file stays")
+	}
+	require.Len(t, liveIdentity(t, f, ds), 55)
+}
+
+func mustLoad(t *testing.T, f *Facade, ds string) *table.Table {
+	t.Helper()
+	tbl, err := f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	return tbl
+}
+
+// puffinPaths lists the local paths of the current snapshot's live
+// deletion vector files.
+func puffinPaths(t *testing.T, f *Facade, ds string) []string {
+	t.Helper()
+	dvs, _ := liveDVs(t, f, ds)
+	var out []string
+	for _, d := range dvs {
+		p := strings.TrimPrefix(d.FilePath(), "file://")
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

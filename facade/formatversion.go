@@ -74,8 +74,9 @@ func (f *Facade) upgradeFormat(txn *table.Transaction, datasetID string) error {
 // committed onto (build runs again on the refreshed table before each
 // attempt, so the ids always start at its next-row-id). A replace
 // removes every live file, so no other manifest of its snapshot claims
-// row ids.
-func addV3(ctx context.Context, txn *table.Transaction, old, files []iceberg.DataFile, summary iceberg.Properties) error {
+// row ids. The delete files of the removed files (oldDeletes) go with
+// them.
+func addV3(ctx context.Context, txn *table.Transaction, old, oldDeletes, files []iceberg.DataFile, summary iceberg.Properties) error {
 	if len(old) == 0 {
 		if len(files) == 0 {
 			return txn.AddFiles(ctx, nil, summary, false) // an empty snapshot
@@ -98,6 +99,9 @@ func addV3(ctx context.Context, txn *table.Transaction, old, files []iceberg.Dat
 			return err
 		}
 		next += df.Count()
+	}
+	if len(oldDeletes) > 0 {
+		return txn.ReplaceFiles(ctx, old, withIDs, oldDeletes, summary)
 	}
 	return txn.ReplaceDataFilesWithDataFiles(ctx, old, withIDs, summary)
 }

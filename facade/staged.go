@@ -157,7 +157,7 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 		}
 		return txn, nil
 	}
-	var old []iceberg.DataFile
+	var old, oldDeletes []iceberg.DataFile
 	if s.req.Mode == Replace && tbl.CurrentSnapshot() != nil {
 		// keyed by path: a file over the split size is planned as several tasks
 		tasks, err := tbl.Scan().PlanFiles(ctx)
@@ -165,10 +165,19 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 			return nil, fmt.Errorf("facade: plan files: %w", err)
 		}
 		old = scanfiles.DataFiles(tasks)
+		// A replace removes every data file, so every delete file and
+		// deletion vector goes with them.
+		if len(old) > 0 {
+			if oldDeletes, err = liveDeletes(ctx, tbl, tbl.CurrentSnapshot()); err != nil {
+				return nil, fmt.Errorf("facade: plan delete files: %w", err)
+			}
+		}
 	}
 	switch {
 	case stagedVersion(txn) >= 3:
-		err = addV3(ctx, txn, old, s.files, summary)
+		err = addV3(ctx, txn, old, oldDeletes, s.files, summary)
+	case len(oldDeletes) > 0:
+		err = txn.ReplaceFiles(ctx, old, s.files, oldDeletes, summary)
 	case len(old) > 0:
 		err = txn.ReplaceDataFilesWithDataFiles(ctx, old, s.files, summary)
 	case len(s.files) > 0:
