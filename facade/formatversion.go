@@ -116,9 +116,6 @@ func withFirstRowID(df iceberg.DataFile, spec iceberg.PartitionSpec, id int64) (
 	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
 		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).UpperBoundValues(df.UpperBoundValues()).
 		SplitOffsets(df.SplitOffsets()).KeyMetadata(df.KeyMetadata()).FirstRowID(id)
-	if v := df.DistinctValueCounts(); len(v) > 0 {
-		b.DistinctValueCounts(v)
-	}
 	if so := df.SortOrderID(); so != nil {
 		b.SortOrderID(*so)
 	}
