@@ -95,7 +95,19 @@ func poolBegin(ctx context.Context, db ledger.Beginner, settings string) (pgx.Tx
 // writers' pool, no free connection) match ledger.ErrNoConnection too.
 func catalogNoConnection(err error) error {
 	if errors.Is(err, facade.ErrCatalogTimeout) && !errors.Is(err, ledger.ErrNoConnection) {
-		return fmt.Errorf("%w: %w", ledger.ErrNoConnection, err)
+		return &catalogTimeoutError{err: err}
 	}
 	return err
 }
+
+// catalogTimeoutError is a write failed by facade.ErrCatalogTimeout; it
+// matches ledger.ErrNoConnection.
+type catalogTimeoutError struct{ err error }
+
+func (e *catalogTimeoutError) Error() string {
+	return "writestrategy: no answer from the catalog in time (a catalog sharing the pool needs a connection beside the ones the write's intents hold: size the pool for it): " + e.err.Error()
+}
+
+func (e *catalogTimeoutError) Is(target error) bool { return target == ledger.ErrNoConnection }
+
+func (e *catalogTimeoutError) Unwrap() error { return e.err }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +24,26 @@ import (
 // the Iceberg catalog on the same pool) all return within their deadline
 // plus the documented cleanup bound, with typed errors (the caller's
 // deadline, ErrBusy, ErrNoConnection) or results, and leave no connection
-// held and no intent open. LAKEWRITE_BOUNDED_ROUNDS sets the writes per
-// writer (default 2).
+// held and no intent open. With a short deadline (3 s) the caller's
+// deadline ends the waits; with a long one (1 min) the library's own
+// bounds do (ledger.Config.WaitTimeout, facade.Config.CatalogWait): no
+// call waits for its deadline. LAKEWRITE_BOUNDED_ROUNDS sets the writes
+// per writer (default 2).
 func TestUndersizedPoolBounded(t *testing.T) {
 	t.Parallel()
+	t.Run("caller deadline", func(t *testing.T) {
+		t.Parallel()
+		undersizedPool(t, 3*time.Second, 0)
+	})
+	t.Run("library bounds", func(t *testing.T) {
+		t.Parallel()
+		undersizedPool(t, time.Minute, 300*time.Millisecond)
+	})
+}
+
+// undersizedPool runs TestUndersizedPoolBounded's writers, each call with
+// deadline, the facade with catalogWait (0: its default).
+func undersizedPool(t *testing.T, deadline, catalogWait time.Duration) {
 	ctx := context.Background()
 	rounds := 2
 	if s := os.Getenv("LAKEWRITE_BOUNDED_ROUNDS"); s != "" {
@@ -35,7 +52,6 @@ func TestUndersizedPoolBounded(t *testing.T) {
 		rounds = n
 	}
 	const writers, conns = 16, 4
-	const deadline = 3 * time.Second
 	url := pgtest.URL(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
@@ -46,7 +62,7 @@ func TestUndersizedPoolBounded(t *testing.T) {
 	warehouse := t.TempDir()
 	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
 	require.NoError(t, err)
-	f, err := facade.New(cat, nil)
+	f, err := facade.New(cat, &facade.Config{CatalogWait: catalogWait})
 	require.NoError(t, err)
 	w := wireWorld(t, pool, f, nil, &ledger.Config{WaitTimeout: time.Second})
 	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 2000)
@@ -58,8 +74,9 @@ func TestUndersizedPoolBounded(t *testing.T) {
 	w.iceberg(outs[:writers/2]...) // half on each sink
 
 	type call struct {
-		over time.Duration
-		err  error
+		output string
+		over   time.Duration
+		err    error
 	}
 	var mu sync.Mutex
 	var calls []call
@@ -70,33 +87,37 @@ func TestUndersizedPoolBounded(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				cctx, cancel := context.WithTimeout(ctx, deadline)
+				out := outs[(i+r)%writers]
 				_, err := w.d.Write(cctx, writestrategy.Request{WriterID: writer,
-					Strategy: writestrategy.Transform{Output: outs[(i+r)%writers], Source: "orders"}})
+					Strategy: writestrategy.Transform{Output: out, Source: "orders"}})
 				dl, _ := cctx.Deadline()
 				cancel()
 				mu.Lock()
-				calls = append(calls, call{over: time.Since(dl), err: err})
+				calls = append(calls, call{output: out, over: time.Since(dl), err: err})
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	var worst time.Duration
+	worst := -deadline
 	kinds := map[string]int{}
 	var worstErr error
 	for _, c := range calls {
 		if c.over > worst {
 			worst, worstErr = c.over, c.err
 		}
+		if c.over >= 0 && deadline >= time.Minute {
+			t.Errorf("a call waited for its deadline: %v", c.err)
+		}
 		switch {
 		case c.err == nil:
 			kinds["ok"]++
-		case errors.Is(c.err, context.DeadlineExceeded):
-			kinds["deadline"]++
 		case errors.Is(c.err, ledger.ErrBusy):
 			kinds["busy"]++
 		case errors.Is(c.err, ledger.ErrNoConnection):
 			kinds["no connection"]++
+		case errors.Is(c.err, context.DeadlineExceeded):
+			kinds["deadline"]++
 		default:
 			t.Errorf("untyped error: %v", c.err)
 		}
@@ -119,6 +140,13 @@ func TestUndersizedPoolBounded(t *testing.T) {
 		open = append(open, s)
 	}
 	require.NoError(t, rows.Err())
+	for _, o := range open {
+		for _, c := range calls {
+			if strings.HasSuffix(o, " "+c.output) {
+				t.Logf("a call on %s: %v", c.output, c.err)
+			}
+		}
+	}
 	require.Empty(t, open, "no intent left open once every call returned")
 	rep, err := w.ledger.Sweep(ctx, ledger.SweepParams{Lookup: w.d.Lookup})
 	require.NoError(t, err)

@@ -63,6 +63,7 @@ func TestDispatchErrorNamesServerTimeout(t *testing.T) {
 	require.Equal(t, "idle_in_transaction_session_timeout", ste.Setting)
 	require.Equal(t, "25P03", ste.SQLState)
 	require.Contains(t, err.Error(), "idle_in_transaction_session_timeout (300ms)")
+	require.Contains(t, err.Error(), "SQLSTATE 25P03")
 	var open int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
 	require.Zero(t, open, "the write's intent was aborted")
@@ -79,4 +80,6 @@ func TestDispatchErrorNamesServerTimeout(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr))
 	require.Equal(t, "57014", pgErr.Code)
+	require.Contains(t, err.Error(), "the server's statement_timeout ended the write")
+	require.Contains(t, err.Error(), "SQLSTATE 57014")
 }
