@@ -57,6 +57,8 @@ func newEnv(t *testing.T) *env {
 		Facade: &facade.Config{PartitionFor: func(id string) (facade.Partitioning, bool) {
 			p, ok := parts[id]
 			return p, ok
+		}, FormatVersionFor: func(id string) (int, bool) {
+			return 3, strings.HasPrefix(id, "v3_") // format v3 datasets
 		}},
 	})
 	require.NoError(t, err)
