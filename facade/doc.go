@@ -32,9 +32,10 @@
 // error is reconciled once by looking for the write in the table's
 // ancestry; if absent the error is ErrCommitStateUnknown, never retried.
 //
-// The first write of a dataset creates its table (format v2, zstd,
-// unpartitioned unless Config.PartitionFor declares a Partitioning) from
-// the Arrow schema plus the identity columns; a failed first write may
+// The first write of a dataset creates its table (format v2 unless
+// Config.FormatVersionFor says 3, zstd, unpartitioned unless
+// Config.PartitionFor declares a Partitioning) from the Arrow schema plus
+// the identity columns; a failed first write may
 // leave that empty table behind (no snapshot, no rows). Empty input: a
 // replace empties the table, an append adds an empty snapshot; both carry
 // the txn id.
@@ -131,26 +132,75 @@
 // row is left in place (its __row_index, __row_id and __created_at with
 // it), every other row is written as a new row, and the live rows whose key
 // changed content or is gone get a position delete. One row-delta snapshot
-// (format v2 merge-on-read: one Parquet position delete file per data file
-// that loses rows, scoped to it) adds both, on the snapshot the probe read:
+// (merge-on-read: on format v2 one Parquet position delete file per data
+// file that loses rows, scoped to it; on v3 deletion vectors, see "Format
+// versions") adds both, on the snapshot the probe read:
 // a table that moved since is a conflict (ErrCommitConflict), never a
 // merge onto other positions. The commit result and summary carry the rows
 // and the checksum of the whole new contents, as a replace's do;
 // MergeDone receives the rows left in place once the stream is read. A
-// table with equality deletes or deletion vectors, or holding a key twice,
-// refuses the merge with an error before anything is written.
+// table with equality deletes, or holding a key twice, refuses the merge
+// with an error before anything is written. A Replace that is no merge
+// removes every data file and, with them, every delete file and deletion
+// vector.
 //
 // The write is merge-on-read whatever the share of rows changed: a merge
 // writes only the changed rows, and the cost of deletes moves to reads.
 // Maintenance bounds that cost: it is due once position deletes remove a
 // fifth of the table's stored rows, and its compaction rewrites, whatever
-// their size, the data files that have position deletes (their deletes
+// their size, the data files that have deletes (their deletes
 // applied and the delete files removed in the same snapshot, every
 // identity column kept). Compaction pins the head it read: a merge that
 // lands during a compaction makes the compaction conflict, so a rewrite
 // never brings back rows a merge deleted, and a merge planned before a
 // compaction conflicts in turn. The probe applies the deletes already
 // there, so a position is never deleted twice.
+//
+// # Format versions
+//
+// Tables are format v2 unless Config.FormatVersionFor declares 3 for a
+// dataset: the table is then created as v3, or an existing v2 table is
+// upgraded in the commit of its next write (one way: a table is never
+// downgraded). On v3:
+//
+//   - A merge writes its deletes as deletion vectors: one Puffin file per
+//     merge, one vector per data file that loses rows. A data file has at
+//     most one live vector: a file that already has one (or, after an
+//     upgrade, position delete files) gets a new vector holding the old
+//     positions and the new, and the merge's snapshot removes the vector
+//     it replaces. The old position delete files stay valid (readers
+//     ignore them once a vector covers the file) until compaction rewrites
+//     the file and removes both.
+//   - Row lineage: rows a write adds get the spec's _row_id and
+//     _last_updated_sequence_number by inheritance. Rows a merge leaves in
+//     place keep both; compaction writes both into the files it writes, so
+//     moved rows keep them too; a changed row is a delete and a new row
+//     (new _row_id), and a Replace that is no merge gives every row a new
+//     one. Rows written before an upgrade get row ids in the first v3
+//     snapshot. __row_index, __row_id and __created_at follow their own
+//     rules on both versions.
+//
+// Who reads what. A v2 table, also with position deletes, is read by every
+// Iceberg reader, and by DuckDB's read_parquet when the delete files are
+// anti-joined (internal/interop). A v3 table needs a v3 reader: iceberg-go
+// v0.7.0 applies the deletion vectors and reads the lineage columns
+// (tested); engines on the Iceberg Java library read them once their
+// release supports the v3 spec (deletion vectors came with Iceberg 1.8;
+// not tested here). The DuckDB the interop tests use (1.5.6
+// through its Go bindings, which link no Iceberg extension: DuckDB
+// downloads it on first use) reads the data files with read_parquet and
+// has no Puffin reader, so the rows a deletion vector removed read as live
+// (TestDuckDBV3DeletionVectors); whether DuckDB's Iceberg extension
+// applies v3 deletion vectors is not tested here. Keep v2 for a dataset
+// DuckDB or another reader without v3 support reads; after maintenance
+// compacted a v3 table's deletes away its files read right everywhere,
+// until the next merge.
+//
+// The facade never uses iceberg-go's copy-on-write Transaction.Delete or
+// filtered Overwrite (which, in v0.7.0, rewrite a file without applying
+// its deletes); its copy-on-write writes are compaction, which reads the
+// files through their deletes, and a Replace, which writes only its own
+// rows: neither brings back a row a delete removed (tested).
 //
 // # Provenance, lookup, read-back, parity
 //
