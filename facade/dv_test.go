@@ -382,3 +382,80 @@ func puffinPaths(t *testing.T, f *Facade, ds string) []string {
 	}
 	return out
 }
+
+// Deletion vectors on a partitioned v3 table carry their data file's
+// partition; a merge, a full replace (whose new files get first row ids)
+// and a compaction keep the rows and their lineage right.
+func TestMergeV3Partitioned(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, v3, func(c *Config) {
+		c.PartitionFor = func(string) (Partitioning, bool) {
+			return Partitioning{Fields: []PartitionField{{Column: "id", Transform: "truncate[100]"}}}, true
+		}
+	})
+	f := env.f
+	const ds = "v3part"
+	mergeWrite(t, f, ds, idRange(0, 400), plainName) // four partitions
+	changed := func(id int64) string {
+		if id%100 == 7 {
+			return "changed"
+		}
+		return "n"
+	}
+	ids := slices.DeleteFunc(idRange(0, 450), func(id int64) bool { return id%100 == 3 })
+	_, preserved := mergeWrite(t, f, ds, ids, changed)
+	require.Equal(t, int64(400-4-4), preserved)
+	dvs, pos := liveDVs(t, f, ds)
+	require.Len(t, dvs, 4, "one vector per partition's file")
+	require.Zero(t, pos)
+	spec := mustLoad(t, f, ds).Spec()
+	for _, d := range dvs {
+		require.NotEmpty(t, d.Partition())
+		require.Equal(t, spec.ID(), int(d.SpecID()))
+	}
+	check := func(ids []int64, name func(int64) string) {
+		t.Helper()
+		want, err := ChecksumBatches(mergeRowsOf(ids, name, nil))
+		require.NoError(t, err)
+		got, err := f.Checksum(context.Background(), ds, 0)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		require.Len(t, lineageOf(t, f, ds), len(ids))
+	}
+	check(ids, changed)
+	lin := lineageOf(t, f, ds)
+
+	_, err := f.MaintainWith(context.Background(), ds, Lifecycle{CompactMinFiles: 2, KeepLast: 1, FileGrace: -1, OrphanEvery: -1})
+	require.NoError(t, err)
+	dvs, _ = liveDVs(t, f, ds)
+	require.Empty(t, dvs)
+	require.Equal(t, lin, lineageOf(t, f, ds))
+	check(ids, changed)
+
+	plainWrite(t, f, ds, Replace, idRange(100, 300))
+	check(idRange(100, 300), plainName)
+	mergeWrite(t, f, ds, idRange(150, 300), plainName)
+	check(idRange(150, 300), plainName)
+}
+
+// A replace of a v3 table that conflicts is retried on the refreshed
+// table: its files get first row ids after the rows that landed meanwhile.
+func TestMergeV3ReplaceRetried(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, v3, func(c *Config) { c.CommitRetries = 2 })
+	f := env.f
+	const ds = "v3retry"
+	plainWrite(t, f, ds, Replace, idRange(0, 100))
+	st, err := f.Stage(context.Background(), Target{DatasetID: ds}, WriteRequest{Mode: Replace, Schema: mergeSchema, Rows: mergeRowsOf(idRange(500, 600), plainName, nil)})
+	require.NoError(t, err)
+	plainWrite(t, f, ds, Append, idRange(100, 200)) // lands first, takes row ids
+	before := mustLoad(t, f, ds).Metadata().NextRowID()
+	_, err = st.Commit(context.Background())
+	require.NoError(t, err)
+	lin := lineageOf(t, f, ds)
+	require.Len(t, lin, 100)
+	for id, l := range lin {
+		require.GreaterOrEqual(t, l[0], before, "id %d", id)
+	}
+	require.GreaterOrEqual(t, mustLoad(t, f, ds).Metadata().NextRowID(), before+100)
+}
