@@ -213,7 +213,10 @@
 // recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
 // (one file task at a time, projected by ScanOptions), optionally only the
 // rows within column ranges (ScanOptions.Filter: files are skipped by
-// partition and min/max statistics, the rows returned are exact); Checksum and
+// partition and min/max statistics, the rows returned are exact).
+// ScanAppended reads only the rows the append snapshots of given txn ids
+// added (a delta reader's window), and declines (ok false) unless the
+// table holds them, and everything after them, as appends; Checksum and
 // ChecksumBatches give the same order-independent fingerprint for an
 // Iceberg snapshot and for Arrow batches read from Postgres.
 //

@@ -89,6 +89,10 @@ func mainCode() int {
 	flag.IntVar(&inc.Runs, "incremental", 0, "incremental mode: this many runs per deploy mode (snapshot_replace, append_new) on a target of -incremental-rows rows, each changing or adding -incremental-change rows, both arms (Iceberg, Postgres row store) through the Dispatcher; prints time and bytes written per run against a full write")
 	flag.IntVar(&inc.Rows, "incremental-rows", 1_000_000, "incremental mode: rows of the target")
 	flag.IntVar(&inc.Change, "incremental-change", 1000, "incremental mode: rows changed or added per run")
+	var dl deltaConfig
+	var dlRows string
+	flag.IntVar(&dl.Runs, "incremental-delta", 0, "delta-read mode: this many runs per row count of an append_new pipeline in delta mode over an upstream grown by -incremental-change appended rows per run: Iceberg (delta, and whole as before delta reads) and Postgres arms through the Dispatcher; prints time, bytes written and source rows read per run against a full write")
+	flag.StringVar(&dlRows, "incremental-delta-rows", "1000000,5000000", "delta-read mode: upstream row counts, comma-separated")
 	var shadow shadowConfig
 	var shadowRows string
 	flag.IntVar(&shadow.Rounds, "shadow", 0, "shadow mode: this many rounds of one replace with shadow off and on (same output size, arms alternating) per row count; prints wall time and client CPU p50 per arm")
@@ -107,6 +111,16 @@ func mainCode() int {
 		inc.DatabaseURL, inc.Warehouse, inc.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		r, err := runIncremental(ctx, inc)
 		return output(r, err, asJSON, func() { printIncremental(os.Stdout, r) })
+	}
+	if dl.Runs > 0 {
+		rows, err := parseRowList(dlRows)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		dl.Rows, dl.Change, dl.DatabaseURL, dl.Warehouse, dl.Log = rows, inc.Change, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		r, err := runDelta(ctx, dl)
+		return output(r, err, asJSON, func() { printDelta(os.Stdout, r) })
 	}
 	if small.Writes > 0 {
 		small.DatabaseURL, small.Warehouse, small.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/internal/embedded"
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// deltaConfig selects the delta-read mode: per row count, an upstream of
+// that many rows grown by Change appended rows per run, and an append_new
+// pipeline over it read in delta mode, on each arm.
+type deltaConfig struct {
+	Runs        int
+	Rows        []int
+	Change      int
+	DatabaseURL string
+	Warehouse   string
+	Log         io.Writer
+}
+
+// deltaArm is one arm at one row count.
+type deltaArm struct {
+	Arm         string             `json:"arm"`
+	FullSeconds float64            `json:"full_write_seconds"` // the output's first write: a full rebuild
+	FullBytes   int64              `json:"full_write_bytes"`
+	P50Seconds  float64            `json:"run_p50_seconds"`
+	P50Bytes    int64              `json:"run_p50_bytes"`
+	P50Rows     int64              `json:"run_p50_rows_written"`
+	P50Read     int64              `json:"run_p50_source_rows_read"`
+	Phases      map[string]float64 `json:"run_phase_p50_seconds"`
+	order       []string
+}
+
+// deltaReport is the delta-read mode's output at one row count.
+type deltaReport struct {
+	Rows   int        `json:"rows"`
+	Change int        `json:"change"`
+	Runs   int        `json:"runs"`
+	Arms   []deltaArm `json:"arms"`
+}
+
+// The arms: the upstream and the output on Iceberg, the output read in
+// delta mode (iceberg-delta) or whole (iceberg-snapshot, what every
+// Iceberg write did before delta reads); both on Postgres, in delta mode
+// over the row store (postgres).
+const (
+	armIceDelta = "iceberg-delta"
+	armIceSnap  = "iceberg-snapshot"
+	armPG       = "postgres"
+)
+
+// runDelta runs the delta-read mode on the embedded default, one row count
+// after the other in the same cluster.
+func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
+	if cfg.Runs < 1 || cfg.Change < 1 || len(cfg.Rows) == 0 {
+		return nil, fmt.Errorf("-incremental-delta %d -incremental-change %d: want at least 1 of each", cfg.Runs, cfg.Change)
+	}
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	obs := &phaseTimes{cur: map[string]time.Duration{}}
+	env, err := embedded.Start(ctx, embedded.Options{DatabaseURL: cfg.DatabaseURL, Warehouse: cfg.Warehouse, Facade: &facade.Config{}})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	disp, err := writestrategy.NewDispatcher(env.Pool, &writestrategy.DispatchConfig{
+		Ledger: env.Ledger, Resolver: env.Resolver, Lakehouse: env.Facade, Workspace: "bench", Observer: obs})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range []sink.WriterFlags{
+		{WriterID: smallWriterPG, Default: sink.Postgres, Max: sink.Postgres},
+		{WriterID: smallWriterIceberg, Default: sink.Iceberg, Max: sink.Iceberg},
+	} {
+		if err := env.Flags.SetWriter(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	env.Resolver.Invalidate()
+	wal := func() int64 {
+		var n int64
+		_ = env.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&n)
+		return n
+	}
+	const rowsSQL = `SELECT g::bigint AS id, 'name ' || g AS name, round((g % 10000) / 100.0, 2)::numeric(12,2) AS amount,
+		timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' AS ts FROM generate_series($1::bigint, $2::bigint) g`
+	var out []*deltaReport
+	for _, n := range cfg.Rows {
+		type armState struct {
+			deltaArm
+			writer, up, target string
+			mode               incremental.ReadMode
+			low                time.Time // the upstream's watermark
+			lat                []time.Duration
+			bytes, rows, read  []int64
+			phases             map[string][]time.Duration
+		}
+		arms := []*armState{
+			{deltaArm: deltaArm{Arm: armIceDelta}, writer: smallWriterIceberg, up: fmt.Sprintf("dl_up_ice_%d", n), mode: incremental.ReadDelta},
+			{deltaArm: deltaArm{Arm: armIceSnap}, writer: smallWriterIceberg, up: fmt.Sprintf("dl_up_ice_%d", n), mode: incremental.ReadSnapshot},
+			{deltaArm: deltaArm{Arm: armPG}, writer: smallWriterPG, up: fmt.Sprintf("dl_up_pg_%d", n), mode: incremental.ReadDelta},
+		}
+		for _, a := range arms {
+			a.target, a.phases = fmt.Sprintf("dl_%s_%d", a.Arm, n), map[string][]time.Duration{}
+		}
+		// The upstreams, one per sink: n rows appended in one write.
+		ups := map[string]string{arms[0].up: smallWriterIceberg, arms[2].up: smallWriterPG}
+		load := func(up string, lo, hi int64) (writestrategy.WriteResult, error) {
+			if _, err := env.Ledger.EnsureDataset(ctx, up, up, nil); err != nil {
+				return writestrategy.WriteResult{}, err
+			}
+			return disp.Load(ctx, writestrategy.LoadRequest{WriterID: ups[up], DatasetID: up, Mode: facade.Append, SQL: rowsSQL, Args: []any{lo, hi}})
+		}
+		for _, up := range []string{arms[0].up, arms[2].up} {
+			t0 := time.Now()
+			if _, err := load(up, 1, int64(n)); err != nil {
+				return nil, fmt.Errorf("seed %s: %w", up, err)
+			}
+			fmt.Fprintf(logw, "bench: delta: seeded %s (%d rows) in %.1fs\n", up, n, time.Since(t0).Seconds())
+		}
+		write := func(a *armState) (time.Duration, int64, writestrategy.WriteResult, error) {
+			if _, err := env.Ledger.EnsureDataset(ctx, a.target, a.target, nil); err != nil {
+				return 0, 0, writestrategy.WriteResult{}, err
+			}
+			high, err := env.Ledger.Now(ctx)
+			if err != nil {
+				return 0, 0, writestrategy.WriteResult{}, err
+			}
+			txns, err := env.Ledger.Committed(ctx, a.up, a.low, high)
+			if err != nil {
+				return 0, 0, writestrategy.WriteResult{}, err
+			}
+			ids := make([]string, len(txns))
+			for i, t := range txns {
+				ids[i] = t.ID
+			}
+			before := wal()
+			if a.Arm != armPG {
+				before = dirBytes(env.Warehouse)
+			}
+			_, _, _ = obs.take()
+			t0 := time.Now()
+			res, err := disp.Write(ctx, writestrategy.Request{WriterID: a.writer, ReadMode: a.mode, Delta: map[string][]string{a.up: ids},
+				Strategy: writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: a.up, Target: a.target, Key: []string{"id"}}})
+			d := time.Since(t0)
+			after := wal()
+			if a.Arm != armPG {
+				after = dirBytes(env.Warehouse)
+			}
+			if err != nil {
+				return 0, 0, writestrategy.WriteResult{}, err
+			}
+			a.low = high
+			return d, after - before, res[0], nil
+		}
+		for _, a := range arms {
+			d, b, _, err := write(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s full write: %w", a.Arm, err)
+			}
+			a.FullSeconds, a.FullBytes = d.Seconds(), b
+			fmt.Fprintf(logw, "bench: delta: %d rows: %s full write %.2fs\n", n, a.Arm, d.Seconds())
+		}
+		// Current statistics, as autovacuum keeps them: the row store's
+		// plans depend on them (a stale estimate of the target picks a
+		// nested-loop anti-join).
+		if _, err := env.Pool.Exec(ctx, `ANALYZE `+env.Ledger.Schema()+`.dataset_rows`); err != nil {
+			return nil, err
+		}
+		next := int64(n) + 1
+		for r := 0; r < cfg.Runs; r++ {
+			for _, up := range []string{arms[0].up, arms[2].up} {
+				if _, err := load(up, next, next+int64(cfg.Change)-1); err != nil {
+					return nil, fmt.Errorf("run %d: append to %s: %w", r+1, up, err)
+				}
+			}
+			next += int64(cfg.Change)
+			for _, a := range arms {
+				d, b, res, err := write(a)
+				if err != nil {
+					return nil, fmt.Errorf("%s run %d: %w", a.Arm, r+1, err)
+				}
+				ph, seq, _ := obs.take()
+				a.lat, a.bytes = append(a.lat, d), append(a.bytes, b)
+				a.rows, a.read = append(a.rows, res.Rows), append(a.read, res.Rows+res.Skipped)
+				for _, p := range seq {
+					if !slices.Contains(a.order, p) {
+						a.order = append(a.order, p)
+					}
+					a.phases[p] = append(a.phases[p], ph[p])
+				}
+			}
+			fmt.Fprintf(logw, "bench: delta: %d rows: run %d done\n", n, r+1)
+		}
+		rep := &deltaReport{Rows: n, Change: cfg.Change, Runs: cfg.Runs}
+		mid := func(xs []int64) int64 {
+			s := slices.Clone(xs)
+			slices.Sort(s)
+			return s[len(s)/2]
+		}
+		for _, a := range arms {
+			a.P50Seconds = p50ms(a.lat) / 1000
+			a.P50Bytes, a.P50Rows, a.P50Read = mid(a.bytes), mid(a.rows), mid(a.read)
+			a.Phases = map[string]float64{}
+			for p, ds := range a.phases {
+				a.Phases[p] = p50ms(ds) / 1000
+			}
+			rep.Arms = append(rep.Arms, a.deltaArm)
+		}
+		out = append(out, rep)
+	}
+	return out, nil
+}
+
+func printDelta(w io.Writer, rs []*deltaReport) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "delta reads: upstream of %d rows (key id), %d rows appended per run, append_new in delta mode over it, %d runs, through the Dispatcher\n",
+			r.Rows, r.Change, r.Runs)
+		fmt.Fprintf(w, "%-17s %8s %10s %8s %10s %8s %9s %7s   run phase p50 s\n", "arm", "full s", "full bytes", "run p50", "run bytes", "written", "read", "x full")
+		var ice, pg float64
+		for _, a := range r.Arms {
+			fmt.Fprintf(w, "%-17s %8.2f %10s %8.3f %10s %8d %9d %7.3f  ", a.Arm, a.FullSeconds, mib(a.FullBytes), a.P50Seconds, kibs(a.P50Bytes),
+				a.P50Rows, a.P50Read, a.P50Seconds/a.FullSeconds)
+			for _, p := range a.order {
+				if p != string(writestrategy.PhaseWrite) {
+					fmt.Fprintf(w, " %s=%.3f", p, a.Phases[p])
+				}
+			}
+			fmt.Fprintln(w)
+			switch a.Arm {
+			case armIceDelta:
+				ice = a.P50Seconds
+			case armPG:
+				pg = a.P50Seconds
+			}
+		}
+		fmt.Fprintf(w, "iceberg-delta run p50 / postgres run p50: %.2f\n", ice/pg)
+	}
+	if len(rs) > 1 {
+		first, last := rs[0], rs[len(rs)-1]
+		fmt.Fprintf(w, "iceberg-delta run p50 at %d rows / at %d rows: %.2f\n", last.Rows, first.Rows, last.Arms[0].P50Seconds/first.Arms[0].P50Seconds)
+	}
+}
