@@ -21,6 +21,7 @@ type deltaConfig struct {
 	Runs        int
 	Rows        []int
 	Change      int
+	Arms        []string // the arms to run; nil: all
 	DatabaseURL string
 	Warehouse   string
 	Log         io.Writer
@@ -110,18 +111,27 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 			{deltaArm: deltaArm{Arm: armIceSnap}, writer: smallWriterIceberg, up: fmt.Sprintf("dl_up_ice_%d", n), mode: incremental.ReadSnapshot},
 			{deltaArm: deltaArm{Arm: armPG}, writer: smallWriterPG, up: fmt.Sprintf("dl_up_pg_%d", n), mode: incremental.ReadDelta},
 		}
+		ups := map[string]string{arms[0].up: smallWriterIceberg, arms[2].up: smallWriterPG}
+		if cfg.Arms != nil {
+			arms = slices.DeleteFunc(arms, func(a *armState) bool { return !slices.Contains(cfg.Arms, a.Arm) })
+		}
 		for _, a := range arms {
 			a.target, a.phases = fmt.Sprintf("dl_%s_%d", a.Arm, n), map[string][]time.Duration{}
 		}
 		// The upstreams, one per sink: n rows appended in one write.
-		ups := map[string]string{arms[0].up: smallWriterIceberg, arms[2].up: smallWriterPG}
+		var upIDs []string
+		for _, a := range arms {
+			if !slices.Contains(upIDs, a.up) {
+				upIDs = append(upIDs, a.up)
+			}
+		}
 		load := func(up string, lo, hi int64) (writestrategy.WriteResult, error) {
 			if _, err := env.Ledger.EnsureDataset(ctx, up, up, nil); err != nil {
 				return writestrategy.WriteResult{}, err
 			}
 			return disp.Load(ctx, writestrategy.LoadRequest{WriterID: ups[up], DatasetID: up, Mode: facade.Append, SQL: rowsSQL, Args: []any{lo, hi}})
 		}
-		for _, up := range []string{arms[0].up, arms[2].up} {
+		for _, up := range upIDs {
 			t0 := time.Now()
 			if _, err := load(up, 1, int64(n)); err != nil {
 				return nil, fmt.Errorf("seed %s: %w", up, err)
@@ -179,7 +189,7 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 		}
 		next := int64(n) + 1
 		for r := 0; r < cfg.Runs; r++ {
-			for _, up := range []string{arms[0].up, arms[2].up} {
+			for _, up := range upIDs {
 				if _, err := load(up, next, next+int64(cfg.Change)-1); err != nil {
 					return nil, fmt.Errorf("run %d: append to %s: %w", r+1, up, err)
 				}
@@ -218,6 +228,9 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 			rep.Arms = append(rep.Arms, a.deltaArm)
 		}
 		out = append(out, rep)
+		if cfg.Log != nil {
+			printDelta(cfg.Log, []*deltaReport{rep}) // as soon as measured
+		}
 	}
 	return out, nil
 }
@@ -244,7 +257,9 @@ func printDelta(w io.Writer, rs []*deltaReport) {
 				pg = a.P50Seconds
 			}
 		}
-		fmt.Fprintf(w, "iceberg-delta run p50 / postgres run p50: %.2f\n", ice/pg)
+		if ice > 0 && pg > 0 {
+			fmt.Fprintf(w, "iceberg-delta run p50 / postgres run p50: %.2f\n", ice/pg)
+		}
 	}
 	if len(rs) > 1 {
 		first, last := rs[0], rs[len(rs)-1]

@@ -93,6 +93,8 @@ func mainCode() int {
 	var dlRows string
 	flag.IntVar(&dl.Runs, "incremental-delta", 0, "delta-read mode: this many runs per row count of an append_new pipeline in delta mode over an upstream grown by -incremental-change appended rows per run: Iceberg (delta, and whole as before delta reads) and Postgres arms through the Dispatcher; prints time, bytes written and source rows read per run against a full write")
 	flag.StringVar(&dlRows, "incremental-delta-rows", "1000000,5000000", "delta-read mode: upstream row counts, comma-separated")
+	var dlArms string
+	flag.StringVar(&dlArms, "incremental-delta-arms", "", "delta-read mode: arms to run, comma-separated (iceberg-delta, iceberg-snapshot, postgres); empty: all")
 	var shadow shadowConfig
 	var shadowRows string
 	flag.IntVar(&shadow.Rounds, "shadow", 0, "shadow mode: this many rounds of one replace with shadow off and on (same output size, arms alternating) per row count; prints wall time and client CPU p50 per arm")
@@ -117,6 +119,9 @@ func mainCode() int {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			return 2
+		}
+		if dlArms != "" {
+			dl.Arms = strings.Split(dlArms, ",")
 		}
 		dl.Rows, dl.Change, dl.DatabaseURL, dl.Warehouse, dl.Log = rows, inc.Change, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		r, err := runDelta(ctx, dl)
