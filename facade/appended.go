@@ -8,12 +8,9 @@ import (
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
-
-	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // ScanAppended reads only the rows that the snapshots carrying txnIDs
@@ -88,27 +85,7 @@ func (f *Facade) ScanAppended(ctx context.Context, datasetID string, txnIDs []st
 		sctx, cancel := context.WithCancel(compute.WithAllocator(ctx, f.s.Allocator))
 		defer cancel()
 		_, recs, err := scan.ReadTasks(sctx, tasks)
-		if err != nil {
-			yield(nil, fmt.Errorf("facade: scan appended rows of %q: %w", datasetID, err))
-			return
-		}
-		var outSchema *arrow.Schema
-		for rec, err := range recs {
-			if err != nil {
-				yield(nil, fmt.Errorf("facade: scan appended rows of %q: %w", datasetID, err))
-				return
-			}
-			if outSchema == nil || !sameFields(outSchema, rec.Schema()) {
-				outSchema = identity.WithPgMetadata(rec.Schema(), isc)
-			}
-			out := array.NewRecordBatch(outSchema, rec.Columns(), rec.NumRows())
-			rec.Release()
-			more := yield(out, nil)
-			out.Release()
-			if !more {
-				return
-			}
-		}
+		yieldWithPgMetadata(yield, recs, err, isc, fmt.Sprintf("facade: scan appended rows of %q", datasetID))
 	}, true, nil
 }
 

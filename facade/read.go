@@ -167,26 +167,34 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 		sctx, cancel := context.WithCancel(compute.WithAllocator(ctx, f.s.Allocator))
 		defer cancel()
 		_, recs, err := scan.ToArrowRecords(sctx)
+		yieldWithPgMetadata(yield, recs, err, isc, fmt.Sprintf("facade: scan %q", datasetID))
+	}
+}
+
+// yieldWithPgMetadata yields the batches of a scan (recs, or err when the
+// scan could not start) relabeled with the Postgres types of isc
+// (lakewrite.pg_type field metadata), releasing each scanned batch. It stops
+// at the first error, wrapped as "what: err", or when yield returns false.
+func yieldWithPgMetadata(yield func(arrow.RecordBatch, error) bool, recs iter.Seq2[arrow.RecordBatch, error], err error, isc *iceberg.Schema, what string) {
+	if err != nil {
+		yield(nil, fmt.Errorf("%s: %w", what, err))
+		return
+	}
+	var outSchema *arrow.Schema
+	for rec, err := range recs {
 		if err != nil {
-			yield(nil, fmt.Errorf("facade: scan %q: %w", datasetID, err))
+			yield(nil, fmt.Errorf("%s: %w", what, err))
 			return
 		}
-		var outSchema *arrow.Schema
-		for rec, err := range recs {
-			if err != nil {
-				yield(nil, fmt.Errorf("facade: scan %q: %w", datasetID, err))
-				return
-			}
-			if outSchema == nil || !sameFields(outSchema, rec.Schema()) {
-				outSchema = identity.WithPgMetadata(rec.Schema(), isc)
-			}
-			out := array.NewRecordBatch(outSchema, rec.Columns(), rec.NumRows())
-			rec.Release()
-			ok := yield(out, nil)
-			out.Release()
-			if !ok {
-				return
-			}
+		if outSchema == nil || !sameFields(outSchema, rec.Schema()) {
+			outSchema = identity.WithPgMetadata(rec.Schema(), isc)
+		}
+		out := array.NewRecordBatch(outSchema, rec.Columns(), rec.NumRows())
+		rec.Release()
+		more := yield(out, nil)
+		out.Release()
+		if !more {
+			return
 		}
 	}
 }
