@@ -206,3 +206,46 @@ func TestHistory(t *testing.T) {
 	printHistory(&out, rs)
 	assert.Contains(t, out.String(), "replace")
 }
+
+// TestDispatcherModes runs the small, incremental and delta modes (all on
+// startArms) on a few rows so they cannot rot.
+func TestDispatcherModes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Run("small", func(t *testing.T) {
+		r, err := runSmall(ctx, smallConfig{Writes: 2, Rows: 20, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
+		require.NoError(t, err)
+		require.Len(t, r.Arms, 2)
+		for _, a := range r.Arms {
+			assert.Equal(t, 2, a.Writes, a.Arm)
+			assert.NotEmpty(t, a.Statements, a.Arm)
+			assert.NotEmpty(t, a.Phases, a.Arm)
+		}
+	})
+	t.Run("incremental", func(t *testing.T) {
+		r, err := runIncremental(ctx, incConfig{Runs: 2, Rows: 300, Change: 10, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
+		require.NoError(t, err)
+		require.Len(t, r.Arms, 4)
+		for _, a := range r.Arms {
+			if a.Arm == "iceberg" {
+				assert.Positive(t, a.P50Bytes, a.Mode+" "+a.Arm)
+			}
+			assert.NotEmpty(t, a.Phases, a.Mode+" "+a.Arm)
+		}
+	})
+	t.Run("delta", func(t *testing.T) {
+		rs, err := runDelta(ctx, deltaConfig{Runs: 2, Rows: []int{300}, Change: 10, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		require.Len(t, rs[0].Arms, 3)
+		for _, a := range rs[0].Arms {
+			if a.Arm != armPG {
+				assert.Positive(t, a.P50Bytes, a.Arm)
+			}
+			assert.Equal(t, int64(10), a.P50Rows, a.Arm)
+			assert.NotEmpty(t, a.Phases, a.Arm)
+		}
+		assert.Equal(t, int64(10), rs[0].Arms[0].P50Read, "iceberg-delta reads the window's rows only")
+		assert.Equal(t, int64(320), rs[0].Arms[1].P50Read, "iceberg-snapshot reads the whole upstream")
+	})
+}

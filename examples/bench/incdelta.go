@@ -9,8 +9,6 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/incremental"
-	"github.com/lakewrite/lakewrite/internal/embedded"
-	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -64,35 +62,12 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 	if cfg.Runs < 1 || cfg.Change < 1 || len(cfg.Rows) == 0 {
 		return nil, fmt.Errorf("-incremental-delta %d -incremental-change %d: want at least 1 of each", cfg.Runs, cfg.Change)
 	}
-	logw := cfg.Log
-	if logw == nil {
-		logw = io.Discard
-	}
-	obs := &phaseTimes{cur: map[string]time.Duration{}}
-	env, err := embedded.Start(ctx, embedded.Options{DatabaseURL: cfg.DatabaseURL, Warehouse: cfg.Warehouse, Facade: &facade.Config{}})
+	logw := logTo(cfg.Log)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
-	disp, err := writestrategy.NewDispatcher(env.Pool, &writestrategy.DispatchConfig{
-		Ledger: env.Ledger, Resolver: env.Resolver, Lakehouse: env.Facade, Workspace: "bench", Observer: obs})
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range []sink.WriterFlags{
-		{WriterID: smallWriterPG, Default: sink.Postgres, Max: sink.Postgres},
-		{WriterID: smallWriterIceberg, Default: sink.Iceberg, Max: sink.Iceberg},
-	} {
-		if err := env.Flags.SetWriter(ctx, w); err != nil {
-			return nil, err
-		}
-	}
-	env.Resolver.Invalidate()
-	wal := func() int64 {
-		var n int64
-		_ = env.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&n)
-		return n
-	}
 	const rowsSQL = `SELECT g::bigint AS id, 'name ' || g AS name, round((g % 10000) / 100.0, 2)::numeric(12,2) AS amount,
 		timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' AS ts FROM generate_series($1::bigint, $2::bigint) g`
 	var out []*deltaReport
@@ -129,7 +104,7 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 			if _, err := env.Ledger.EnsureDataset(ctx, up, up, nil); err != nil {
 				return writestrategy.WriteResult{}, err
 			}
-			return disp.Load(ctx, writestrategy.LoadRequest{WriterID: ups[up], DatasetID: up, Mode: facade.Append, SQL: rowsSQL, Args: []any{lo, hi}})
+			return env.disp.Load(ctx, writestrategy.LoadRequest{WriterID: ups[up], DatasetID: up, Mode: facade.Append, SQL: rowsSQL, Args: []any{lo, hi}})
 		}
 		for _, up := range upIDs {
 			t0 := time.Now()
@@ -138,48 +113,37 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 			}
 			fmt.Fprintf(logw, "bench: delta: seeded %s (%d rows) in %.1fs\n", up, n, time.Since(t0).Seconds())
 		}
-		write := func(a *armState) (time.Duration, int64, writestrategy.WriteResult, error) {
-			if _, err := env.Ledger.EnsureDataset(ctx, a.target, a.target, nil); err != nil {
-				return 0, 0, writestrategy.WriteResult{}, err
-			}
+		// bytes written: the warehouse's growth for the Iceberg arms, the
+		// WAL written for the Postgres arm.
+		write := func(a *armState) (timedWrite, error) {
 			high, err := env.Ledger.Now(ctx)
 			if err != nil {
-				return 0, 0, writestrategy.WriteResult{}, err
+				return timedWrite{}, err
 			}
 			txns, err := env.Ledger.Committed(ctx, a.up, a.low, high)
 			if err != nil {
-				return 0, 0, writestrategy.WriteResult{}, err
+				return timedWrite{}, err
 			}
 			ids := make([]string, len(txns))
 			for i, t := range txns {
 				ids[i] = t.ID
 			}
-			before := wal()
-			if a.Arm != armPG {
-				before = dirBytes(env.Warehouse)
-			}
-			_, _, _ = obs.take()
-			t0 := time.Now()
-			res, err := disp.Write(ctx, writestrategy.Request{WriterID: a.writer, ReadMode: a.mode, Delta: map[string][]string{a.up: ids},
+			tw, err := env.write(ctx, a.target, env.meter(ctx, a.Arm != armPG), writestrategy.Request{WriterID: a.writer, ReadMode: a.mode,
+				Delta:    map[string][]string{a.up: ids},
 				Strategy: writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: a.up, Target: a.target, Key: []string{"id"}}})
-			d := time.Since(t0)
-			after := wal()
-			if a.Arm != armPG {
-				after = dirBytes(env.Warehouse)
-			}
 			if err != nil {
-				return 0, 0, writestrategy.WriteResult{}, err
+				return timedWrite{}, err
 			}
 			a.low = high
-			return d, after - before, res[0], nil
+			return tw, nil
 		}
 		for _, a := range arms {
-			d, b, _, err := write(a)
+			tw, err := write(a)
 			if err != nil {
 				return nil, fmt.Errorf("%s full write: %w", a.Arm, err)
 			}
-			a.FullSeconds, a.FullBytes = d.Seconds(), b
-			fmt.Fprintf(logw, "bench: delta: %d rows: %s full write %.2fs\n", n, a.Arm, d.Seconds())
+			a.FullSeconds, a.FullBytes = tw.took.Seconds(), tw.bytes
+			fmt.Fprintf(logw, "bench: delta: %d rows: %s full write %.2fs\n", n, a.Arm, tw.took.Seconds())
 		}
 		// Current statistics, as autovacuum keeps them: the row store's
 		// plans depend on them (a stale estimate of the target picks a
@@ -196,19 +160,14 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 			}
 			next += int64(cfg.Change)
 			for _, a := range arms {
-				d, b, res, err := write(a)
+				tw, err := write(a)
 				if err != nil {
 					return nil, fmt.Errorf("%s run %d: %w", a.Arm, r+1, err)
 				}
-				ph, seq, _ := obs.take()
-				a.lat, a.bytes = append(a.lat, d), append(a.bytes, b)
+				res := tw.results[0]
+				a.lat, a.bytes = append(a.lat, tw.took), append(a.bytes, tw.bytes)
 				a.rows, a.read = append(a.rows, res.Rows), append(a.read, res.Rows+res.Skipped)
-				for _, p := range seq {
-					if !slices.Contains(a.order, p) {
-						a.order = append(a.order, p)
-					}
-					a.phases[p] = append(a.phases[p], ph[p])
-				}
+				a.order = addPhases(a.order, a.phases, tw)
 			}
 			fmt.Fprintf(logw, "bench: delta: %d rows: run %d done\n", n, r+1)
 		}

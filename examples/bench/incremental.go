@@ -9,9 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/internal/embedded"
-	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -66,30 +63,12 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 	if cfg.Runs < 1 || cfg.Rows < 1 || cfg.Change < 1 {
 		return nil, fmt.Errorf("-incremental %d -incremental-rows %d -incremental-change %d: want at least 1 of each", cfg.Runs, cfg.Rows, cfg.Change)
 	}
-	logw := cfg.Log
-	if logw == nil {
-		logw = io.Discard
-	}
-	obs := &phaseTimes{cur: map[string]time.Duration{}}
-	env, err := embedded.Start(ctx, embedded.Options{DatabaseURL: cfg.DatabaseURL, Warehouse: cfg.Warehouse, Facade: &facade.Config{}})
+	logw := logTo(cfg.Log)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
-	disp, err := writestrategy.NewDispatcher(env.Pool, &writestrategy.DispatchConfig{
-		Ledger: env.Ledger, Resolver: env.Resolver, Lakehouse: env.Facade, Workspace: "bench", Observer: obs})
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range []sink.WriterFlags{
-		{WriterID: smallWriterPG, Default: sink.Postgres, Max: sink.Postgres},
-		{WriterID: smallWriterIceberg, Default: sink.Iceberg, Max: sink.Iceberg},
-	} {
-		if err := env.Flags.SetWriter(ctx, w); err != nil {
-			return nil, err
-		}
-	}
-	env.Resolver.Invalidate()
 	// One source table per mode: snapshot_replace sees Change updated
 	// rows per run, append_new Change new keys.
 	for _, t := range []string{"inc_src_sr", "inc_src_an"} {
@@ -127,37 +106,17 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 	}
 	// bytes written: the warehouse's growth for the Iceberg arm, the WAL
 	// written for the Postgres arm.
-	wal := func() int64 {
-		var n int64
-		_ = env.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&n)
-		return n
-	}
-	write := func(a *armState) (time.Duration, int64, error) {
-		if _, err := env.Ledger.EnsureDataset(ctx, a.target, a.target, nil); err != nil {
-			return 0, 0, err
-		}
-		before := wal()
-		if a.Arm == "iceberg" {
-			before = dirBytes(env.Warehouse)
-		}
-		_, _, _ = obs.take()
-		t0 := time.Now()
-		_, err := disp.Write(ctx, writestrategy.Request{WriterID: a.writer,
+	write := func(a *armState) (timedWrite, error) {
+		return env.write(ctx, a.target, env.meter(ctx, a.Arm == "iceberg"), writestrategy.Request{WriterID: a.writer,
 			Strategy: writestrategy.Deploy{Mode: a.kind, Source: a.source, Target: a.target, Key: []string{"id"}}})
-		d := time.Since(t0)
-		after := wal()
-		if a.Arm == "iceberg" {
-			after = dirBytes(env.Warehouse)
-		}
-		return d, after - before, err
 	}
 	for _, a := range arms {
-		d, b, err := write(a)
+		tw, err := write(a)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s full write: %w", a.Mode, a.Arm, err)
 		}
-		a.FullSeconds, a.FullBytes = d.Seconds(), b
-		fmt.Fprintf(logw, "bench: incremental: %s %s full write %.2fs\n", a.Mode, a.Arm, d.Seconds())
+		a.FullSeconds, a.FullBytes = tw.took.Seconds(), tw.bytes
+		fmt.Fprintf(logw, "bench: incremental: %s %s full write %.2fs\n", a.Mode, a.Arm, tw.took.Seconds())
 	}
 	var next int64 = int64(cfg.Rows) + 1
 	for r := 0; r < cfg.Runs; r++ {
@@ -171,18 +130,12 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 		}
 		next += int64(cfg.Change)
 		for _, a := range arms {
-			d, b, err := write(a)
+			tw, err := write(a)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s run %d: %w", a.Mode, a.Arm, r+1, err)
 			}
-			ph, seq, _ := obs.take()
-			a.lat, a.bytes = append(a.lat, d), append(a.bytes, b)
-			for _, p := range seq {
-				if !slices.Contains(a.order, p) {
-					a.order = append(a.order, p)
-				}
-				a.phases[p] = append(a.phases[p], ph[p])
-			}
+			a.lat, a.bytes = append(a.lat, tw.took), append(a.bytes, tw.bytes)
+			a.order = addPhases(a.order, a.phases, tw)
 		}
 		fmt.Fprintf(logw, "bench: incremental: run %d done\n", r+1)
 	}

@@ -13,9 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/internal/embedded"
-	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -121,33 +118,14 @@ func runSmall(ctx context.Context, cfg smallConfig) (*smallReport, error) {
 	if cfg.Writes < 1 || cfg.Rows <= 0 {
 		return nil, fmt.Errorf("-small %d -small-rows %d: want at least 1 write of at least 1 row", cfg.Writes, cfg.Rows)
 	}
-	logw := cfg.Log
-	if logw == nil {
-		logw = io.Discard
-	}
-	obs := &phaseTimes{cur: map[string]time.Duration{}}
-	env, err := embedded.Start(ctx, embedded.Options{DatabaseURL: cfg.DatabaseURL, Warehouse: cfg.Warehouse,
-		Facade: &facade.Config{}, Tracer: obs})
+	logw := logTo(cfg.Log)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, true)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
-	disp, err := writestrategy.NewDispatcher(env.Pool, &writestrategy.DispatchConfig{
-		Ledger: env.Ledger, Resolver: env.Resolver, Lakehouse: env.Facade, Workspace: "bench", Observer: obs})
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range []sink.WriterFlags{
-		{WriterID: smallWriterPG, Default: sink.Postgres, Max: sink.Postgres},
-		{WriterID: smallWriterIceberg, Default: sink.Iceberg, Max: sink.Iceberg},
-	} {
-		if err := env.Flags.SetWriter(ctx, w); err != nil {
-			return nil, err
-		}
-	}
-	env.Resolver.Invalidate()
 	src := fmt.Sprintf("small_src_%d", cfg.Rows)
-	if err := seedHistorySource(ctx, env, src, cfg.Rows); err != nil {
+	if err := seedHistorySource(ctx, env.Env, src, cfg.Rows); err != nil {
 		return nil, err
 	}
 	type arm struct {
@@ -177,27 +155,16 @@ func runSmall(ctx context.Context, cfg smallConfig) (*smallReport, error) {
 		for j := range arms {
 			a := arms[(i+j+2)%2] // alternate which arm goes first
 			ds := fmt.Sprintf("small_%s_%d", a.name, time.Now().UnixNano())
-			if _, err := env.Ledger.EnsureDataset(ctx, ds, ds, nil); err != nil {
-				return nil, err
-			}
-			_, _, _ = obs.take()
-			t0 := time.Now()
-			if _, err := disp.Write(ctx, writestrategy.Request{WriterID: a.writer,
-				Strategy: writestrategy.Transform{Output: ds, Source: src}}); err != nil {
+			tw, err := env.write(ctx, ds, nil, writestrategy.Request{WriterID: a.writer,
+				Strategy: writestrategy.Transform{Output: ds, Source: src}})
+			if err != nil {
 				return nil, fmt.Errorf("%s write %d: %w", a.name, i+1, err)
 			}
-			d := time.Since(t0)
-			ph, seq, stmts := obs.take()
 			if i < 0 {
 				continue
 			}
-			a.lat, a.stmts = append(a.lat, d), stmts
-			for _, p := range seq {
-				if !slices.Contains(a.order, p) {
-					a.order = append(a.order, p)
-				}
-				a.phases[p] = append(a.phases[p], ph[p])
-			}
+			a.lat, a.stmts = append(a.lat, tw.took), tw.stmts
+			a.order = addPhases(a.order, a.phases, tw)
 		}
 		if i >= 0 && (i+1)%10 == 0 {
 			fmt.Fprintf(logw, "bench: small: %d rounds\n", i+1)
