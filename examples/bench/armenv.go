@@ -59,14 +59,16 @@ func startArms(ctx context.Context, databaseURL, warehouse string, statements bo
 }
 
 // meter returns how the bytes an arm writes are counted: the warehouse's
-// growth for an Iceberg arm, the WAL written for a Postgres one.
+// growth for an Iceberg arm, the WAL a Postgres one generates (its insert
+// position: the throwaway cluster commits asynchronously, so the write
+// position lags and may not have moved when the write returns).
 func (e *armEnv) meter(ctx context.Context, iceberg bool) func() int64 {
 	if iceberg {
 		return func() int64 { return dirBytes(e.Warehouse) }
 	}
 	return func() int64 {
 		var n int64
-		_ = e.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&n)
+		_ = e.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&n)
 		return n
 	}
 }

@@ -227,9 +227,8 @@ func TestDispatcherModes(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, r.Arms, 4)
 		for _, a := range r.Arms {
-			if a.Arm == "iceberg" {
-				assert.Positive(t, a.P50Bytes, a.Mode+" "+a.Arm)
-			}
+			assert.Positive(t, a.FullBytes, a.Mode+" "+a.Arm)
+			assert.Positive(t, a.P50Bytes, a.Mode+" "+a.Arm)
 			assert.NotEmpty(t, a.Phases, a.Mode+" "+a.Arm)
 		}
 	})
@@ -239,9 +238,7 @@ func TestDispatcherModes(t *testing.T) {
 		require.Len(t, rs, 1)
 		require.Len(t, rs[0].Arms, 3)
 		for _, a := range rs[0].Arms {
-			if a.Arm != armPG {
-				assert.Positive(t, a.P50Bytes, a.Arm)
-			}
+			assert.Positive(t, a.P50Bytes, a.Arm)
 			assert.Equal(t, int64(10), a.P50Rows, a.Arm)
 			assert.NotEmpty(t, a.Phases, a.Arm)
 		}
