@@ -44,6 +44,16 @@ type WriteResult struct {
 	// Maintenance is the report of the table lifecycle run that followed
 	// this Iceberg write, when one was due and ran (see Dispatcher.Maintain).
 	Maintenance *facade.MaintenanceReport
+	// FullRead says why a write in delta mode (Request.ReadMode
+	// incremental.ReadDelta) read sources of Request.Delta whole instead
+	// of only their window's rows: "<source id>: <reason>" for each such
+	// source (the reason incremental.ChooseReadMode gives), by source id,
+	// joined by "; ". The outputs of a split share it. "" when every
+	// source with a window was read as a delta, for a write not in delta
+	// mode, and for a result replayed for Request.IdempotencyKey (nothing
+	// read). The Dispatcher also logs it (Info, "lakewrite delta request
+	// read whole").
+	FullRead string
 }
 
 // describeTypes is the one way the library describes an output's
@@ -137,7 +147,7 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		if encs[i], err = encodingFor(cols, oids, types); err != nil {
 			return nil, err
 		}
-		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols}
+		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols, FullRead: env.fullRead()}
 	}
 	restore := noRestore
 	if !env.floatsExact {

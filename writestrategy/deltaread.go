@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
@@ -25,6 +28,23 @@ type appendedScanner interface {
 // weighs with each source's window.
 type deltaRequest struct {
 	outputs []incremental.Output
+	// fullRead maps a source with a window that is read whole to
+	// ChooseReadMode's reason (reported as WriteResult.FullRead).
+	fullRead map[string]string
+}
+
+// fullRead is WriteResult.FullRead of the write env plans: each source
+// with a window read whole and why, by source id; "" when none (and out of
+// delta mode).
+func (env *Env) fullRead() string {
+	if env.deltaReq == nil || len(env.deltaReq.fullRead) == 0 {
+		return ""
+	}
+	ids := slices.Sorted(maps.Keys(env.deltaReq.fullRead))
+	for i, id := range ids {
+		ids[i] = id + ": " + env.deltaReq.fullRead[id]
+	}
+	return strings.Join(ids, "; ")
 }
 
 // setDelta records req's read mode in env: in delta mode the windows of
@@ -35,7 +55,7 @@ func (env *Env) setDelta(w *writeInfo, req Request, decision sink.Decision) {
 	if req.ReadMode != incremental.ReadDelta {
 		return
 	}
-	dr := &deltaRequest{}
+	dr := &deltaRequest{fullRead: map[string]string{}}
 	for _, o := range w.outs {
 		dr.outputs = append(dr.outputs, incremental.Output{Decision: decision, Previous: w.datasets[o].Sink})
 	}
@@ -102,9 +122,13 @@ func (env *Env) sourceRead(ctx context.Context, id string, d datasetRow, txns ma
 		}
 		src.Txns = append(src.Txns, t)
 	}
+	// choose records why the source is read whole, if it is (the last
+	// decision of the write's planning stands).
 	choose := func() incremental.ReadMode {
+		delete(env.deltaReq.fullRead, id)
 		for _, o := range env.deltaReq.outputs {
-			if m, _ := incremental.ChooseReadMode(o, incremental.ReadDelta, src); m != incremental.ReadDelta {
+			if m, why := incremental.ChooseReadMode(o, incremental.ReadDelta, src); m != incremental.ReadDelta {
+				env.deltaReq.fullRead[id] = why
 				return m
 			}
 		}

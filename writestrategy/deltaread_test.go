@@ -3,8 +3,12 @@ package writestrategy_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"iter"
+	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,12 +153,16 @@ func TestNativeDeltaReads(t *testing.T) {
 	_, ids := w.window("up", time.Time{}, first.TxnID)
 	// The Iceberg outputs' first writes are full rebuilds; the Postgres
 	// output's first write reads the window.
-	require.EqualValues(t, 300, w.deltaWrite(appendAlways("app_ice"), "up", ids).Rows)
+	got := w.deltaWrite(appendAlways("app_ice"), "up", ids)
+	require.EqualValues(t, 300, got.Rows)
+	require.Equal(t, "up: first write of the Iceberg table: a full rebuild", got.FullRead)
 	require.EqualValues(t, 300, w.deltaWrite(appendNew("an_ice"), "up", ids).Rows)
 	whole, appended := rec.take("up")
 	require.EqualValues(t, 600, whole, "first Iceberg writes read the source whole")
 	require.Zero(t, appended)
-	require.EqualValues(t, 300, w.deltaWrite(appendAlways("app_pg"), "up", ids).Rows)
+	got = w.deltaWrite(appendAlways("app_pg"), "up", ids)
+	require.EqualValues(t, 300, got.Rows)
+	require.Empty(t, got.FullRead, "a delta read")
 	whole, appended = rec.take("up")
 	require.Zero(t, whole)
 	require.EqualValues(t, 300, appended)
@@ -176,6 +184,7 @@ func TestNativeDeltaReads(t *testing.T) {
 
 		got := w.deltaWrite(appendAlways("app_ice"), "up", ids)
 		require.Equal(t, k+dups, got.Rows, "run %d: the window's rows appended", run)
+		require.Empty(t, got.FullRead, "run %d", run)
 		whole, appended := rec.take("up")
 		require.Zero(t, whole, "run %d: the source is not read whole", run)
 		require.Equal(t, k+dups, appended, "run %d: only the window's rows are read", run)
@@ -213,6 +222,21 @@ func TestNativeDeltaFallbacks(t *testing.T) {
 	w, rec := newDeltaWorld(t)
 	ensureOutputs(t, w.pool, "up", "an", "an_full")
 	w.iceberg("up", "an", "an_full")
+	// The fallbacks are logged through the dispatcher's logger.
+	var logs syncBuffer
+	disp, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
+		Lakehouse: w.lake, Workspace: "test", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	w.d = disp
+	fellBack := func() []string {
+		var out []string
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, `msg="lakewrite delta request read whole"`) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
 	appendNew := func(out string) writestrategy.Deploy {
 		return writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: "up", Target: out, Key: []string{"id"}}
 	}
@@ -244,6 +268,12 @@ func TestNativeDeltaFallbacks(t *testing.T) {
 	got := w.deltaWrite(appendNew("an"), "up", ids)
 	require.EqualValues(t, 100, got.Rows, "the new keys 201..300")
 	require.EqualValues(t, 200, got.Skipped, "the whole source was considered")
+	why := fmt.Sprintf("up: transaction %s of %q is a %s on %s, not an append on Iceberg", r.TxnID, "up", facade.Replace, sink.Iceberg)
+	require.Equal(t, why, got.FullRead)
+	require.Len(t, fellBack(), 1)
+	require.Contains(t, fellBack()[0], "dataset_id=an ")
+	require.Contains(t, fellBack()[0], "txn_id="+got.TxnID)
+	require.Contains(t, fellBack()[0], strconv.Quote(why))
 	whole, appended := rec.take("up")
 	require.EqualValues(t, 300, whole)
 	require.Zero(t, appended)
@@ -255,6 +285,8 @@ func TestNativeDeltaFallbacks(t *testing.T) {
 	got = w.deltaWrite(appendNew("an"), "up", ids)
 	require.EqualValues(t, 40, got.Rows)
 	require.Zero(t, got.Skipped)
+	require.Empty(t, got.FullRead, "a delta read")
+	require.Len(t, fellBack(), 1, "a delta read is not logged as a fallback")
 	whole, appended = rec.take("up")
 	require.Zero(t, whole)
 	require.EqualValues(t, 40, appended)
@@ -269,6 +301,8 @@ func TestNativeDeltaFallbacks(t *testing.T) {
 	got = w.deltaWrite(appendNew("an"), "up", ids)
 	require.Equal(t, sink.Postgres, got.Sink)
 	require.Equal(t, facade.Replace, got.Mode, "the flip rewrites the target")
+	require.Equal(t, fmt.Sprintf("up: first write after a flip from %s to %s: a full rebuild", sink.Iceberg, sink.Postgres), got.FullRead)
+	require.Len(t, fellBack(), 2)
 	whole, appended = rec.take("up")
 	require.EqualValues(t, 350, whole, "first write after the flip: the source read whole")
 	require.Zero(t, appended)
@@ -277,6 +311,7 @@ func TestNativeDeltaFallbacks(t *testing.T) {
 	_, ids = w.window("up", win.High, e.TxnID)
 	got = w.deltaWrite(appendNew("an"), "up", ids)
 	require.EqualValues(t, 5, got.Rows)
+	require.Empty(t, got.FullRead)
 	whole, appended = rec.take("up")
 	require.Zero(t, whole)
 	require.EqualValues(t, 5, appended)
@@ -322,6 +357,7 @@ func TestDeltaDrainedRowStore(t *testing.T) {
 	got = w.deltaWrite(appendNew, "src", []string{t2.TxnID})
 	require.EqualValues(t, 10, got.Rows, "the keys 151..160, which a delta predicate over t2 would have missed")
 	require.EqualValues(t, 150, got.Skipped, "read whole")
+	require.Equal(t, fmt.Sprintf("src: transaction %s of %q was written to %s, not to the row store the source is read from", t2.TxnID, "src", sink.Iceberg), got.FullRead)
 	// A window of the row-store writes only is a delta.
 	t4 := w.loadRows("src", facade.Append, 161, 165, 0)
 	rec.take("src")

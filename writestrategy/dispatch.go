@@ -473,11 +473,3 @@ func checkModes(ps []WriteResult, intents map[string]*ledger.Intent) error {
 	}
 	return nil
 }
-
-func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResult) {
-	for _, r := range rs {
-		d.log.InfoContext(ctx, "lakewrite output written", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
-			"strategy", string(req.Strategy.Kind()), "sink", r.Sink, "mode", r.Mode, "rows", r.Rows,
-			"skipped", r.Skipped, "preserved", r.Preserved, "rounded", r.Rounded, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
-	}
-}

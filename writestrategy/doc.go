@@ -111,6 +111,16 @@
 // was written to Iceberg, and the first write of an output after a flip
 // (or of an Iceberg table) read the source whole.
 //
+// Such a fallback is reported: WriteResult.FullRead names each source of
+// Request.Delta that was read whole and why ("up: first write of the
+// Iceberg table: a full rebuild"), "" when every one was read as a delta,
+// and the Dispatcher logs it at Info, message "lakewrite delta request
+// read whole", with writer_id, dataset_id, txn_id and full_read. A
+// pipeline whose runs should cost the change and keep reporting a full
+// read (a compaction or a replace of its upstream on every run, say) reads
+// the reason there. A source not in Request.Delta is read whole by request
+// and not reported.
+//
 // # Sink guard
 //
 // A write must not move a dataset to another sink unless its own writer's

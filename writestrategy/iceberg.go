@@ -56,7 +56,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	}
 	results := make([]WriteResult, len(computed))
 	for i, c := range computed {
-		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, Columns: c.Columns}
+		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, Columns: c.Columns, FullRead: env.fullRead()}
 	}
 	if err == nil {
 		err = checkModes(results, intents)

@@ -187,3 +187,18 @@ func (d *Dispatcher) progress(ctx context.Context, w *writeInfo, datasetID strin
 		}
 	}
 }
+
+// logResults logs one Info record per output written and, for a write in
+// delta mode that read sources whole, one more saying why
+// (WriteResult.FullRead).
+func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResult) {
+	for _, r := range rs {
+		d.log.InfoContext(ctx, "lakewrite output written", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
+			"strategy", string(req.Strategy.Kind()), "sink", r.Sink, "mode", r.Mode, "rows", r.Rows,
+			"skipped", r.Skipped, "preserved", r.Preserved, "rounded", r.Rounded, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
+		if r.FullRead != "" {
+			d.log.InfoContext(ctx, "lakewrite delta request read whole", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
+				"txn_id", r.TxnID, "full_read", r.FullRead)
+		}
+	}
+}
