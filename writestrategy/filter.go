@@ -80,6 +80,7 @@ func filteredRelation(r *relation, ranges []facade.Range) *relation {
 		return r
 	}
 	out := *r
+	out.scanOrder = false // a filter may read the rows through an index
 	out.render = func(b *builder) string {
 		inner := r.render(b)
 		var conds []string

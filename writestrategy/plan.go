@@ -18,6 +18,16 @@ type relation struct {
 	// identity: the relation also exposes "__row_id" and "__created_at"
 	// (a hydrated native table).
 	identity bool
+	// table is the stored name of a registered table relation (whose
+	// unique keys the catalog can tell); empty otherwise.
+	table string
+	// scanOrder: render yields its rows in "__ord" order (a registered
+	// relation numbered as it is read), so no ORDER BY is needed to keep
+	// that order.
+	scanOrder bool
+	// unique are column sets proved to hold each value once (see
+	// uniqueKeys); read only by deploys, which deduplicate by key.
+	unique [][]string
 }
 
 func (r *relation) cols(alias string) string {
@@ -337,6 +347,9 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 	cb.w("SELECT count(*) FROM ", src.render(cb), " s")
 	p.countSQL, p.countArgs = cb.String(), cb.args
 
+	// A source whose catalog proves the key unique (and never NULL) is
+	// already deduplicated: the row_number() window would keep every row.
+	unique := src.uniqueOn(key)
 	b := newBuilder(nil)
 	switch d.Mode {
 	case KindAppendAlways:
@@ -345,16 +358,31 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		b.w("SELECT ", cols, " FROM ", src.render(b), ` s ORDER BY "__ord"`)
 	case KindAppendNew:
 		p.mode = facade.Append
-		b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
-			` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1`)
+		if unique {
+			b.w("SELECT ", cols, " FROM ", src.render(b), " s WHERE true")
+		} else {
+			b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
+				` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1`)
+		}
 		if tgt != nil {
 			b.w(" AND NOT EXISTS (SELECT 1 FROM ", tgt.render(b), " t WHERE ", keyRow("t"), " = ", keyRow("s"), ")")
 		}
 		b.w(` ORDER BY s."__ord"`)
 	case KindSnapshotReplace:
 		p.mode = facade.Replace
-		b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
-			` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1 ORDER BY s."__ord"`)
+		switch {
+		case unique:
+			// Every source row is an output row: nothing to count as
+			// skipped, and a source read in its own order needs no sort.
+			p.countSQL, p.countArgs = "", nil
+			b.w("SELECT ", cols, " FROM ", src.render(b), " s")
+			if !src.scanOrder {
+				b.w(` ORDER BY s."__ord"`)
+			}
+		default:
+			b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
+				` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1 ORDER BY s."__ord"`)
+		}
 	default:
 		return nil, fmt.Errorf("%w: deploy mode %q", ErrInvalid, d.Mode)
 	}

@@ -266,9 +266,13 @@ func relationRelation(ctx context.Context, tx pgx.Tx, datasetID, rel string, s S
 		return nil, fmt.Errorf("%w: dataset %q was registered with columns %s, relation now has %s; register it again",
 			ErrRelationChanged, datasetID, schemaText(s), schemaText(now))
 	}
-	return &relation{datasetID: datasetID, schema: s, render: func(*builder) string {
+	r := &relation{datasetID: datasetID, schema: s, scanOrder: true, render: func(*builder) string {
 		return "(SELECT " + (&relation{schema: s}).cols("r") + `, row_number() OVER () AS "__ord" FROM ` + relationFrom(rel) + " r)"
-	}}, nil
+	}}
+	if !isQuery(rel) {
+		r.table = rel
+	}
+	return r, nil
 }
 
 func sameSchema(a, b Schema) bool {
