@@ -183,6 +183,16 @@ type Split struct {
 //     (first row of a key in source order wins). Rows whose key and content
 //     are unchanged keep their identity. Preserved = those rows; skipped =
 //     the duplicates removed.
+//
+// The deduplication (a row_number() window over the source by key) is
+// skipped when the source is a registered table (RegisterRelation) whose
+// catalog proves every key value occurs once: a valid, non-deferrable,
+// non-partial unique index or primary key on columns within Key, every
+// one NOT NULL, indexed with its type's default operator class and its
+// own collation. This is checked inside each write (the table's lock
+// held until its rows are read), so a dropped index makes the next write
+// deduplicate again. A snapshot_replace over such a source then reads it
+// in one pass, in the order it is read.
 type Deploy struct {
 	Mode   Kind
 	Source string
