@@ -40,11 +40,12 @@ var errMergeShape = errors.New("facade: merge")
 
 // mergeEntry is one live row of the target, as the probe found it.
 type mergeEntry struct {
-	hash uint64 // the row hash of its business columns
-	file int32  // index into mergePlan.files
-	pos  int64  // position in that file
-	seen bool   // an output row has the same key
-	keep bool   // ... and the same row hash: left in place
+	hash  uint64 // the row hash of its business columns
+	khash uint64 // the row hash of its key columns
+	pos   int64  // position in its data file
+	file  int32  // index into mergePlan.files
+	seen  bool   // an output row has the same key
+	keep  bool   // ... and the same row hash: left in place
 }
 
 // mergePlan is the probe of a merge's target and what the merge found:
@@ -52,8 +53,12 @@ type mergeEntry struct {
 type mergePlan struct {
 	key     []string
 	files   []iceberg.DataFile
-	entries []mergeEntry
-	byKey   map[uint64]int32 // key hash -> index into entries
+	entries []mergeEntry // in the order the probe read them
+	byKey   keyIndex
+	// next is the entry after the one the last output row matched: the
+	// output mostly comes in the target's order (unchanged rows stay in
+	// place), so the next row's entry is tried there before the index.
+	next int
 
 	// dead holds, for the data files that already have deletes, the
 	// positions they remove (a v3 merge carries them into the file's
@@ -103,7 +108,12 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 	if err != nil {
 		return nil, fmt.Errorf("facade: merge: %w", err)
 	}
-	p := &mergePlan{key: key, byKey: map[uint64]int32{}, dead: map[int32]map[int64]bool{}, olds: map[int32][]iceberg.DataFile{}}
+	p := &mergePlan{key: key, dead: map[int32]map[int64]bool{}, olds: map[int32][]iceberg.DataFile{}}
+	var rows int64
+	for _, t := range tasks {
+		rows += t.File.Count()
+	}
+	p.entries = make([]mergeEntry, 0, min(rows, 1<<31-1))
 	var h, kh []uint64
 	for _, t := range tasks {
 		if len(t.EqualityDeleteFiles) > 0 {
@@ -141,16 +151,14 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 					pos++
 					continue
 				}
-				if _, dup := p.byKey[kh[i]]; dup {
-					rec.Release()
-					return nil, fmt.Errorf("%w: the target holds a key twice", errMergeShape)
-				}
-				p.byKey[kh[i]] = int32(len(p.entries))
-				p.entries = append(p.entries, mergeEntry{hash: h[i], file: fi, pos: pos})
+				p.entries = append(p.entries, mergeEntry{hash: h[i], khash: kh[i], file: fi, pos: pos})
 				pos++
 			}
 			rec.Release()
 		}
+	}
+	if p.byKey, err = buildKeyIndex(p.entries); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -258,7 +266,12 @@ func (p *mergePlan) filter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch
 			write := 0
 			for i := range h {
 				keep := false
-				if j, ok := p.byKey[kh[i]]; ok {
+				j := p.next
+				if j >= len(p.entries) || p.entries[j].khash != kh[i] {
+					j = p.byKey.find(p.entries, kh[i])
+				}
+				if j >= 0 {
+					p.next = j + 1
 					e := &p.entries[j]
 					if e.seen {
 						yield(nil, fmt.Errorf("%w: the rows hold a key twice", ErrInvalidRequest))
