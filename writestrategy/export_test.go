@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -29,4 +30,23 @@ func PlannedSQL(ctx context.Context, tx pgx.Tx, s WriteStrategy, to sink.Sink) (
 		out[i] = p.sql
 	}
 	return out, nil
+}
+
+// PostgresSQL is the statement the Postgres path plans for s in tx, with
+// each source in delta (when not nil) read as the rows of its ledger
+// transactions, and its arguments.
+func PostgresSQL(ctx context.Context, tx pgx.Tx, s WriteStrategy, delta map[string][]string) (string, []any, error) {
+	env := &Env{}
+	if delta != nil {
+		var outs []incremental.Output
+		for _, o := range s.Outputs() {
+			outs = append(outs, incremental.Output{Decision: sink.Decision{DatasetID: o, Sink: sink.Postgres}, Previous: sink.Postgres})
+		}
+		env.delta, env.deltaReq = delta, &deltaRequest{outputs: outs}
+	}
+	ps, err := prepare(ctx, tx, env, s, sink.Postgres)
+	if err != nil {
+		return "", nil, err
+	}
+	return ps[0].sql, ps[0].args, nil
 }

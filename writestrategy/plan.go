@@ -358,16 +358,18 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		b.w("SELECT ", cols, " FROM ", src.render(b), ` s ORDER BY "__ord"`)
 	case KindAppendNew:
 		p.mode = facade.Append
-		if unique {
-			b.w("SELECT ", cols, " FROM ", src.render(b), " s WHERE true")
-		} else {
-			b.w("SELECT ", cols, " FROM (SELECT s.*, row_number() OVER (PARTITION BY ", strings.Join(quoteIdents(key), ", "),
-				` ORDER BY s."__ord") AS "__dup" FROM `, src.render(b), ` s) s WHERE s."__dup" = 1`)
+		// The source rows, each key's first (or every row, when the key
+		// is unique).
+		from := src.render(b) + " s"
+		if !unique {
+			from = "(SELECT s.*, row_number() OVER (PARTITION BY " + strings.Join(quoteIdents(key), ", ") +
+				` ORDER BY s."__ord") AS "__dup" FROM ` + from + `) s WHERE s."__dup" = 1`
 		}
-		if tgt != nil {
-			b.w(" AND NOT EXISTS (SELECT 1 FROM ", tgt.render(b), " t WHERE ", keyRow("t"), " = ", keyRow("s"), ")")
+		if tgt == nil {
+			b.w("SELECT ", cols, " FROM ", from, ` ORDER BY s."__ord"`)
+			break
 		}
-		b.w(` ORDER BY s."__ord"`)
+		b.w("SELECT ", src.cols("s"), " FROM (SELECT s.* FROM ", from, ") s ", newRowsJoin(keyRow, tgt.render(b)))
 	case KindSnapshotReplace:
 		p.mode = facade.Replace
 		switch {
@@ -415,6 +417,22 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		p.sql, p.args, p.mode = fb.String(), fb.args, facade.Replace
 	}
 	return []projection{p}, nil
+}
+
+// newRowsJoin is the anti-join of the deduplicated source s against the
+// target rendered as tgt on their rowKey: a FULL JOIN whose WHERE keeps
+// the source rows without a target row. Postgres runs a full join only as
+// a hash or merge join, never as a nested loop, so the target is read
+// once whatever the estimates say; a NOT EXISTS over a source estimated
+// at a row or two (a delta read: rows of transactions the statistics have
+// not seen) plans a nested-loop anti-join that scans the whole target per
+// source row. The WHERE keeps the rows of s ("__ord" is never NULL) and is
+// not strict in s's columns (coalesce), so the planner keeps the full join
+// rather than reducing it back to an anti-join; the key expression, and so
+// its semantics, are rowKey's.
+func newRowsJoin(keyRow func(string) string, tgt string) string {
+	return "FULL JOIN (SELECT " + keyRow("t") + ` AS "__k" FROM ` + tgt + ` t) t ON ` + keyRow("s") + ` = t."__k"` +
+		` WHERE t."__k" IS NULL AND coalesce(s."__ord" IS NOT NULL, false) ORDER BY s."__ord"`
 }
 
 // rowKey is a comparable, hashable key of the named columns: a jsonb
