@@ -225,7 +225,11 @@ func TestDispatcherModes(t *testing.T) {
 	t.Run("incremental", func(t *testing.T) {
 		r, err := runIncremental(ctx, incConfig{Runs: 2, Rows: 300, Change: 10, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
 		require.NoError(t, err)
-		require.Len(t, r.Arms, 4)
+		require.Len(t, r.Arms, 5)
+		require.Len(t, r.Floor, 2)
+		for _, f := range r.Floor {
+			assert.Positive(t, f.P50Seconds, f.Query)
+		}
 		for _, a := range r.Arms {
 			assert.Positive(t, a.FullBytes, a.Mode+" "+a.Arm)
 			assert.Positive(t, a.P50Bytes, a.Mode+" "+a.Arm)
