@@ -24,7 +24,8 @@ var appendNewTargetRows = flag.Int64("appendnew.target", 20000, "target rows of 
 // 1.50 is 1.5, NULL is NULL), the first of keys repeated in the window,
 // and the statement is planned as a full join, read once, never as a
 // nested-loop anti-join over the target (a plan over a source estimated
-// at one row); the snapshot read plans the same.
+// at one row), reading only the target's key columns; the snapshot read
+// plans the same.
 func TestDeltaAppendNewOverLargeTarget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -65,6 +66,7 @@ func TestDeltaAppendNewOverLargeTarget(t *testing.T) {
 			sql, args, err := writestrategy.PostgresSQL(ctx, tx, appendNew, d)
 			require.NoError(t, err)
 			require.Equal(t, d != nil, strings.Contains(sql, "txn_id = ANY"), "%s read", name)
+			require.Equal(t, 1, strings.Count(sql, `"v" text`), "the target is read for its keys only: %s", sql)
 			rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
 			require.NoError(t, err)
 			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])

@@ -81,6 +81,7 @@ func filteredRelation(r *relation, ranges []facade.Range) *relation {
 	}
 	out := *r
 	out.scanOrder = false // a filter may read the rows through an index
+	out.only = nil        // the filter's columns may not be among them
 	out.render = func(b *builder) string {
 		inner := r.render(b)
 		var conds []string

@@ -2,6 +2,7 @@ package writestrategy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -28,6 +29,10 @@ type relation struct {
 	// unique are column sets proved to hold each value once (see
 	// uniqueKeys); read only by deploys, which deduplicate by key.
 	unique [][]string
+	// only, when not nil, is the relation read for the named columns
+	// only (and "__ord"): the row store then extracts only those from
+	// each row. An append_new reads its target's keys this way.
+	only func(names []string) *relation
 }
 
 func (r *relation) cols(alias string) string {
@@ -47,7 +52,17 @@ func (r *relation) cols(alias string) string {
 // text (see rowstore.go); every other value reads back through
 // jsonb_to_record in either encoding.
 func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string) *relation {
-	return &relation{datasetID: datasetID, schema: s, render: func(b *builder) string {
+	r := &relation{datasetID: datasetID, schema: s}
+	r.only = func(names []string) *relation {
+		sub := Schema{}
+		for _, c := range s.Columns {
+			if slices.Contains(names, c.Name) {
+				sub.Columns = append(sub.Columns, c)
+			}
+		}
+		return rowStoreRelation(ctlSchema, datasetID, sub, jsonCols, deltaTxns)
+	}
+	r.render = func(b *builder) string {
 		defs := make([]string, len(s.Columns))
 		sel := make([]string, len(s.Columns))
 		for i, c := range s.Columns {
@@ -70,7 +85,8 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 			sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::pg_catalog.uuid[])"
 		}
 		return sql + `) SELECT * FROM "__rel")`
-	}}
+	}
+	return r
 }
 
 // tableRelation reads a temporary table holding a hydrated native dataset;
@@ -369,7 +385,11 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 			b.w("SELECT ", cols, " FROM ", from, ` ORDER BY s."__ord"`)
 			break
 		}
-		b.w("SELECT ", src.cols("s"), " FROM (SELECT s.* FROM ", from, ") s ", newRowsJoin(keyRow, tgt.render(b)))
+		probe := tgt // only the keys are compared
+		if tgt.only != nil {
+			probe = tgt.only(key)
+		}
+		b.w("SELECT ", src.cols("s"), " FROM (SELECT s.* FROM ", from, ") s ", newRowsJoin(keyRow, probe.render(b)))
 	case KindSnapshotReplace:
 		p.mode = facade.Replace
 		switch {
