@@ -171,10 +171,11 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			required[fld.Name] = true
 		}
 	}
-	mp, mr, err := f.mergeOf(ctx, tbl, req, first, firstErr)
+	mp, mr, rows, stopMerge, err := f.mergeOf(ctx, tbl, req, rows, first, firstErr)
 	if err != nil {
 		return nil, err
 	}
+	defer stopMerge()
 	var rowBase int64
 	if req.Mode == Append || mp != nil {
 		if rowBase, err = nextRowIndex(ctx, tbl); err != nil {

@@ -463,20 +463,126 @@ func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *t
 }
 
 // mergeOf returns the merge plan of req when its first batch asks for a
-// merge (see mergeRows) and the table has rows to merge into.
-func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest, first arrow.RecordBatch, firstErr error) (*mergePlan, mergeRows, error) {
+// merge (see mergeRows) and the table has rows to merge into, with the
+// rows to merge: rows itself, or, when the probe ran while rows were read
+// ahead (see probeAhead), the rows read ahead followed by the rest. stop
+// ends the read of rows the merge began (call it once the rows are read
+// or abandoned).
+func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest, rows iter.Seq2[arrow.RecordBatch, error],
+	first arrow.RecordBatch, firstErr error) (_ *mergePlan, _ mergeRows, _ iter.Seq2[arrow.RecordBatch, error], stop func(), _ error) {
+	stop = func() {}
 	if req.Mode != Replace || firstErr != nil || first == nil || tbl.CurrentSnapshot() == nil {
-		return nil, nil, nil
+		return nil, nil, rows, stop, nil
 	}
 	m, ok := first.(mergeRows)
 	if !ok || len(m.MergeKey()) == 0 {
-		return nil, nil, nil
+		return nil, nil, rows, stop, nil
 	}
-	p, err := f.probeMerge(ctx, tbl, m.MergeKey(), req.Schema)
+	p, rows, stop, err := f.probeAhead(ctx, tbl, m.MergeKey(), req.Schema, rows)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, func() {}, err
 	}
-	return p, m, nil
+	return p, m, rows, stop, nil
+}
+
+// batchBytes is the size of rec's buffers.
+func batchBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	var add func(d arrow.ArrayData)
+	add = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+		for _, c := range d.Children() {
+			add(c)
+		}
+	}
+	for _, c := range rec.Columns() {
+		add(c.Data())
+	}
+	return n
+}
+
+// mergeReadAhead bounds the bytes of rows a merge reads ahead while its
+// probe runs.
+const mergeReadAhead = 32 << 20
+
+// probeAhead runs the probe of the target while it reads rows ahead (up
+// to mergeReadAhead bytes, retained), so that the source keeps streaming
+// while the target is read: the probe runs in a goroutine that ends
+// before probeAhead returns. It returns the plan and the rows (those read
+// ahead, then the rest), and stop, which ends the read of the rest.
+func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, key []string, reqSchema *arrow.Schema,
+	rows iter.Seq2[arrow.RecordBatch, error]) (*mergePlan, iter.Seq2[arrow.RecordBatch, error], func(), error) {
+	type probed struct {
+		p   *mergePlan
+		err error
+	}
+	done := make(chan probed, 1)
+	go func() {
+		p, err := f.probeMerge(ctx, tbl, key, reqSchema)
+		done <- probed{p, err}
+	}()
+	next, stop := iter.Pull2(rows)
+	var ahead []arrow.RecordBatch
+	var aheadErr error
+	release := func() {
+		for _, rec := range ahead {
+			rec.Release()
+		}
+		ahead = nil
+	}
+	var res probed
+	var size int64
+	finished, more := false, true
+	for !finished && more && aheadErr == nil && size < mergeReadAhead {
+		select {
+		case res = <-done:
+			finished = true
+			continue
+		default:
+		}
+		var rec arrow.RecordBatch
+		rec, aheadErr, more = next()
+		if more && aheadErr == nil && rec != nil {
+			rec.Retain() // borrowed until the next pull
+			ahead = append(ahead, rec)
+			size += batchBytes(rec)
+		}
+	}
+	if !finished {
+		res = <-done
+	}
+	if res.err != nil {
+		release()
+		stop()
+		return nil, nil, func() {}, res.err
+	}
+	out := func(yield func(arrow.RecordBatch, error) bool) {
+		for len(ahead) > 0 {
+			rec := ahead[0]
+			ahead = ahead[1:]
+			ok := yield(rec, nil)
+			rec.Release()
+			if !ok {
+				return
+			}
+		}
+		if aheadErr != nil {
+			yield(nil, aheadErr)
+			return
+		}
+		for more {
+			var rec arrow.RecordBatch
+			var err error
+			if rec, err, more = next(); !more || !yield(rec, err) {
+				return
+			}
+		}
+	}
+	return res.p, out, func() { release(); stop() }, nil
 }
 
 // summarize corrects the snapshot summary of a merge: the next row index
