@@ -128,10 +128,11 @@
 // file by file (the business columns of each live row are hashed with the
 // row hash behind Checksum and dropped at once; existing position deletes
 // applied; nothing is kept but a key hash, a row hash and a position per
-// row), then streams the rows: a row whose key and row hash match a live
-// row is left in place (its __row_index, __row_id and __created_at with
-// it), every other row is written as a new row, and the live rows whose key
-// changed content or is gone get a position delete. One row-delta snapshot
+// row; while it runs, up to 32 MiB of the rows are read ahead, so the
+// source keeps streaming), then streams the rows: a row whose key and row
+// hash match a live row is left in place (its __row_index, __row_id and
+// __created_at with it), every other row is written as a new row, and the
+// live rows whose key changed content or is gone get a position delete. One row-delta snapshot
 // (merge-on-read: on format v2 one Parquet position delete file per data
 // file that loses rows, scoped to it; on v3 deletion vectors, see "Format
 // versions") adds both, on the snapshot the probe read:
