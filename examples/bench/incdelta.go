@@ -217,7 +217,7 @@ func printDelta(w io.Writer, rs []*deltaReport) {
 			}
 		}
 		if ice > 0 && pg > 0 {
-			fmt.Fprintf(w, "iceberg-delta run p50 / postgres run p50: %.2f\n", ice/pg)
+			fmt.Fprintf(w, "iceberg-delta run p50 / postgres run p50: %.3f\n", ice/pg)
 		}
 	}
 	if len(rs) > 1 {
