@@ -26,9 +26,15 @@ type armEnv struct {
 // startArms starts the embedded default on databaseURL (empty: a
 // throwaway cluster) and warehouse (empty: a temporary directory). With
 // statements, the observer also records the SQL statements of the pool.
-func startArms(ctx context.Context, databaseURL, warehouse string, statements bool) (_ *armEnv, err error) {
+// A format version of 3 makes every Iceberg table of the arms format v3
+// (facade.Config.FormatVersionFor); 0 leaves the facade default.
+func startArms(ctx context.Context, databaseURL, warehouse string, statements bool, format int) (_ *armEnv, err error) {
 	obs := &phaseTimes{cur: map[string]time.Duration{}}
-	opts := embedded.Options{DatabaseURL: databaseURL, Warehouse: warehouse, Facade: &facade.Config{}}
+	fc := &facade.Config{}
+	if format != 0 {
+		fc.FormatVersionFor = func(string) (int, bool) { return format, true }
+	}
+	opts := embedded.Options{DatabaseURL: databaseURL, Warehouse: warehouse, Facade: fc}
 	if statements {
 		opts.Tracer = obs
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -235,6 +237,28 @@ func TestDispatcherModes(t *testing.T) {
 			assert.Positive(t, a.P50Bytes, a.Mode+" "+a.Arm)
 			assert.NotEmpty(t, a.Phases, a.Mode+" "+a.Arm)
 		}
+	})
+	t.Run("incremental-v3", func(t *testing.T) {
+		_, err := runIncremental(ctx, incConfig{Runs: 1, Rows: 10, Change: 1, Format: 4})
+		require.ErrorContains(t, err, "-incremental-format 4: want 2 or 3")
+		wh := t.TempDir()
+		r, err := runIncremental(ctx, incConfig{Runs: 1, Rows: 300, Change: 10, Format: 3, DatabaseURL: pgtest.URL(t), Warehouse: wh})
+		require.NoError(t, err)
+		assert.Equal(t, 3, r.Format)
+		require.Len(t, r.Arms, 5)
+		for _, a := range r.Arms {
+			assert.Positive(t, a.P50Bytes, a.Mode+" "+a.Arm)
+		}
+		// A snapshot_replace run on a v3 table deletes by deletion vector
+		// (Puffin), not by position delete file.
+		var puffins int
+		require.NoError(t, filepath.WalkDir(filepath.Join(wh, "lakewrite.db", "inc_snapshot_replace_iceberg"), func(p string, _ fs.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(p, ".puffin") {
+				puffins++
+			}
+			return err
+		}))
+		assert.Positive(t, puffins)
 	})
 	t.Run("delta", func(t *testing.T) {
 		rs, err := runDelta(ctx, deltaConfig{Runs: 2, Rows: []int{300}, Change: 10, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})

@@ -16,9 +16,13 @@ import (
 // runs per deploy mode that each change (snapshot_replace) or add
 // (append_new) Change rows, both arms through the Dispatcher.
 type incConfig struct {
-	Runs        int
-	Rows        int
-	Change      int
+	Runs   int
+	Rows   int
+	Change int
+	// Format is the Iceberg format version of the Iceberg targets, 2 or
+	// 3 (0: 2). With 3, a snapshot_replace run writes one deletion vector
+	// per touched data file instead of position delete files.
+	Format      int
 	DatabaseURL string
 	Warehouse   string
 	Log         io.Writer
@@ -41,6 +45,7 @@ type incReport struct {
 	Rows   int        `json:"rows"`
 	Change int        `json:"change"`
 	Runs   int        `json:"runs"`
+	Format int        `json:"format_version"`
 	Arms   []incArm   `json:"arms"`
 	Floor  []incFloor `json:"floor"`
 }
@@ -109,8 +114,14 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 	if cfg.Runs < 1 || cfg.Rows < 1 || cfg.Change < 1 {
 		return nil, fmt.Errorf("-incremental %d -incremental-rows %d -incremental-change %d: want at least 1 of each", cfg.Runs, cfg.Rows, cfg.Change)
 	}
+	if cfg.Format == 0 {
+		cfg.Format = 2
+	}
+	if cfg.Format != 2 && cfg.Format != 3 {
+		return nil, fmt.Errorf("-incremental-format %d: want 2 or 3", cfg.Format)
+	}
 	logw := logTo(cfg.Log)
-	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, cfg.Format)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +223,7 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 		}
 		fmt.Fprintf(logw, "bench: incremental: run %d done\n", r+1)
 	}
-	rep := &incReport{Rows: cfg.Rows, Change: cfg.Change, Runs: cfg.Runs}
+	rep := &incReport{Rows: cfg.Rows, Change: cfg.Change, Runs: cfg.Runs, Format: cfg.Format}
 	for _, a := range arms {
 		a.P50Seconds = p50ms(a.lat) / 1000
 		bs := slices.Clone(a.bytes)
@@ -233,8 +244,8 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 }
 
 func printIncremental(w io.Writer, r *incReport) {
-	fmt.Fprintf(w, "incremental: target of %d rows, %d rows changed (snapshot_replace) or added (append_new) per run, %d runs, through the Dispatcher\n",
-		r.Rows, r.Change, r.Runs)
+	fmt.Fprintf(w, "incremental: target of %d rows, %d rows changed (snapshot_replace) or added (append_new) per run, %d runs, through the Dispatcher, Iceberg format v%d\n",
+		r.Rows, r.Change, r.Runs, r.Format)
 	fmt.Fprintf(w, "%-17s %-14s %8s %10s %8s %10s %7s   run phase p50 s\n", "mode", "arm", "full s", "full bytes", "run p50", "run bytes", "x full")
 	for i, a := range r.Arms {
 		ratio := a.P50Seconds / a.FullSeconds

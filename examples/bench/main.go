@@ -89,6 +89,7 @@ func mainCode() int {
 	flag.IntVar(&inc.Runs, "incremental", 0, "incremental mode: this many runs per deploy mode (snapshot_replace, append_new) on a target of -incremental-rows rows, each changing or adding -incremental-change rows, both arms (Iceberg, Postgres row store) through the Dispatcher; prints time and bytes written per run against a full write")
 	flag.IntVar(&inc.Rows, "incremental-rows", 1_000_000, "incremental mode: rows of the target")
 	flag.IntVar(&inc.Change, "incremental-change", 1000, "incremental mode: rows changed or added per run")
+	flag.IntVar(&inc.Format, "incremental-format", 2, "incremental mode: Iceberg format version of the Iceberg targets, 2 (position delete files) or 3 (deletion vectors)")
 	var dl deltaConfig
 	var dlRows string
 	flag.IntVar(&dl.Runs, "incremental-delta", 0, "delta-read mode: this many runs per row count of an append_new pipeline in delta mode over an upstream grown by -incremental-change appended rows per run: Iceberg (delta, and whole as before delta reads) and Postgres arms through the Dispatcher; prints time, bytes written and source rows read per run against a full write")
