@@ -15,18 +15,20 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
 
+// mergeBenchSchema is the schema of mergeBenchRows.
+var mergeBenchSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+}, nil)
+
 // mergeBenchRows yields rows (id, name, amount, ts) of ids 0..n-1 in
 // batches of 64Ki rows; rows whose id%every == 0 carry version v in name.
 func mergeBenchRows(n, every, v int, preserved *int64) iter.Seq2[arrow.RecordBatch, error] {
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
-	}, nil)
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		for from := 0; from < n; from += 64 << 10 {
-			b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+			b := array.NewRecordBuilder(memory.DefaultAllocator, mergeBenchSchema)
 			for i := from; i < min(from+64<<10, n); i++ {
 				b.Field(0).(*array.Int64Builder).Append(int64(i))
 				if i%every == 0 {
@@ -58,12 +60,7 @@ func BenchmarkMerge1M(b *testing.B) {
 	b.Cleanup(func() { cat.Close() })
 	f, err := New(cat, nil)
 	require.NoError(b, err)
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
-	}, nil)
+	sc := mergeBenchSchema
 	write := func(v int) (CommitResult, int64) {
 		var preserved int64
 		res, err := f.Write(context.Background(), Target{DatasetID: "merge_bench"}, WriteRequest{Mode: Replace, Schema: sc,

@@ -214,16 +214,14 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.targets[out] = st
 	}
-	if dep, ok := s.(Deploy); ok && (dep.Mode == KindSnapshotReplace || dep.Mode == KindAppendNew) {
+	if dep, ok := s.(Deploy); ok {
 		// A deploy deduplicates its source by key: a registered table
 		// whose unique keys prove it needs none skips that step.
-		if r := pc.sources[dep.Source]; r != nil && r.table != "" {
+		if r := pc.sources[dep.Source]; r != nil && r.table != "" && (dep.Mode == KindSnapshotReplace || dep.Mode == KindAppendNew) {
 			if r.unique, err = uniqueKeys(ctx, tx, r.table); err != nil {
 				return nil, err
 			}
 		}
-	}
-	if dep, ok := s.(Deploy); ok {
 		// Tier B deploys, and any deploy moving its output to the other
 		// sink, read the current target from where it lives.
 		t := ds[dep.Target]
