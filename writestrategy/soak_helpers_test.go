@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -69,6 +70,19 @@ func rowStoreIdentities(t *testing.T, w *world, id string) map[int64][2]string {
 	})
 	require.NoError(t, err)
 	return out
+}
+
+// writtenRecords is the rows the snapshot of a write added (the
+// snapshot's own summary, whatever maintenance committed after it).
+func writtenRecords(t *testing.T, w *world, res writestrategy.WriteResult) int64 {
+	t.Helper()
+	f, ok := w.lake.(*facade.Facade)
+	require.True(t, ok)
+	tbl, err := f.LoadTable(context.Background(), res.DatasetID)
+	require.NoError(t, err)
+	snap := tbl.SnapshotByID(res.SnapshotID)
+	require.NotNil(t, snap, "snapshot %d of %s", res.SnapshotID, res.DatasetID)
+	return summaryInt(t, snap.Summary.Properties, "added-records")
 }
 
 // keptIdentities counts the keys whose identity is the same in before and
