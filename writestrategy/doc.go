@@ -91,7 +91,9 @@
 // unchanged rows carry their previous __row_id and __created_at. On
 // Postgres, unchanged rows of a
 // snapshot_replace are left in place (their row_index and txn_id are their
-// identity).
+// identity). A snapshot_replace whose source gained or lost a column since
+// the last write keeps no row (none is unchanged): on either sink it is a
+// full rebuild with the new columns.
 //
 // When an output moves to the other sink (a canary flip or a revert), its
 // first write there is a full rebuild: an append strategy then writes the

@@ -348,6 +348,12 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		ts = &targetState{}
 	}
 	tgt := ts.rel
+	if tgt != nil && d.Mode == KindSnapshotReplace && !sameNames(src.schema, tgt.schema) {
+		// The source's columns changed since the last write (a column
+		// added or dropped): no row of the target is unchanged, and the
+		// replace is a full rebuild with the new columns.
+		tgt = nil
+	}
 	if tgt != nil && !ts.keyOnly {
 		for _, c := range src.schema.Columns {
 			if !tgt.schema.has(c.Name) {

@@ -67,6 +67,20 @@ func (s Schema) names() []string {
 	return out
 }
 
+// sameNames reports whether a and b declare the same column names, in any
+// order.
+func sameNames(a, b Schema) bool {
+	if len(a.Columns) != len(b.Columns) {
+		return false
+	}
+	for _, c := range a.Columns {
+		if !b.has(c.Name) {
+			return false
+		}
+	}
+	return true
+}
+
 func (s Schema) has(name string) bool {
 	for _, c := range s.Columns {
 		if c.Name == name {
