@@ -314,9 +314,10 @@
 // without a codec (an incompressible hash: no CPU spent compressing it),
 // __created_at a dictionary, decimals of precision <= 18 as INT32/INT64,
 // and the business columns the table's codec, level, page and dictionary
-// settings. Partitioned, sorted and format v3 tables, and tables with
-// bloom-filter or variant-shredding properties, are written by iceberg-go's
-// writer, as are compacted files.
+// settings, on format v2 and v3 alike (a v3 file holds no lineage
+// columns: its rows inherit them). Partitioned and sorted tables, and
+// tables with bloom-filter or variant-shredding properties, are written by
+// iceberg-go's writer, as are compacted files.
 //
 // Every data file, from either writer, is meant to be read by the engines
 // users query the tables with. Each choice of the facade's writer and the

@@ -42,9 +42,13 @@ import (
 // The files are then described for iceberg-go by table.DataFileFromMetadata
 // from the writer's in-memory footer (record count, column sizes, value and
 // null counts, bounds under the table's metrics modes, split offsets), so
-// nothing is read back. Tables with a partition spec, a sort order, format
-// version 3 or writer properties this path does not reproduce (bloom
-// filters, variant shredding) keep iceberg-go's writer.
+// nothing is read back. Format v3 tables take this path too: the files
+// carry no row lineage columns (a row a write adds inherits _row_id from
+// its file's first_row_id and _last_updated_sequence_number from its
+// sequence number, exactly as for iceberg-go's writer), and the commit
+// sets first_row_id where the snapshot needs it (addV3). Tables with a
+// partition spec, a sort order or writer properties this path does not
+// reproduce (bloom filters, variant shredding) keep iceberg-go's writer.
 
 // PropertyRowIndexEncoding is the table property choosing the Parquet
 // encoding of __row_index in the files the facade writes itself
@@ -97,11 +101,6 @@ var nativeUnsupported = []string{
 // with schema sc.
 func nativeWritable(tbl *table.Table, sc *arrow.Schema) bool {
 	if !tbl.Spec().IsUnpartitioned() || !tbl.SortOrder().IsUnsorted() {
-		return false
-	}
-	// Format v3 data files added by AddDataFiles need first_row_id, which
-	// iceberg-go's own writer path assigns.
-	if tbl.Metadata().Version() >= 3 {
 		return false
 	}
 	for k := range tbl.Properties() {

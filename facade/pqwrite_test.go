@@ -20,11 +20,19 @@ import (
 
 // TestNativeFilesLayoutStatsAndPruning: the data files of an unpartitioned
 // table carry field ids, per-column encodings (__row_index
-// PLAIN, __row_id uncompressed, a numeric(12,2) as INT64),
-// bounds for every column, read back exactly, and a filtered scan prunes
-// the files whose bounds exclude it.
+// PLAIN, __row_id uncompressed, a numeric(12,2) as INT64, a numeric(9,2)
+// as INT32), bounds for every column, read back exactly, and a filtered
+// scan prunes the files whose bounds exclude it.
 func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
-	testNativeFiles(t, nil, parquet.Encodings.Plain)
+	testNativeFiles(t, nil, 2, parquet.Encodings.Plain)
+}
+
+// TestNativeFilesV3: a format v3 table's data files have the same layout
+// as v2's (decimals as INT32/INT64), hold no row lineage columns, and
+// their rows read back with distinct _row_ids (first_row_id plus the
+// position) and the sequence number of the write that added them.
+func TestNativeFilesV3(t *testing.T) {
+	testNativeFiles(t, nil, 3, parquet.Encodings.Plain)
 }
 
 // TestRowIndexEncodingProperty: PropertyRowIndexEncoding opts __row_index
@@ -32,13 +40,13 @@ func TestNativeFilesLayoutStatsAndPruning(t *testing.T) {
 // back), and an unknown value fails the write with nothing committed.
 func TestRowIndexEncodingProperty(t *testing.T) {
 	t.Run("byte-stream-split", func(t *testing.T) {
-		testNativeFiles(t, iceberg.Properties{facade.PropertyRowIndexEncoding: "byte-stream-split"}, parquet.Encodings.ByteStreamSplit)
+		testNativeFiles(t, iceberg.Properties{facade.PropertyRowIndexEncoding: "byte-stream-split"}, 2, parquet.Encodings.ByteStreamSplit)
 	})
 	t.Run("delta-binary-packed", func(t *testing.T) {
 		// arrow-go's DELTA_BINARY_PACKED decoder never releases its
 		// 64-byte bit-width buffer, so the checked allocator would report
 		// the facade's Scan: this case reads back through iceberg-go only.
-		testNativeFiles(t, iceberg.Properties{facade.PropertyRowIndexEncoding: "delta-binary-packed"}, parquet.Encodings.DeltaBinaryPacked)
+		testNativeFiles(t, iceberg.Properties{facade.PropertyRowIndexEncoding: "delta-binary-packed"}, 2, parquet.Encodings.DeltaBinaryPacked)
 	})
 	t.Run("unknown", func(t *testing.T) {
 		e := newIcebergEnv(t, func(c *facade.Config) {
@@ -62,14 +70,18 @@ func TestRowIndexEncodingProperty(t *testing.T) {
 	})
 }
 
-func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet.Encoding) {
-	e := newIcebergEnv(t, func(c *facade.Config) { c.TableProperties = props })
+func testNativeFiles(t *testing.T, props iceberg.Properties, version int, rowIndexEnc parquet.Encoding) {
+	e := newIcebergEnv(t, func(c *facade.Config) {
+		c.TableProperties = props
+		c.FormatVersionFor = func(string) (int, bool) { return version, true }
+	})
 	defer e.mem.AssertSize(t, 0)
 	ctx := context.Background()
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true},
 		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "small", Type: &arrow.Decimal128Type{Precision: 9, Scale: 2}, Nullable: true},
 	}, nil)
 	batch := func(lo, n int) arrow.RecordBatch {
 		b := array.NewRecordBuilder(e.mem, sc)
@@ -82,6 +94,7 @@ func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet
 				b.Field(1).(*array.Decimal128Builder).Append(decimal128.FromI64(int64(i) * 101))
 			}
 			b.Field(2).(*array.StringBuilder).Append("n" + string(rune('a'+i%26)))
+			b.Field(3).(*array.Decimal128Builder).Append(decimal128.FromI64(-int64(i) * 7))
 		}
 		return b.NewRecordBatch()
 	}
@@ -97,6 +110,7 @@ func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet
 
 	tbl, err := e.f.LoadTable(ctx, "native")
 	require.NoError(t, err)
+	require.Equal(t, version, tbl.Metadata().Version())
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	require.NoError(t, err)
 	require.Len(t, tasks, 2)
@@ -142,6 +156,8 @@ func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet
 		require.NoError(t, err)
 		require.Equal(t, "UNCOMPRESSED", rowID.Compression().String())
 		require.Equal(t, parquet.Types.Int64, pqs.Column(pqs.ColumnIndexByName("amount")).PhysicalType())
+		require.Equal(t, parquet.Types.Int32, pqs.Column(pqs.ColumnIndexByName("small")).PhysicalType())
+		require.Equal(t, -1, pqs.ColumnIndexByName(iceberg.RowIDColumnName), "no lineage columns in a written file")
 		require.NoError(t, rdr.Close())
 	}
 
@@ -156,14 +172,21 @@ func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet
 	require.Len(t, byAmount, 1)
 
 	// Every value reads back.
-	_, itr, err := tbl.Scan(table.WithSelectedFields("id", "amount", facade.ColRowIndex)).ToArrowRecords(ctx)
+	scanOpts := []table.ScanOption{table.WithSelectedFields("id", "amount", facade.ColRowIndex, "small")}
+	if version >= 3 {
+		scanOpts = append(scanOpts, table.WithRowLineage())
+	}
+	_, itr, err := tbl.Scan(scanOpts...).ToArrowRecords(ctx)
 	require.NoError(t, err)
 	var rows int
+	rowIDs := map[int64]bool{}
 	for rec, err := range itr {
 		require.NoError(t, err)
-		ids := rec.Column(0).(*array.Int64)
-		amt := rec.Column(1).(*array.Decimal128)
-		idx := rec.Column(2).(*array.Int64)
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		ids := col("id").(*array.Int64)
+		amt := col("amount").(*array.Decimal128)
+		idx := col(facade.ColRowIndex).(*array.Int64)
+		small := col("small").(*array.Decimal128)
 		for i := range int(rec.NumRows()) {
 			id := ids.Value(i)
 			require.Equal(t, id, idx.Value(i))
@@ -171,6 +194,22 @@ func testNativeFiles(t *testing.T, props iceberg.Properties, rowIndexEnc parquet
 				require.True(t, amt.IsNull(i))
 			} else {
 				require.Equal(t, decimal128.FromI64(id*101), amt.Value(i))
+			}
+			require.Equal(t, decimal128.FromI64(-id*7), small.Value(i))
+			if version >= 3 {
+				// the Replace is sequence number 1 and row ids 0..2999, the
+				// Append sequence number 2 and row ids 3000..4999
+				rid := col(iceberg.RowIDColumnName).(*array.Int64)
+				seq := col(iceberg.LastUpdatedSequenceNumberColumnName).(*array.Int64)
+				require.False(t, rid.IsNull(i) || seq.IsNull(i), "id %d has no lineage", id)
+				require.False(t, rowIDs[rid.Value(i)], "_row_id %d read twice", rid.Value(i))
+				rowIDs[rid.Value(i)] = true
+				require.Equal(t, id, rid.Value(i), "id %d", id)
+				wantSeq := int64(1)
+				if id >= 3000 {
+					wantSeq = 2
+				}
+				require.Equal(t, wantSeq, seq.Value(i), "id %d", id)
 			}
 			rows++
 		}

@@ -2,8 +2,13 @@ package interop
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -78,4 +83,57 @@ func TestDuckDBV3DeletionVectors(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, rep.CompactedFiles)
 	e.check(id, src2)
+}
+
+// TestDuckDBV3Decimals: a format v3 table's data files store decimals of
+// precision <= 18 as v2's do (INT64, and INT32 up to precision 9), and
+// DuckDB reads every value back.
+func TestDuckDBV3Decimals(t *testing.T) {
+	e := newEnv(t)
+	const id = "v3_decimals"
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true},
+		{Name: "small", Type: &arrow.Decimal128Type{Precision: 9, Scale: 3}, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := int64(1); i <= 100; i++ {
+		b.Field(0).(*array.Int32Builder).Append(int32(i))
+		if i%10 == 0 {
+			b.Field(1).AppendNull()
+		} else {
+			b.Field(1).(*array.Decimal128Builder).Append(decimal128.FromI64(i*123456789 - 5_000_000_000))
+		}
+		b.Field(2).(*array.Decimal128Builder).Append(decimal128.FromI64(-i * 999_999))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	_, err := e.lw.Facade.Write(e.ctx, facade.Target{DatasetID: id}, facade.WriteRequest{Mode: facade.Replace, Schema: sc,
+		Rows: func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }})
+	require.NoError(t, err)
+	tbl, err := e.lw.Facade.LoadTable(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 3, tbl.Metadata().Version())
+
+	files := e.dataFiles(id)
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = "'" + strings.ReplaceAll(f, "'", "''") + "'"
+	}
+	rows, err := e.duck.QueryContext(e.ctx, `SELECT DISTINCT name, type FROM parquet_schema([`+strings.Join(quoted, ", ")+
+		`]) WHERE name IN ('amount', 'small') ORDER BY name`)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var name, typ string
+		require.NoError(t, rows.Scan(&name, &typ))
+		got = append(got, name+" "+typ)
+	}
+	require.NoError(t, rows.Err())
+	require.NoError(t, rows.Close())
+	require.Equal(t, []string{"amount INT64", "small INT32"}, got)
+
+	e.check(id, `SELECT g AS id, CASE WHEN g % 10 = 0 THEN NULL ELSE ((g::bigint * 123456789 - 5000000000) / 100.0)::numeric(12,2) END AS amount,
+		(-g * 999999 / 1000.0)::numeric(9,3) AS small FROM generate_series(1, 100) g`)
 }
