@@ -228,7 +228,7 @@ func TestDispatcherModes(t *testing.T) {
 		r, err := runIncremental(ctx, incConfig{Runs: 2, Rows: 300, Change: 10, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		require.Len(t, r.Arms, 5)
-		require.Len(t, r.Floor, 2)
+		require.Len(t, r.Floor, 3)
 		for _, f := range r.Floor {
 			assert.Positive(t, f.P50Seconds, f.Query)
 		}

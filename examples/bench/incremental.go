@@ -65,13 +65,16 @@ type incFloor struct {
 
 // incFloors are the reads the floor arm times: the deduplicating SELECT
 // of a snapshot_replace over a source that needs it (a row_number()
-// window by key, then the source's order), and a plain scan.
+// window by key, then the source's order), a plain scan, and a read of
+// the key column alone (what any run that must learn which keys the
+// source holds reads at least, however the rest is found).
 func incFloors() []*incFloor {
 	return []*incFloor{
 		{Query: "dedup", sql: `SELECT "id", "name", "amount", "ts" FROM (SELECT s.*, row_number() OVER (PARTITION BY "id" ORDER BY s."__ord") AS "__dup"
 			FROM (SELECT r."id", r."name", r."amount", r."ts", row_number() OVER () AS "__ord" FROM public.inc_src_sr r) s) s
 			WHERE s."__dup" = 1 ORDER BY s."__ord"`},
 		{Query: "scan", sql: `SELECT * FROM public.inc_src_sr`},
+		{Query: "keys", sql: `SELECT "id" FROM public.inc_src_sr`},
 	}
 }
 
