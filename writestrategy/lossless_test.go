@@ -150,7 +150,7 @@ func (w *world) datasetText(s writestrategy.Schema, id string) [][]string {
 					a := rec.Column(c).(*array.String)
 					row[c] = textNull
 					if !a.IsNull(r) {
-						row[c] = a.Value(r)
+						row[c] = strings.Clone(a.Value(r)) // the batch is borrowed: its buffers are reused
 					}
 				}
 				out = append(out, row)
