@@ -82,6 +82,7 @@ func (e *armEnv) meter(ctx context.Context, iceberg bool) func() int64 {
 // timedWrite is one measured write.
 type timedWrite struct {
 	took    time.Duration
+	cpu     time.Duration            // this process's CPU time (all threads) over the write
 	bytes   int64                    // by the meter; 0 without one
 	phases  map[string]time.Duration // the Observer's phases of this write
 	seq     []string                 // their names, first seen first
@@ -101,9 +102,12 @@ func (e *armEnv) write(ctx context.Context, target string, meter func() int64, r
 		before = meter()
 	}
 	_, _, _ = e.obs.take()
+	cpu0, _ := processUsage()
 	t0 := time.Now()
 	res, err := e.disp.Write(ctx, req)
 	tw := timedWrite{took: time.Since(t0), results: res}
+	cpu1, _ := processUsage()
+	tw.cpu = cpu1 - cpu0
 	tw.phases, tw.seq, tw.stmts = e.obs.take()
 	if meter != nil {
 		tw.bytes = meter() - before

@@ -34,7 +34,9 @@ type incArm struct {
 	Arm         string             `json:"arm"`
 	FullSeconds float64            `json:"full_write_seconds"` // the first write: the whole table
 	FullBytes   int64              `json:"full_write_bytes"`
+	FullCPU     float64            `json:"full_write_cpu_seconds"` // the bench process's CPU time (all threads; not the server's)
 	P50Seconds  float64            `json:"run_p50_seconds"`
+	P50CPU      float64            `json:"run_cpu_p50_seconds"`
 	P50Bytes    int64              `json:"run_p50_bytes"`
 	Phases      map[string]float64 `json:"run_phase_p50_seconds"`
 	order       []string
@@ -158,7 +160,7 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 		incArm
 		writer, target, source string
 		kind                   writestrategy.Kind
-		lat                    []time.Duration
+		lat, cpu               []time.Duration
 		bytes                  []int64
 		phases                 map[string][]time.Duration
 	}
@@ -197,7 +199,7 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %s full write: %w", a.Mode, a.Arm, err)
 		}
-		a.FullSeconds, a.FullBytes = tw.took.Seconds(), tw.bytes
+		a.FullSeconds, a.FullBytes, a.FullCPU = tw.took.Seconds(), tw.bytes, tw.cpu.Seconds()
 		fmt.Fprintf(logw, "bench: incremental: %s %s full write %.2fs\n", a.Mode, a.Arm, tw.took.Seconds())
 	}
 	var next int64 = int64(cfg.Rows) + 1
@@ -221,7 +223,7 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s %s run %d: %w", a.Mode, a.Arm, r+1, err)
 			}
-			a.lat, a.bytes = append(a.lat, tw.took), append(a.bytes, tw.bytes)
+			a.lat, a.cpu, a.bytes = append(a.lat, tw.took), append(a.cpu, tw.cpu), append(a.bytes, tw.bytes)
 			a.order = addPhases(a.order, a.phases, tw)
 		}
 		fmt.Fprintf(logw, "bench: incremental: run %d done\n", r+1)
@@ -229,6 +231,7 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 	rep := &incReport{Rows: cfg.Rows, Change: cfg.Change, Runs: cfg.Runs, Format: cfg.Format}
 	for _, a := range arms {
 		a.P50Seconds = p50ms(a.lat) / 1000
+		a.P50CPU = p50ms(a.cpu) / 1000
 		bs := slices.Clone(a.bytes)
 		slices.Sort(bs)
 		a.P50Bytes = bs[len(bs)/2]
@@ -249,10 +252,12 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 func printIncremental(w io.Writer, r *incReport) {
 	fmt.Fprintf(w, "incremental: target of %d rows, %d rows changed (snapshot_replace) or added (append_new) per run, %d runs, through the Dispatcher, Iceberg format v%d\n",
 		r.Rows, r.Change, r.Runs, r.Format)
-	fmt.Fprintf(w, "%-17s %-14s %8s %10s %8s %10s %7s   run phase p50 s\n", "mode", "arm", "full s", "full bytes", "run p50", "run bytes", "x full")
+	fmt.Fprintf(w, "%-17s %-14s %8s %8s %10s %8s %8s %10s %7s   run phase p50 s\n",
+		"mode", "arm", "full s", "full cpu", "full bytes", "run p50", "run cpu", "run bytes", "x full")
 	for i, a := range r.Arms {
 		ratio := a.P50Seconds / a.FullSeconds
-		fmt.Fprintf(w, "%-17s %-14s %8.2f %10s %8.3f %10s %7.3f  ", a.Mode, a.Arm, a.FullSeconds, mib(a.FullBytes), a.P50Seconds, kibs(a.P50Bytes), ratio)
+		fmt.Fprintf(w, "%-17s %-14s %8.2f %8.2f %10s %8.3f %8.3f %10s %7.3f  ", a.Mode, a.Arm, a.FullSeconds, a.FullCPU, mib(a.FullBytes),
+			a.P50Seconds, a.P50CPU, kibs(a.P50Bytes), ratio)
 		for _, p := range a.order {
 			if p == string(writestrategy.PhaseWrite) {
 				continue
