@@ -93,11 +93,14 @@
 // snapshot_replace are left in place (their row_index and txn_id are their
 // identity). A snapshot_replace whose source gained or lost a column since
 // the last write keeps no row (none is unchanged): on either sink it is a
-// full rebuild with the new columns.
+// full rebuild with the new columns. An append_new whose source gained a
+// column appends on either sink with it (the rows already there read NULL
+// in it).
 //
 // When an output moves to the other sink (a canary flip or a revert), its
 // first write there is a full rebuild: an append strategy then writes the
-// current target plus the new rows as one replace.
+// current target plus the new rows as one replace (Skipped still counts
+// source rows only).
 //
 // # Delta reads
 //

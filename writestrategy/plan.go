@@ -355,9 +355,11 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		tgt = nil
 	}
 	if tgt != nil && !ts.keyOnly {
-		for _, c := range src.schema.Columns {
-			if !tgt.schema.has(c.Name) {
-				return nil, fmt.Errorf("%w: source column %q is not in target %q; deploy needs the same columns", ErrInvalid, c.Name, d.Target)
+		// An append compares keys only; the target's rows read NULL for
+		// the columns the source gained since they were written.
+		for _, k := range key {
+			if !tgt.schema.has(k) {
+				return nil, fmt.Errorf("%w: key column %q is not a column of target %q", ErrInvalid, k, d.Target)
 			}
 		}
 	}
@@ -438,11 +440,31 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 		// The output moves to another sink: write the whole target (its
 		// current rows, then the new ones) as a replace.
 		fb := newBuilder(b.args)
-		fb.w("SELECT ", cols, " FROM (SELECT ", cols, `, 0 AS "__part", "__ord" FROM `, tgt.render(fb),
+		fb.w("SELECT ", cols, " FROM (SELECT ", targetCols(src.schema, tgt.schema), `, 0 AS "__part", "__ord" FROM `, tgt.render(fb),
 			` t UNION ALL SELECT `, cols, `, 1, row_number() OVER () FROM (`, b.String(), `) n) u ORDER BY "__part", "__ord"`)
 		p.sql, p.args, p.mode = fb.String(), fb.args, facade.Replace
+		if p.countSQL != "" {
+			// Skipped counts source rows: the target's rows written again
+			// are not among them.
+			cb := newBuilder(p.countArgs)
+			cb.w("SELECT (", p.countSQL, ") + (SELECT count(*) FROM ", tgt.render(cb), " t)")
+			p.countSQL, p.countArgs = cb.String(), cb.args
+		}
 	}
 	return []projection{p}, nil
+}
+
+// targetCols selects the columns of s from a target declared as ts: a
+// column the target lacks (added to the source since) as a NULL of its
+// type.
+func targetCols(s, ts Schema) string {
+	out := quoteIdents(s.names())
+	for i, c := range s.Columns {
+		if !ts.has(c.Name) {
+			out[i] = "NULL::" + c.Type + " AS " + out[i]
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // newRowsJoin is the anti-join of the deduplicated source s against the

@@ -103,6 +103,7 @@ func TestSoakCanaryFlipAndRevert(t *testing.T) {
 				// its current rows and the new keys, as one replace.
 				require.Equal(t, facade.Replace, an.Mode, msg)
 				require.Equal(t, w.checksum("ref_an").Rows, an.Rows, msg)
+				require.Equal(t, count-int64(n), an.Skipped, "%s: the source rows whose key was there", msg)
 			default:
 				require.Equal(t, facade.Append, an.Mode, msg)
 				require.Equal(t, int64(n), an.Rows, "%s: the new keys", msg)
