@@ -163,9 +163,9 @@
 // bigint key, a text, a numeric(12,2) and a timestamptz column, 1M rows,
 // a loaded 2-core machine; BenchmarkProbe1M, BenchmarkHashColumn1M and
 // the bench's incremental mode): the probe reading the key and a hash
-// column takes 0.07 s of CPU (0.09 s wall) against 0.15 s (0.30 s), and a
-// snapshot_replace changing 1,000 rows, its probe reading the key alone,
-// took about 19% less wall time and 24% less CPU. But a
+// column takes 0.07 s of CPU (0.09 s wall) against 0.15 s (0.30 s): at
+// most a fifth of the wall time of a snapshot_replace changing 1,000 rows
+// (0.9 s) and a sixth of its CPU. But a
 // hash does not compress: it adds 8 bytes to every row written, +56% to
 // the data files of that table (23.3 MB against 14.9 MB), a few percent
 // of CPU to every full write, and a column every other engine sees. A
