@@ -26,16 +26,20 @@ type Computed struct {
 	Columns Schema
 	// Stream yields the rows as Arrow batches, from the compute
 	// transaction; it is single-use and must be consumed before the
-	// transaction ends; see also Batches. For a snapshot_replace over a native target its
-	// schema also carries nullable "__row_id" and "__created_at": the
-	// identity of unchanged rows, kept by the facade.
+	// transaction ends; see also Batches. For a snapshot_replace over a
+	// native target its schema also carries nullable "__row_id" and
+	// "__created_at": the identity of unchanged rows, kept by the facade.
+	// For an append_new over a native target it may hold every
+	// deduplicated source row: Batches then drops those whose key the
+	// target holds (read those, not Stream.All).
 	Stream *cursor.Stream
 	// Preserved output rows that keep their identity (snapshot_replace).
 	Preserved int64
 
 	sourceRows int64
 	skips      bool
-	mergeKey   []string // see merge.go
+	mergeKey   []string  // see merge.go
+	probe      *keyProbe // see keyprobe.go
 }
 
 // Batches is Stream.All as a borrowed sequence, the convention of
@@ -43,6 +47,13 @@ type Computed struct {
 // during the yield and released right after it (Stream.All itself hands
 // ownership to the consumer). Single-use, like the stream.
 func (c *Computed) Batches() iter.Seq2[arrow.RecordBatch, error] {
+	if c.probe != nil {
+		return c.probe.filter(c.batches())
+	}
+	return c.batches()
+}
+
+func (c *Computed) batches() iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		for rec, err := range c.Stream.All() {
 			var out arrow.RecordBatch = rec
@@ -92,7 +103,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err := checkOrderKeys(p.output, cols, oids, types, env.orderBy[p.output]); err != nil {
 			return nil, err
 		}
-		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey}
+		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe}
 		if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {
 			return nil, err
 		}

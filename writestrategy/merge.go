@@ -24,7 +24,8 @@ const (
 	incrementalMerge
 	// incrementalKeys: an append_new that reads only the target's key
 	// columns, within the source's key range when the key is one integer
-	// column.
+	// column, and drops the source rows whose key the target holds (in the
+	// client, keyprobe.go, or in SQL).
 	incrementalKeys
 )
 
@@ -90,9 +91,10 @@ func sameColumns(a, b Schema) bool {
 	return true
 }
 
-// hydrateKeys hydrates only the key columns of dep's native target. A key
-// of one integer column is read within the source's key range, so only
-// the data files that can hold a source key are read.
+// hydrateKeys hydrates only the key columns of dep's native target (an
+// append_new whose key the client probe does not compare; see
+// keyprobe.go). A key of one integer column is read within the source's
+// key range, so only the data files that can hold a source key are read.
 func (e *Env) hydrateKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[string]datasetRow, pc *planContext, n int) (*relation, error) {
 	ts, err := ParseSchema(ds[dep.Target].schema)
 	if err != nil {
@@ -106,26 +108,10 @@ func (e *Env) hydrateKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[str
 	if len(key) == 0 {
 		key = src.schema.names()
 	}
-	var ks Schema
-	for _, k := range key {
-		for _, c := range ts.Columns {
-			if c.Name == k {
-				ks.Columns = append(ks.Columns, c)
-			}
-		}
-	}
-	var filter []facade.Range
-	if len(ks.Columns) == 1 && rangeKind(strings.ToLower(ks.Columns[0].Type)) == "int" {
-		b := newBuilder(nil)
-		q := quoteIdents([]string{ks.Columns[0].Name})[0]
-		b.w("SELECT min(s.", q, ")::pg_catalog.int8, max(s.", q, ")::pg_catalog.int8 FROM ", src.render(b), " s")
-		var lo, hi *int64
-		if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&lo, &hi); err != nil {
-			return nil, queryError("key range of "+dep.Source, err)
-		}
-		if lo != nil && hi != nil {
-			filter = []facade.Range{{Column: ks.Columns[0].Name, Min: *lo, Max: *hi}}
-		}
+	ks := keyColumns(ts, key)
+	filter, err := keyRange(ctx, tx, dep, src, ks)
+	if err != nil {
+		return nil, err
 	}
 	return e.hydrate(ctx, tx, dep.Target, ks, n, e.scan(ctx, dep.Target, ks, filter))
 }

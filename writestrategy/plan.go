@@ -131,6 +131,9 @@ type projection struct {
 	// mergeKey: the output is written as a merge by these key columns
 	// (see merge.go); nil otherwise.
 	mergeKey []string
+	// probe drops the rows of sql whose key the target holds (an
+	// append_new over a native target; see keyprobe.go); nil otherwise.
+	probe *keyProbe
 	// builtinVisible: the built-in types named through the search path
 	// were visible when the plan was made (see builtinVisibleSQL).
 	builtinVisible bool
@@ -149,6 +152,9 @@ type targetState struct {
 	merge bool
 	// keyOnly: rel holds only the target's key columns (append_new).
 	keyOnly bool
+	// probe: an append_new over a native target whose rows the client
+	// filters by key (keyprobe.go); rel is nil.
+	probe *keyProbe
 }
 
 // planContext holds what planning needs: resolved sources and targets.
@@ -390,7 +396,13 @@ func (d Deploy) plan(pc *planContext) ([]projection, error) {
 				` ORDER BY s."__ord") AS "__dup" FROM ` + from + `) s WHERE s."__dup" = 1`
 		}
 		if tgt == nil {
-			b.w("SELECT ", cols, " FROM ", from, ` ORDER BY s."__ord"`)
+			// No target, or one the client probes (the rows are those of
+			// an empty target, filtered as they stream).
+			p.probe = ts.probe
+			b.w("SELECT ", cols, " FROM ", from)
+			if !unique || !src.scanOrder {
+				b.w(` ORDER BY s."__ord"`)
+			}
 			break
 		}
 		probe := tgt // only the keys are compared

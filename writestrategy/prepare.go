@@ -232,11 +232,17 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			pc.targets[dep.Target] = st
 			return planWith(s, pc, visible)
 		case incrementalKeys:
-			r, err := env.hydrateKeys(ctx, tx, dep, ds, pc, nhydrated)
+			probe, ok, err := env.probeKeys(ctx, tx, dep, ds, pc)
 			if err != nil {
 				return nil, err
 			}
-			st.rel, st.keyOnly = r, true
+			st.probe = probe
+			if !ok {
+				if st.rel, err = env.hydrateKeys(ctx, tx, dep, ds, pc, nhydrated); err != nil {
+					return nil, err
+				}
+				st.keyOnly = true
+			}
 			pc.targets[dep.Target] = st
 			return planWith(s, pc, visible)
 		}
