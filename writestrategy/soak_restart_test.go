@@ -52,27 +52,34 @@ func (p *pauseAt) Progress(_ context.Context, ev writestrategy.ProgressEvent) {
 	}
 }
 
-// A merge (snapshot_replace on Iceberg, SQL catalog in the same database)
-// whose Postgres sessions all end while it streams, or after its snapshot
-// landed and before its ledger commit: by a crash restart of the server,
-// or by pg_terminate_backend of every other session. The writer fails
-// with ErrConnectionLost; the table holds the old rows (mid-stream) or
-// the merge's rows (after the catalog commit), each key once; the next
-// write reconciles the intent left open (aborted, or rolled forward from
-// the landed snapshot) and merges: its rows, counts and checksum are a
+// A merge (snapshot_replace on Iceberg) whose Postgres sessions all end
+// while it streams, or at its ledger commit: by a crash restart of the
+// server, or by pg_terminate_backend of every other session. The writer
+// fails with ErrConnectionLost. On the SQL catalog, stopped at the ledger
+// commit, its snapshot has landed: the table holds the merge's rows, each
+// key once, and the next write rolls the intent forward. Mid-stream, or on
+// facade.PostgresCatalog (whose snapshot commit is the ledger commit's
+// transaction), nothing is visible and the next write aborts the intent.
+// Either way the next write merges: its rows, counts and checksum are a
 // full rebuild's, and it writes only the changed rows.
 func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name    string
-		restart bool // a crash restart of a cluster of the test's own, else pg_terminate_backend
-		landed  bool // paused at the ledger commit, else at the first streamed batch
+		name     string
+		restart  bool // a crash restart of a cluster of the test's own, else pg_terminate_backend
+		atLedger bool // paused at the ledger commit, else at the first streamed batch
+		// pgCatalog: the Iceberg catalog is facade.PostgresCatalog on the
+		// ledger's pool, whose snapshot commit is the ledger commit's
+		// transaction: nothing lands when the sessions end before it.
+		pgCatalog bool
 	}{
-		{"crash restart mid-stream", true, false},
-		{"crash restart before ledger commit", true, true},
-		{"terminate backends mid-stream", false, false},
-		{"terminate backends before ledger commit", false, true},
+		{"crash restart mid-stream", true, false, false},
+		{"crash restart before ledger commit", true, true, false},
+		{"terminate backends mid-stream", false, false, false},
+		{"terminate backends before ledger commit", false, true, false},
+		{"postgres catalog: terminate backends at the commit", false, true, true},
 	} {
+		landed := c.atLedger && !c.pgCatalog
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -90,6 +97,8 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, conn.Close(ctx))
 				w = newWorldOn(t, url, nil, nil, nil, nil)
+			} else if c.pgCatalog {
+				w = newPGWorld(t, nil, nil).world
 			} else {
 				w = newWorld(t, nil)
 			}
@@ -102,7 +111,7 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 			count := sourceCount(t, w)
 			rows := soakSourceRows(w, mergeSchema)
 
-			obs := newPauseAt("sr", writestrategy.PhaseLedgerCommit, !c.landed)
+			obs := newPauseAt("sr", writestrategy.PhaseLedgerCommit, !c.atLedger)
 			d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
 				Lakehouse: w.lake, Workspace: "test", Observer: obs})
 			require.NoError(t, err)
@@ -137,15 +146,15 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 			}
 			w.pool.Reset() // the pool's idle sessions ended too
 
-			landed, ok, err := w.lake.FindTxn(ctx, "sr", dead.ID)
+			found, ok, err := w.lake.FindTxn(ctx, "sr", dead.ID)
 			require.NoError(t, err)
-			require.Equal(t, c.landed, ok, "the merge's snapshot landed")
-			if c.landed {
-				require.Equal(t, count, landed.Rows)
+			require.Equal(t, landed, ok, "the merge's snapshot landed")
+			if landed {
+				require.Equal(t, count, found.Rows)
 				require.Len(t, rowIdentities(t, w.lake, "sr"), int(count), "each key once")
 				require.Equal(t, lakeChecksum(t, w, "sr").Rows, count)
 				require.Equal(t, rows, soakDatasetRows(w, mergeSchema, "sr"), "the landed merge holds the new rows")
-				require.Equal(t, int64(30), writtenRecords(t, w, writestrategy.WriteResult{DatasetID: "sr", SnapshotID: landed.SnapshotID}), "a merge landed")
+				require.Equal(t, int64(30), writtenRecords(t, w, writestrategy.WriteResult{DatasetID: "sr", SnapshotID: found.SnapshotID}), "a merge landed")
 			} else {
 				require.Equal(t, before, lakeChecksum(t, w, "sr"), "nothing visible")
 			}
@@ -153,7 +162,7 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 			next := w.mustWrite(mergeDeploy("sr"))[0]
 			txn, err := w.ledger.Get(ctx, dead.ID)
 			require.NoError(t, err)
-			if c.landed {
+			if landed {
 				require.Equal(t, ledger.StatusCommitted, txn.Status, "rolled forward")
 				require.Equal(t, count, txn.RowCount)
 				require.Equal(t, count, next.Preserved, "nothing changed since the landed merge")
