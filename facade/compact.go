@@ -93,6 +93,20 @@ type compactFile struct {
 	task   table.FileScanTask
 	lo, hi int64
 	bounds bool
+	// drop, for a rewrite by a copy-on-write merge, holds the sorted file
+	// positions the rewrite leaves out: the rows the file's deletes remove
+	// and those the merge removes. The file is then read whole, without its
+	// deletes (see mergeStream.dropRows).
+	drop     []int64
+	dropping bool
+}
+
+// live is the rows of cf's file that its rewrite keeps.
+func (cf compactFile) live() int64 {
+	if cf.dropping {
+		return cf.task.File.Count() - int64(len(cf.drop))
+	}
+	return liveRows(cf.task)
 }
 
 // compact rewrites the current snapshot's data files smaller than
@@ -285,29 +299,38 @@ func selectSmallFiles(ctx context.Context, tbl *table.Table, snap *table.Snapsho
 			!onlyPositionDeletes(t) || t.File.FileSizeBytes() >= small && !deleteHeavy(t) {
 			continue
 		}
-		cf := compactFile{task: t}
-		if fieldID >= 0 {
-			lo, okLo := int64Bound(t.File.LowerBoundValues()[fieldID])
-			hi, okHi := int64Bound(t.File.UpperBoundValues()[fieldID])
-			cf.lo, cf.hi, cf.bounds = lo, hi, okLo && okHi
-		}
-		out = append(out, cf)
+		out = append(out, withBounds(compactFile{task: t}, fieldID))
 	}
-	slices.SortFunc(out, func(a, b compactFile) int {
-		switch {
-		case a.bounds != b.bounds:
-			if a.bounds {
-				return -1
-			}
-			return 1
-		case a.bounds && a.lo != b.lo:
-			return cmp.Compare(a.lo, b.lo)
-		case a.bounds && a.hi != b.hi:
-			return cmp.Compare(a.hi, b.hi)
-		}
-		return strings.Compare(a.task.File.FilePath(), b.task.File.FilePath())
-	})
+	slices.SortFunc(out, byRowIndex)
 	return out, nil
+}
+
+// byRowIndex orders files by their __row_index lower bound, files without
+// bounds last, by path.
+func byRowIndex(a, b compactFile) int {
+	switch {
+	case a.bounds != b.bounds:
+		if a.bounds {
+			return -1
+		}
+		return 1
+	case a.bounds && a.lo != b.lo:
+		return cmp.Compare(a.lo, b.lo)
+	case a.bounds && a.hi != b.hi:
+		return cmp.Compare(a.hi, b.hi)
+	}
+	return strings.Compare(a.task.File.FilePath(), b.task.File.FilePath())
+}
+
+// withBounds sets cf's __row_index range from its file's bounds of field
+// fieldID (none when fieldID < 0).
+func withBounds(cf compactFile, fieldID int) compactFile {
+	if fieldID >= 0 {
+		lo, okLo := int64Bound(cf.task.File.LowerBoundValues()[fieldID])
+		hi, okHi := int64Bound(cf.task.File.UpperBoundValues()[fieldID])
+		cf.lo, cf.hi, cf.bounds = lo, hi, okLo && okHi
+	}
+	return cf
 }
 
 // int64Bound decodes an Iceberg single-value serialization of a long.
@@ -366,7 +389,11 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 	// open reads one file; the returned stop ends its scan.
 	var schema *arrow.Schema
 	open := func(cf compactFile) (func() (arrow.RecordBatch, error, bool), func(), error) {
-		sc, recs, err := scan.ReadTasks(rctx, []table.FileScanTask{cf.task})
+		task := cf.task
+		if cf.dropping {
+			task.DeleteFiles, task.DeletionVectorFiles = nil, nil // positions count every row of the file
+		}
+		sc, recs, err := scan.ReadTasks(rctx, []table.FileScanTask{task})
 		if err != nil {
 			return nil, nil, fmt.Errorf("read %s: %w", cf.task.File.FilePath(), err)
 		}
@@ -390,6 +417,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 		return nil, err
 	}
 	s0 := &mergeStream{path: groups[0][0].task.File.FilePath(), col: rowIndexCol, next: next0, stop: stop0}
+	s0.dropping(rctx, groups[0][0])
 	defer s0.close() // idempotent; ends the scan if the writer never started
 	if err := s0.advance(); err != nil {
 		return nil, err
@@ -449,6 +477,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 						return err
 					}
 					s := &mergeStream{path: cf.task.File.FilePath(), col: rowIndexCol, next: next, stop: stop}
+					s.dropping(rctx, cf)
 					streams = append(streams, s)
 					if err := s.advance(); err != nil {
 						return err
@@ -499,7 +528,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 	}
 	var before, after int64
 	for _, cf := range files {
-		before += liveRows(cf.task)
+		before += cf.live()
 	}
 	for _, df := range out {
 		after += df.Count()
@@ -519,6 +548,7 @@ type mergeStream struct {
 	cur  arrow.RecordBatch // owned; nil when done
 	off  int
 	done bool
+	drop positionDrop // the positions left out (a copy-on-write rewrite)
 }
 
 // advance releases the current batch and pulls the next non-empty one.
@@ -537,6 +567,10 @@ func (s *mergeStream) advance() error {
 		if !ok {
 			s.done = true
 			return nil
+		}
+		if rec, err = s.drop.apply(rec); err != nil {
+			s.done = true
+			return fmt.Errorf("read %s: %w", s.path, err)
 		}
 		if rec.NumRows() > 0 {
 			s.cur = rec

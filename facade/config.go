@@ -77,6 +77,10 @@ type Config struct {
 	// ordinalSlots sizes the fixed table used to number equal rows for
 	// __row_id (4 bytes per slot). Always defaultOrdinalSlots (1<<20).
 	ordinalSlots int
+	// mergeCoWShare is the share of the touched files' live rows from
+	// which a merge is copy-on-write (see copyOnWrite). Always
+	// mergeCoWDefault; tests move it (above 1: never).
+	mergeCoWShare float64
 	// Lifecycle is the table maintenance policy of every dataset (see
 	// Lifecycle for its zero-value defaults and Facade.Maintain).
 	Lifecycle Lifecycle
@@ -178,6 +182,9 @@ func (c *Config) settings() (settings, error) {
 	}
 	if s.ordinalSlots <= 0 {
 		s.ordinalSlots = defaultOrdinalSlots
+	}
+	if s.mergeCoWShare <= 0 {
+		s.mergeCoWShare = mergeCoWDefault
 	}
 	return s, nil
 }

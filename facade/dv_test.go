@@ -59,7 +59,7 @@ func liveDVs(t *testing.T, f *Facade, ds string) (byFile map[string]iceberg.Data
 // for it, holding every position deleted so far.
 func TestMergeV3DeletionVectors(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t, v3)
+	env := newCompactEnv(t, v3, mergeOnRead)
 	f := env.f
 	const ds = "dv"
 	mergeWrite(t, f, ds, idRange(0, 1000), plainName)
@@ -152,7 +152,7 @@ func lineageOf(t *testing.T, f *Facade, ds string) map[int64][2]int64 {
 // lakewrite's identity columns); a changed row is a new row.
 func TestMergeV3RowLineage(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t, v3)
+	env := newCompactEnv(t, v3, mergeOnRead)
 	f := env.f
 	const ds = "lineage"
 	for i := range 3 { // three files
@@ -223,7 +223,7 @@ func TestMergeV3RowLineage(t *testing.T) {
 func TestFormatUpgradeV2ToV3(t *testing.T) {
 	t.Parallel()
 	version := 2
-	env := newCompactEnv(t, func(c *Config) {
+	env := newCompactEnv(t, mergeOnRead, func(c *Config) {
 		c.FormatVersionFor = func(string) (int, bool) { return version, true }
 	})
 	f := env.f
@@ -310,7 +310,7 @@ func plainWrite(t *testing.T, f *Facade, ds string, mode WriteMode, ids []int64)
 // keeps the live ones.
 func TestMergeV3NoResurrection(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t, v3)
+	env := newCompactEnv(t, v3, mergeOnRead)
 	f := env.f
 	const ds = "cow"
 	mergeWrite(t, f, ds, idRange(0, 500), plainName)
@@ -388,7 +388,7 @@ func puffinPaths(t *testing.T, f *Facade, ds string) []string {
 // and a compaction keep the rows and their lineage right.
 func TestMergeV3Partitioned(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t, v3, func(c *Config) {
+	env := newCompactEnv(t, v3, mergeOnRead, func(c *Config) {
 		c.PartitionFor = func(string) (Partitioning, bool) {
 			return Partitioning{Fields: []PartitionField{{Column: "id", Transform: "truncate[100]"}}}, true
 		}
@@ -442,7 +442,7 @@ func TestMergeV3Partitioned(t *testing.T) {
 // table: its files get first row ids after the rows that landed meanwhile.
 func TestMergeV3ReplaceRetried(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t, v3, func(c *Config) { c.CommitRetries = 2 })
+	env := newCompactEnv(t, v3, mergeOnRead, func(c *Config) { c.CommitRetries = 2 })
 	f := env.f
 	const ds = "v3retry"
 	plainWrite(t, f, ds, Replace, idRange(0, 100))

@@ -193,7 +193,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
 	if err == nil && mp != nil {
 		var dels []iceberg.DataFile
-		dels, err = mp.writeDeletes(ctx, stagedTbl.Table, writeID)
+		dels, err = mp.writeChanges(ctx, f, tbl, stagedTbl.Table, writeID)
 		files = append(files, dels...)
 	}
 	if err != nil {
@@ -222,9 +222,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		create: create, createNS: createNS, merge: mp != nil,
 	}
 	if mp != nil {
-		staged.supersede = mp.superseded
-	}
-	if mp != nil {
+		staged.supersede, staged.cow = mp.superseded, mp.cow
 		mp.summarize(staged.props, rowBase, tbl.CurrentSnapshot(), len(info.DataFiles))
 	}
 	if tc, ok := f.cat.(txCatalog); ok {

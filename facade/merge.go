@@ -53,7 +53,8 @@ type mergeEntry struct {
 type mergePlan struct {
 	key     []string
 	files   []iceberg.DataFile
-	entries []mergeEntry // in the order the probe read them
+	tasks   []table.FileScanTask // the scan task of each of files
+	entries []mergeEntry         // in the order the probe read them
 	byKey   keyIndex
 	// next is the entry after the one the last output row matched: the
 	// output mostly comes in the target's order (unchanged rows stay in
@@ -68,6 +69,9 @@ type mergePlan struct {
 	// superseded are the live deletion vectors that the deletion vectors
 	// written by writeDeletes replace (removed in the merge's snapshot).
 	superseded []iceberg.DataFile
+	// cow is the copy-on-write of the merge, when it rewrites the files
+	// it touches (see copyOnWrite); nil for merge-on-read.
+	cow *cowRewrite
 
 	rows      int64 // output rows
 	written   int64 // output rows written (new or changed)
@@ -124,7 +128,7 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 			return nil, err
 		}
 		fi := int32(len(p.files))
-		p.files = append(p.files, t.File)
+		p.files, p.tasks = append(p.files, t.File), append(p.tasks, t)
 		if len(dead) > 0 {
 			p.dead[fi], p.olds[fi] = dead, slices.Concat(t.DeleteFiles, t.DeletionVectorFiles)
 		}
@@ -332,10 +336,11 @@ func (p *mergePlan) deletes() map[int32][]int64 {
 	return out
 }
 
-// writeDeletes writes the deletes of the merge, named under writeID: on a
-// format v3 table one deletion vector per data file that loses rows (see
-// writeDVs), else one position delete file per such data file.
-func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, writeID uuid.UUID) ([]iceberg.DataFile, error) {
+// writeDeletes writes the deletes of the merge (dels, see deletes), named
+// under writeID: on a format v3 table one deletion vector per data file
+// that loses rows (see writeDVs), else one position delete file per such
+// data file.
+func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, dels map[int32][]int64, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("facade: merge: %w", err)
@@ -344,7 +349,6 @@ func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, writeID 
 	if !ok {
 		return nil, fmt.Errorf("facade: merge: the table's file system cannot write")
 	}
-	dels := p.deletes()
 	order := make([]int32, 0, len(dels))
 	for fi := range dels {
 		order = append(order, fi)
@@ -438,9 +442,9 @@ func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table
 }
 
 // buildMerge adds the merge's snapshot to txn: the written data files and
-// the position delete files in one row delta on the snapshot the probe
-// read (a table that moved since is a conflict: the positions may be
-// stale).
+// the position delete files in one row delta (or, copy-on-write, the
+// overwrite of buildCoW) on the snapshot the probe read (a table that
+// moved since is a conflict: the positions may be stale).
 func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *table.Transaction, summary iceberg.Properties) error {
 	if cur := tbl.CurrentSnapshot(); cur == nil || cur.SnapshotID != s.info.BaseSnapshotID {
 		return fmt.Errorf("%w: the table changed since the merge read it", ErrCommitConflict)
@@ -452,6 +456,9 @@ func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *t
 		} else {
 			dels = append(dels, df)
 		}
+	}
+	if s.cow != nil {
+		return s.buildCoW(ctx, txn, data, summary)
 	}
 	if err := sameSpec(txn, data); err != nil {
 		return err
@@ -591,4 +598,7 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, key []string,
 func (p *mergePlan) summarize(props iceberg.Properties, rowBase int64, parent *table.Snapshot, dataFiles int) {
 	props[SummaryNextRowIndex] = strconv.FormatInt(rowBase+p.written, 10)
 	props[summaryCompactBase] = compactBase(parent, Append, dataFiles)
+	if p.cow != nil {
+		props[summaryCompactBase] = p.cowCompactBase(parent)
+	}
 }

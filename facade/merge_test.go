@@ -131,7 +131,7 @@ func deleteFilesOf(t *testing.T, f *Facade, ds string) (files int, positions int
 // keeps every identity column; a merge after it works on the new files.
 func TestMergeByKey(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t)
+	env := newCompactEnv(t, mergeOnRead)
 	f := env.f
 	const ds = "merged"
 	_, pre := mergeWrite(t, f, ds, idRange(0, 1000), plainName) // the first write: a plain replace
@@ -256,7 +256,7 @@ func deletePaths(t *testing.T, f *Facade, ds string) []string {
 // maintenance deletes them from storage.
 func TestMergeLifecycleDeleteFiles(t *testing.T) {
 	t.Parallel()
-	env := newCompactEnv(t)
+	env := newCompactEnv(t, mergeOnRead)
 	f := env.f
 	const ds = "lifecycle"
 	mergeWrite(t, f, ds, idRange(0, 1000), plainName)

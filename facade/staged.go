@@ -64,6 +64,8 @@ type icebergStaged struct {
 	// supersede: the live deletion vectors the merge's deletion vectors
 	// replace, removed in its snapshot.
 	supersede []iceberg.DataFile
+	// cow: the merge is copy-on-write (see cowRewrite).
+	cow *cowRewrite
 
 	change     SchemaChange // of the last attempt (build)
 	fromSchema int          // the schema id it changed
