@@ -77,9 +77,10 @@ type Config struct {
 	// ordinalSlots sizes the fixed table used to number equal rows for
 	// __row_id (4 bytes per slot). Always defaultOrdinalSlots (1<<20).
 	ordinalSlots int
-	// mergeCoWShare is the share of the touched files' live rows from
-	// which a merge is copy-on-write (see copyOnWrite). Always
-	// mergeCoWDefault; tests move it (above 1: never).
+	// mergeCoWShare, when positive, is the share of the touched files'
+	// live rows from which a merge is copy-on-write (see copyOnWrite),
+	// for tests (above 1: never); 0, always, takes the measured crossover
+	// of the format version (mergeCoWShareV2, mergeCoWShareV3).
 	mergeCoWShare float64
 	// Lifecycle is the table maintenance policy of every dataset (see
 	// Lifecycle for its zero-value defaults and Facade.Maintain).
@@ -182,9 +183,6 @@ func (c *Config) settings() (settings, error) {
 	}
 	if s.ordinalSlots <= 0 {
 		s.ordinalSlots = defaultOrdinalSlots
-	}
-	if s.mergeCoWShare <= 0 {
-		s.mergeCoWShare = mergeCoWDefault
 	}
 	return s, nil
 }

@@ -42,10 +42,32 @@ type cowRewrite struct {
 	carried  int64              // rows the rewrites carry
 }
 
-// mergeCoWDefault is the default share of the touched files' live rows
-// from which a merge is copy-on-write (see Config.mergeCoWShare and
-// "Merges" in the package documentation).
-const mergeCoWDefault = 0.2
+// The share of the touched files' live rows from which a merge is
+// copy-on-write, by format version (see "Merges" in the package
+// documentation; Config.mergeCoWShare overrides both in tests), from
+// BenchmarkMergeCrossover (examples/bench/README.md). On v2, a merge
+// plus one full read cost about the same either way between 20% and 30%
+// of the rows changed, copy-on-write is ahead from 50%, and from a fifth
+// on a merge-on-read file is due for compaction's rewrite anyway. On v3
+// deletion vectors cost reads little and a rewrite, which carries the row
+// lineage, cost more than merge-on-read at every share up to 90%: only a
+// merge that empties the files it touches drops them instead.
+const (
+	mergeCoWShareV2 = 0.2
+	mergeCoWShareV3 = 1
+)
+
+// mergeCoWShare is the crossover of a merge committed to a table of
+// format version v, or the configured one.
+func (f *Facade) mergeCoWShare(v int) float64 {
+	switch {
+	case f.s.mergeCoWShare > 0:
+		return f.s.mergeCoWShare
+	case v >= 3:
+		return mergeCoWShareV3
+	}
+	return mergeCoWShareV2
+}
 
 // copyOnWrite reports whether the merge, whose deletes are dels (see
 // deletes), rewrites the files it touches: it removes share or more of
@@ -81,7 +103,7 @@ func (p *mergePlan) copyOnWrite(tbl *table.Table, share float64, dels map[int32]
 // also on error (the caller deletes them).
 func (p *mergePlan) writeChanges(ctx context.Context, f *Facade, base, staged *table.Table, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	dels := p.deletes()
-	if !p.copyOnWrite(base, f.s.mergeCoWShare, dels) {
+	if !p.copyOnWrite(base, f.mergeCoWShare(staged.Metadata().Version()), dels) {
 		return p.writeDeletes(ctx, staged, dels, writeID)
 	}
 	return p.rewrite(ctx, f, base, dels, writeID)

@@ -292,3 +292,34 @@ func TestMergeCoWPartitioned(t *testing.T) {
 	mergeWrite(t, f, ds, ids, changed)
 	checkRows(t, f, ds, ids, changed)
 }
+
+// On format v3 the default keeps a merge merge-on-read (a deletion
+// vector) even when it removes 99% of a file's rows, and drops the file,
+// its vector with it, once a merge removes every row it still has.
+func TestMergeCoWV3Default(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, v3)
+	f := env.f
+	const ds = "cowv3default"
+	plainWrite(t, f, ds, Append, idRange(0, 100))
+	_, fileA, _ := headState(t, f, ds)
+	plainWrite(t, f, ds, Append, idRange(100, 200))
+	lin0 := lineageOf(t, f, ds)
+
+	mergeWrite(t, f, ds, idRange(99, 200), plainName)
+	dvs, _ := liveDVs(t, f, ds)
+	require.Len(t, dvs, 1, "99% of the file: a deletion vector")
+	require.Contains(t, dvs, fileA[0])
+
+	ids := idRange(100, 210)
+	mergeWrite(t, f, ds, ids, plainName)
+	op, data, dels := headState(t, f, ds)
+	require.Equal(t, table.OpOverwrite, op)
+	require.Zero(t, dels, "the emptied file went with its vector")
+	require.NotContains(t, data, fileA[0])
+	checkRows(t, f, ds, ids, plainName)
+	lin := lineageOf(t, f, ds)
+	for id := int64(100); id < 200; id++ {
+		require.Equal(t, lin0[id], lin[id], "id %d", id)
+	}
+}

@@ -145,13 +145,21 @@
 // removes every data file and, with them, every delete file and deletion
 // vector.
 //
-// The write is merge-on-read whatever the share of rows changed: a merge
-// writes only the changed rows, and the cost of deletes moves to reads.
-// Maintenance bounds that cost: it is due once position deletes remove a
-// fifth of the table's stored rows, and its compaction rewrites, whatever
-// their size, the data files that have deletes (their deletes
-// applied and the delete files removed in the same snapshot, every
-// identity column kept). Compaction pins the head it read: a merge that
+// Merge-on-read or copy-on-write is chosen per write by the share of the
+// live rows of the data files the merge touches that it removes (old
+// versions of changed rows and keys gone): at or above a fifth on format
+// v2 (the crossover measured over 1M rows, a full read after the write
+// counted, see examples/bench; on v3, whose deletion vectors cost reads
+// little, only a merge that removes all of them), the touched files are
+// rewritten instead, their deletes and the merge's applied and every
+// identity column (on v3 the row lineage too) kept, in one overwrite
+// snapshot that also removes their delete files and deletion vectors and
+// adds the new rows; below, the merge writes only the changed rows, and
+// the cost of deletes moves to reads. Maintenance bounds that cost: it is
+// due once position deletes remove a fifth of the table's stored rows,
+// and its compaction rewrites, whatever their size, the data files that
+// have deletes (their deletes applied and the delete files removed in the
+// same snapshot, every identity column kept). Compaction pins the head it read: a merge that
 // lands during a compaction makes the compaction conflict, so a rewrite
 // never brings back rows a merge deleted, and a merge planned before a
 // compaction conflicts in turn. The probe applies the deletes already
