@@ -323,3 +323,29 @@ func TestMergeCoWV3Default(t *testing.T) {
 		require.Equal(t, lin0[id], lin[id], "id %d", id)
 	}
 }
+
+// A copy-on-write merge whose table moved before its commit conflicts:
+// nothing lands, and the rewrites and new rows it wrote are deleted.
+func TestMergeCoWConflict(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, copyOnWriteAll)
+	f := env.f
+	const ds = "cowconflict"
+	mergeWrite(t, f, ds, idRange(0, 500), plainName)
+	var preserved int64
+	changed := func(id int64) string {
+		if id%10 == 0 {
+			return "changed"
+		}
+		return "n"
+	}
+	st, err := f.Stage(context.Background(), Target{DatasetID: ds}, WriteRequest{Mode: Replace, Schema: mergeSchema,
+		Rows: mergeRowsOf(idRange(100, 520), changed, &preserved)})
+	require.NoError(t, err)
+	require.Len(t, parquetFiles(t, env.warehouse), 3, "the target, its rewrite and the new rows")
+	plainWrite(t, f, ds, Append, idRange(1000, 1010))
+	_, err = st.Commit(context.Background())
+	require.ErrorIs(t, err, ErrCommitConflict)
+	require.Len(t, parquetFiles(t, env.warehouse), 2, "the merge's files are deleted")
+	checkRows(t, f, ds, slices.Concat(idRange(0, 500), idRange(1000, 1010)), plainName)
+}
