@@ -40,7 +40,8 @@ func tableState(t *testing.T, w *world, id string) deleteState {
 	return deleteState{deleteFiles: len(dels), dataFiles: len(scanfiles.DataFiles(tasks)), snapshots: len(tbl.Metadata().Snapshots())}
 }
 
-// Many runs of a snapshot_replace (merges) and an append_new on Iceberg
+// Many runs of a snapshot_replace (merges; on an unpartitioned and a
+// partitioned table) and an append_new on Iceberg
 // under a lifecycle that expires, compacts and deletes files every few
 // commits, with Dispatcher.Maintain on demand every few runs, and an
 // append_new downstream of the append_new reading delta windows (some
@@ -54,14 +55,20 @@ func TestSoakMaintenanceBetweenMerges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	life := facade.Lifecycle{KeepLast: 3, EveryCommits: 4, FileGrace: -1}
-	w := newWorldWith(t, nil, &facade.Config{Lifecycle: life}, nil, nil)
+	part := func(id string) (facade.Partitioning, bool) {
+		return facade.Partitioning{Fields: []facade.PartitionField{{Column: "category"}}}, id == "sr_part"
+	}
+	w := newWorldWith(t, nil, &facade.Config{Lifecycle: life, PartitionFor: part}, nil, nil)
 	src := newMergeSource(t, w.pool, 400)
-	ensureOutputs(t, w.pool, "sr", "an", "down", "pg_an", "pg_down")
-	w.iceberg("sr", "an", "down")
+	merged := []string{"sr", "sr_part"}
+	ensureOutputs(t, w.pool, "sr", "sr_part", "an", "down", "pg_an", "pg_down")
+	w.iceberg("sr", "sr_part", "an", "down")
 	down := func(out string) writestrategy.Deploy {
 		return writestrategy.Deploy{Mode: writestrategy.KindAppendNew, Source: "an", Target: out, Key: []string{"id"}}
 	}
-	w.mustWrite(mergeDeploy("sr"))
+	for _, out := range merged {
+		w.mustWrite(mergeDeploy(out))
+	}
 	first := w.mustWrite(appendNewDeploy("an"))[0]
 	w.mustWrite(appendNewDeploy("pg_an"))
 	w.mustWrite(down("down"))
@@ -76,23 +83,25 @@ func TestSoakMaintenanceBetweenMerges(t *testing.T) {
 		src.change(u, n, d)
 		count := sourceCount(t, w)
 
-		before := rowIdentities(t, w.lake, "sr")
-		sr := w.mustWrite(mergeDeploy("sr"))[0]
-		require.Equal(t, count, sr.Rows, msg)
-		require.Equal(t, prev-int64(u+d), sr.Preserved, msg)
-		require.Equal(t, int64(u+n), writtenRecords(t, w, sr), "%s: a merge of the changed rows", msg)
-		require.Equal(t, sr.Preserved, keptIdentities(before, rowIdentities(t, w.lake, "sr")), "%s: identity kept", msg)
-		verifyReplace(t, w, "sr", msg)
-		if m := sr.Maintenance; m != nil {
-			compactions += min(m.CompactedFiles, 1)
-			expired += m.SnapshotsExpired
+		for _, out := range merged {
+			before := rowIdentities(t, w.lake, out)
+			sr := w.mustWrite(mergeDeploy(out))[0]
+			require.Equal(t, count, sr.Rows, "%s %s", msg, out)
+			require.Equal(t, prev-int64(u+d), sr.Preserved, "%s %s", msg, out)
+			require.Equal(t, int64(u+n), writtenRecords(t, w, sr), "%s %s: a merge of the changed rows", msg, out)
+			require.Equal(t, sr.Preserved, keptIdentities(before, rowIdentities(t, w.lake, out)), "%s %s: identity kept", msg, out)
+			verifyReplace(t, w, out, msg+" "+out)
+			if m := sr.Maintenance; m != nil {
+				compactions += min(m.CompactedFiles, 1)
+				expired += m.SnapshotsExpired
+			}
 		}
 
 		an := w.mustWrite(appendNewDeploy("an"))[0]
 		require.Equal(t, int64(n), an.Rows, msg)
 		require.Equal(t, w.mustWrite(appendNewDeploy("pg_an"))[0].Rows, an.Rows, msg)
 		if run%7 == 0 {
-			for _, id := range []string{"sr", "an"} {
+			for _, id := range []string{"sr", "sr_part", "an"} {
 				rep, err := w.d.Maintain(ctx, writer, id)
 				require.NoError(t, err, "%s: maintain %s", msg, id)
 				compactions += min(rep.CompactedFiles, 1)
@@ -119,18 +128,21 @@ func TestSoakMaintenanceBetweenMerges(t *testing.T) {
 		}
 		require.Equal(t, w.checksum("pg_an"), w.checksum("an"), msg)
 
-		st := tableState(t, w, "sr")
-		maxDeletes, maxSnapshots = max(maxDeletes, st.deleteFiles), max(maxSnapshots, st.snapshots)
-		// Maintenance is due once deletes remove a fifth of the stored rows,
-		// and runs right after the write: deletes stay below that share;
-		// each snapshot kept adds at most one delete file per data file.
-		sum := currentSummary(t, w.lake, "sr")
-		require.Less(t, 5*summaryInt(t, sum, "total-position-deletes"), summaryInt(t, sum, "total-records"), "%s: deletes bounded", msg)
-		require.LessOrEqual(t, st.deleteFiles, st.dataFiles*st.snapshots, "%s: delete files bounded (%+v)", msg, st)
-		require.LessOrEqual(t, st.snapshots, life.KeepLast+life.EveryCommits+2, "%s: snapshots bounded (%+v)", msg, st)
-		if run%10 == 0 || run == *soakMaintainRuns {
-			require.Equal(t, soakSourceRows(w, mergeSchema), soakDatasetRows(w, mergeSchema, "sr"), "%s: a full rebuild's rows", msg)
-			require.Len(t, rowIdentities(t, w.lake, "sr"), int(count), "%s: each key once", msg)
+		for _, out := range merged {
+			st := tableState(t, w, out)
+			maxDeletes, maxSnapshots = max(maxDeletes, st.deleteFiles), max(maxSnapshots, st.snapshots)
+			// Maintenance is due once deletes remove a fifth of the stored
+			// rows, and runs right after the write: deletes stay below that
+			// share; each snapshot kept adds at most one delete file per
+			// data file.
+			sum := currentSummary(t, w.lake, out)
+			require.Less(t, 5*summaryInt(t, sum, "total-position-deletes"), summaryInt(t, sum, "total-records"), "%s %s: deletes bounded", msg, out)
+			require.LessOrEqual(t, st.deleteFiles, st.dataFiles*st.snapshots, "%s %s: delete files bounded (%+v)", msg, out, st)
+			require.LessOrEqual(t, st.snapshots, life.KeepLast+life.EveryCommits+2, "%s %s: snapshots bounded (%+v)", msg, out, st)
+			if run%10 == 0 || run == *soakMaintainRuns {
+				require.Equal(t, soakSourceRows(w, mergeSchema), soakDatasetRows(w, mergeSchema, out), "%s %s: a full rebuild's rows", msg, out)
+				require.Len(t, rowIdentities(t, w.lake, out), int(count), "%s %s: each key once", msg, out)
+			}
 		}
 		prev = count
 	}
