@@ -72,9 +72,9 @@ func rowStoreIdentities(t *testing.T, w *world, id string) map[int64][2]string {
 	return out
 }
 
-// writtenRecords is the rows the snapshot of a write added (the
-// snapshot's own summary, whatever maintenance committed after it).
-func writtenRecords(t *testing.T, w *world, res writestrategy.WriteResult) int64 {
+// writeSummary is the summary of a write's own snapshot, whatever
+// maintenance committed after it.
+func writeSummary(t *testing.T, w *world, res writestrategy.WriteResult) map[string]string {
 	t.Helper()
 	f, ok := w.lake.(*facade.Facade)
 	require.True(t, ok)
@@ -82,7 +82,28 @@ func writtenRecords(t *testing.T, w *world, res writestrategy.WriteResult) int64
 	require.NoError(t, err)
 	snap := tbl.SnapshotByID(res.SnapshotID)
 	require.NotNil(t, snap, "snapshot %d of %s", res.SnapshotID, res.DatasetID)
-	return summaryInt(t, snap.Summary.Properties, "added-records")
+	return snap.Summary.Properties
+}
+
+// writtenRecords is the rows the snapshot of a write added.
+func writtenRecords(t *testing.T, w *world, res writestrategy.WriteResult) int64 {
+	t.Helper()
+	return summaryInt(t, writeSummary(t, w, res), "added-records")
+}
+
+// requireMerged checks that res wrote changed rows as a merge: exactly
+// those when it is merge-on-read; when it is copy-on-write (its snapshot
+// removes the data files it touched) those plus the rewrites of the
+// touched files' other rows.
+func requireMerged(t *testing.T, w *world, res writestrategy.WriteResult, changed int64, msg string) {
+	t.Helper()
+	sum := writeSummary(t, w, res)
+	added := summaryInt(t, sum, "added-records")
+	if summaryInt(t, sum, "deleted-data-files") > 0 {
+		require.GreaterOrEqual(t, added, changed, "%s: a copy-on-write merge", msg)
+		return
+	}
+	require.Equal(t, changed, added, "%s: a merge writes only the new and changed rows", msg)
 }
 
 // keptIdentities counts the keys whose identity is the same in before and

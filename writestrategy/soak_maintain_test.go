@@ -88,7 +88,7 @@ func TestSoakMaintenanceBetweenMerges(t *testing.T) {
 			sr := w.mustWrite(mergeDeploy(out))[0]
 			require.Equal(t, count, sr.Rows, "%s %s", msg, out)
 			require.Equal(t, prev-int64(u+d), sr.Preserved, "%s %s", msg, out)
-			require.Equal(t, int64(u+n), writtenRecords(t, w, sr), "%s %s: a merge of the changed rows", msg, out)
+			requireMerged(t, w, sr, int64(u+n), msg+" "+out)
 			require.Equal(t, sr.Preserved, keptIdentities(before, rowIdentities(t, w.lake, out)), "%s %s: identity kept", msg, out)
 			verifyReplace(t, w, out, msg+" "+out)
 			if m := sr.Maintenance; m != nil {

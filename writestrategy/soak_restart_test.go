@@ -154,7 +154,7 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 				require.Len(t, rowIdentities(t, w.lake, "sr"), int(count), "each key once")
 				require.Equal(t, lakeChecksum(t, w, "sr").Rows, count)
 				require.Equal(t, rows, soakDatasetRows(w, mergeSchema, "sr"), "the landed merge holds the new rows")
-				require.Equal(t, int64(30), writtenRecords(t, w, writestrategy.WriteResult{DatasetID: "sr", SnapshotID: found.SnapshotID}), "a merge landed")
+				requireMerged(t, w, writestrategy.WriteResult{DatasetID: "sr", SnapshotID: found.SnapshotID}, 30, "the landed merge")
 			} else {
 				require.Equal(t, before, lakeChecksum(t, w, "sr"), "nothing visible")
 			}
@@ -170,7 +170,7 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 			} else {
 				require.Equal(t, ledger.StatusAborted, txn.Status)
 				require.Equal(t, count-30, next.Preserved)
-				require.Equal(t, int64(30), writtenRecords(t, w, next), "a merge of the changed rows")
+				requireMerged(t, w, next, 30, "the next write")
 			}
 			require.Equal(t, count, next.Rows)
 			require.Equal(t, rows, soakDatasetRows(w, mergeSchema, "sr"), "every key once, none lost")
