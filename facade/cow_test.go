@@ -9,6 +9,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
 )
 
@@ -348,4 +349,34 @@ func TestMergeCoWConflict(t *testing.T) {
 	require.ErrorIs(t, err, ErrCommitConflict)
 	require.Len(t, parquetFiles(t, env.warehouse), 2, "the merge's files are deleted")
 	checkRows(t, f, ds, slices.Concat(idRange(0, 500), idRange(1000, 1010)), plainName)
+}
+
+// Through the Postgres catalog (the commit in one Postgres transaction) a
+// copy-on-write merge lands as one overwrite snapshot, on v2 and v3.
+func TestMergeCoWPostgresCatalog(t *testing.T) {
+	t.Parallel()
+	pc, err := NewPostgresCatalog(context.Background(), pgtest.Pool(t), PostgresCatalogConfig{Warehouse: t.TempDir()})
+	require.NoError(t, err)
+	for _, v := range []int{2, 3} {
+		ds := "cowpg_v" + strconv.Itoa(v)
+		f, err := New(pc, &Config{CommitRetries: -1, mergeCoWShare: 1e-9,
+			FormatVersionFor: func(string) (int, bool) { return v, true }})
+		require.NoError(t, err)
+		mergeWrite(t, f, ds, idRange(0, 300), plainName)
+		ids := idRange(100, 320)
+		changed := func(id int64) string {
+			if id%7 == 0 {
+				return "changed"
+			}
+			return "n"
+		}
+		mergeWrite(t, f, ds, ids, changed)
+		op, _, dels := headState(t, f, ds)
+		require.Equal(t, table.OpOverwrite, op)
+		require.Zero(t, dels)
+		checkRows(t, f, ds, ids, changed)
+		if v == 3 {
+			require.Len(t, lineageOf(t, f, ds), len(ids))
+		}
+	}
 }
