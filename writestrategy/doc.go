@@ -79,8 +79,9 @@
 // snapshot_replace whose source declares the target's columns and types
 // streams its deduplicated rows as a merge by key, which the facade
 // writes as the new and changed rows plus position deletes of the old
-// versions and of the keys that disappeared, in one snapshot (see
-// "Merges" in package facade); unchanged rows are left in place with
+// versions and of the keys that disappeared, in one snapshot, or, when
+// the merge removes enough of the touched files' rows, as a copy-on-write
+// of those files (see "Merges" in package facade); unchanged rows keep
 // their __row_index, __row_id and __created_at, and the facade reports
 // them as preserved. An append_new hydrates only the target's key columns
 // (a key of one integer column only within the source's key range, so
