@@ -140,8 +140,11 @@
 // merge onto other positions. The commit result and summary carry the rows
 // and the checksum of the whole new contents, as a replace's do;
 // MergeDone receives the rows left in place once the stream is read. A
-// table with equality deletes, or holding a key twice, refuses the merge
-// with an error before anything is written. A Replace that is no merge
+// table a merge cannot update in place (one with equality deletes, or
+// holding a key twice, as after the key was narrowed) is replaced by the
+// rows instead, as a Replace that is no merge is (logged at Warn; the
+// merge's MergeDone is not called, nothing is preserved), and the next
+// merge finds a table unique by its key. A Replace that is no merge
 // removes every data file and, with them, every delete file and deletion
 // vector.
 //

@@ -489,6 +489,9 @@ func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest
 	if err != nil {
 		return nil, nil, nil, func() {}, err
 	}
+	if p == nil {
+		return nil, nil, rows, stop, nil
+	}
 	return p, m, rows, stop, nil
 }
 
@@ -562,10 +565,17 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, key []string,
 	if !finished {
 		res = <-done
 	}
-	if res.err != nil {
+	if res.err != nil && !errors.Is(res.err, errMergeShape) {
 		release()
 		stop()
 		return nil, nil, func() {}, res.err
+	}
+	if res.err != nil {
+		// The rows are the whole new contents: a table a merge cannot
+		// update in place is replaced by them, as a Replace that is no
+		// merge is, and the next merge finds a table it can update.
+		f.s.Logger.WarnContext(ctx, "lakewrite merge written as a full replace", "table", tbl.Identifier(), "reason", res.err.Error())
+		res.p = nil
 	}
 	out := func(yield func(arrow.RecordBatch, error) bool) {
 		for len(ahead) > 0 {
