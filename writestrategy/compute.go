@@ -104,7 +104,9 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 			return nil, err
 		}
 		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe}
-		if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {
+		if p.probe != nil { // counted with the source's key range
+			c.sourceRows, c.skips = p.probe.sourceRows, true
+		} else if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {
 			return nil, err
 		}
 		if c.Preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {

@@ -95,7 +95,7 @@ func rowStoreOrder(t *testing.T, w *world, id string) []string {
 // An append_new over an Iceberg target drops the source rows whose key
 // the target holds in the client (keys read from Iceberg into a set): for
 // a single integer key over a registered table, a multi-column key with
-// NULL parts and repeated keys, a text key ('' is not NULL), a key the
+// NULL parts and repeated keys, a text key (the empty text is not NULL), a key the
 // probe leaves to SQL (numeric), an empty target and an empty source, over
 // three runs, it writes the rows, counts, order and checksum of the
 // Postgres arm, and its Verify computes what the Postgres arm's does. A

@@ -109,7 +109,7 @@ func (e *Env) hydrateKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[str
 		key = src.schema.names()
 	}
 	ks := keyColumns(ts, key)
-	filter, err := keyRange(ctx, tx, dep, src, ks)
+	_, filter, err := keyRange(ctx, tx, dep, src, ks)
 	if err != nil {
 		return nil, err
 	}
