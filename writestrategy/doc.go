@@ -74,7 +74,8 @@
 // hydrated from Iceberg. The merge runs in Postgres as part of the same
 // projection (an anti-join or a join on a jsonb key of the row, which
 // Postgres hash-joins), so the client holds one Arrow batch at a time
-// whatever the sizes; skipped and preserved are counted there. On Iceberg
+// whatever the sizes (but for an append_new's key set, below); skipped
+// and preserved are counted there. On Iceberg
 // (Env.Lakehouse a *facade.Facade) the target is not hydrated: a
 // snapshot_replace whose source declares the target's columns and types
 // streams its deduplicated rows as a merge by key, which the facade
@@ -83,10 +84,19 @@
 // the merge removes enough of the touched files' rows, as a copy-on-write
 // of those files (see "Merges" in package facade); unchanged rows keep
 // their __row_index, __row_id and __created_at, and the facade reports
-// them as preserved. An append_new hydrates only the target's key columns
+// them as preserved. An append_new reads only the target's key columns
 // (a key of one integer column only within the source's key range, so
-// only the data files that can hold a source key are read), then appends
-// the new keys as one append made idempotent by the transaction id.
+// only the data files that can hold a source key are read) into an
+// in-memory set compared exactly (no hash-only match; NULL equals NULL,
+// as in the row store's jsonb key), streams the deduplicated source and
+// drops in the client the rows whose key the set holds, then appends the
+// new keys as one append made idempotent by the transaction id. The set
+// is the one part of a write's memory that grows with the target: about
+// 17 bytes per key for a bigint key, 30 for a short text one at 1M keys.
+// A key of integer, text and boolean columns (the same kind in source and
+// target) is probed so; any other key (numeric, dates, ...), or a source
+// with an unconstrained numeric column, hydrates the keys into a temporary
+// table and anti-joins in SQL instead.
 // Otherwise (a source with other columns, another lakehouse) the target
 // is hydrated and a snapshot_replace is one replace snapshot in which
 // unchanged rows carry their previous __row_id and __created_at. On

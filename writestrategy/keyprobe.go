@@ -29,7 +29,11 @@ import (
 // of other types (numbers with a fractional part, dates, floats, ...), or
 // whose type classes differ between source and target, or a source with
 // a column the stream may round (an unconstrained numeric), is compared
-// in SQL as before (hydrateKeys).
+// in SQL as before (hydrateKeys). The rows dropped are decoded by the
+// stream before the probe sees them: a value an Iceberg write refuses
+// (see Preflight) in a source row whose key the target already holds
+// fails the write, where the SQL anti-join never decoded that row; and
+// Preflight covers every deduplicated source row.
 //
 // Memory: the set holds every target key read (within the source's key
 // range for a single integer key), in open-addressing slots of 8 bytes at
