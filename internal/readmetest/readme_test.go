@@ -1,4 +1,4 @@
-package lakewrite_test
+package readmetest_test
 
 import (
 	"bufio"
@@ -45,7 +45,7 @@ FROM generate_series(1, 300) g`
 // daily_revenue is an Iceberg table under the warehouse holding the
 // revenue per day that Postgres computes from the orders.
 func TestREADMEEmbedIt(t *testing.T) {
-	blocks := readmeGoBlocks(t, "README.md", "## Embed it")
+	blocks := readmeGoBlocks(t, filepath.Join("..", "..", "README.md"), "## Embed it")
 	if len(blocks) == 0 {
 		t.Fatal(`README.md: no go block under "## Embed it"`)
 	}
