@@ -117,13 +117,13 @@ func count(ctx context.Context, tx pgx.Tx, sql string, args []any) (int64, error
 	return n, nil
 }
 
-// Apply runs s on the Postgres path: it writes each output into the
+// applyStrategy runs s on the Postgres path: it writes each output into the
 // dataset_rows row store inside tx (the caller's transaction, which the
 // caller commits) and returns one result per output. Nothing is written to
 // the datasets table or the ledger; the write dispatch commits the ledger in
 // the same transaction. An output column of a type the row store cannot
 // hold is refused (ErrUnsupportedType) before anything is written.
-func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteResult, error) {
+func applyStrategy(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteResult, error) {
 	if env == nil {
 		env = &Env{}
 	}
@@ -134,7 +134,7 @@ func Apply(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy) ([]WriteRe
 	return applyPlanned(ctx, tx, env, s, ps)
 }
 
-// applyPlanned is Apply once s is planned (ps).
+// applyPlanned is applyStrategy once s is planned (ps).
 func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps []projection) ([]WriteResult, error) {
 	ctl := env.ctlSchema()
 	results := make([]WriteResult, len(ps))
@@ -161,7 +161,7 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		if err != nil {
 			return nil, err
 		}
-		if s.Kind() == KindSplit {
+		if s.Kind() == kindSplit {
 			continue // written together below
 		}
 		txn := env.txnID(p.output)
@@ -182,7 +182,7 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 			results[i].Skipped = srcRows - n
 		}
 	}
-	if s.Kind() == KindSplit {
+	if s.Kind() == kindSplit {
 		// Both outputs in one combined statement.
 		for _, p := range ps {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output); err != nil {

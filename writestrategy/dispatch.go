@@ -59,7 +59,7 @@ type DispatchConfig struct {
 	Logger *slog.Logger
 	// Observer sees the phases of every Write (resolve, open, compute,
 	// stream, check, commits, maintenance) with their durations and
-	// errors, and, when it is a ProgressObserver, the rows an Iceberg
+	// errors, and, when it has a Progress method, the rows an Iceberg
 	// write has streamed so far: for progress bars, metrics and tracing
 	// spans. Nil: none, at no cost.
 	Observer Observer
@@ -262,7 +262,7 @@ func (d *Dispatcher) recoverOutputs(ctx context.Context, w *writeInfo) error {
 func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (run func(sink.RowSink[[]WriteResult]) ([]WriteResult, error), decision sink.Decision, err error) {
 	var pair sink.PairDecision
 	outs := w.outs
-	rctx, ph := d.observe(ctx, w, PhaseResolve, outs)
+	rctx, ph := d.observe(ctx, w, phaseResolve, outs)
 	defer func() {
 		if err == nil {
 			w.sink, w.shadow = decision.Sink, shadowed(decision, pair)
@@ -306,7 +306,7 @@ func resultRows(rs []WriteResult) int64 {
 // transaction plans from (env.read), on the session that transaction then
 // runs on (prepare reads them itself when it runs elsewhere).
 func (d *Dispatcher) openIntents(ctx context.Context, w *writeInfo, req Request, sinkName sink.Sink, env *Env) (intents map[string]*ledger.Intent, replay []WriteResult, err error) {
-	ctx, ph := d.observe(ctx, w, PhaseOpen, w.outs)
+	ctx, ph := d.observe(ctx, w, phaseOpen, w.outs)
 	defer func() { ph.end(0, err) }()
 	outs := append([]string(nil), req.Strategy.Outputs()...)
 	sort.Strings(outs)

@@ -265,10 +265,10 @@
 // open, apply or compute, stream, check, catalog and ledger commits,
 // maintenance) with its outputs, duration, rows and error; PhaseStart
 // returns the context the phase runs under, so a tracing span nests the
-// phase's database and catalog calls, and a ProgressObserver sees the rows
-// each output has streamed so far. Dispatcher.Verify compares each output,
-// on either sink, with a fresh compute of its strategy (rows and
-// checksum).
+// phase's database and catalog calls, and an Observer with a Progress
+// method sees the rows each output has streamed so far. Dispatcher.Verify
+// compares each output, on either sink, with a fresh compute of its
+// strategy (rows and checksum).
 //
 // # Errors
 //

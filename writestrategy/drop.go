@@ -80,24 +80,28 @@ func (d *Dispatcher) Drop(ctx context.Context, datasetID string) (DropReport, er
 }
 
 // NextAction is what the next write of a dataset does with an open intent
-// (Dispatcher.Intents).
+// (Dispatcher.Intents): "wait" (its holder is alive), "roll_forward" (the
+// holder is gone and its write landed), "abort" (the holder is gone and its
+// write provably did not land) or "unknown" (whether it landed cannot be
+// told now: IntentStatus.Reason says why, and the next write fails busy
+// until it can).
 type NextAction string
 
 // The next actions.
 const (
-	// NextWait: the holder is alive (or, without liveness, the intent is
+	// nextWait: the holder is alive (or, without liveness, the intent is
 	// younger than RecoverAfter): the next write waits for it.
-	NextWait NextAction = "wait"
-	// NextRollForward: the holder is gone and its write landed: the next
+	nextWait NextAction = "wait"
+	// nextRollForward: the holder is gone and its write landed: the next
 	// write commits the intent with the landed outcome first.
-	NextRollForward NextAction = "roll_forward"
-	// NextAbort: the holder is gone and its write provably did not land:
+	nextRollForward NextAction = "roll_forward"
+	// nextAbort: the holder is gone and its write provably did not land:
 	// the next write aborts it first.
-	NextAbort NextAction = "abort"
-	// NextUnknown: the holder is gone but whether its write landed cannot
+	nextAbort NextAction = "abort"
+	// nextUnknown: the holder is gone but whether its write landed cannot
 	// be told now (Reason says why): the next write fails busy until it
 	// can.
-	NextUnknown NextAction = "unknown"
+	nextUnknown NextAction = "unknown"
 )
 
 // IntentStatus is an open intent with what the next write would do with it.
@@ -121,9 +125,9 @@ func (d *Dispatcher) Intents(ctx context.Context) ([]IntentStatus, error) {
 		s := IntentStatus{OpenIntent: o}
 		switch {
 		case o.HolderAlive:
-			s.Next, s.Reason = NextWait, "holder alive (its session lock is held)"
+			s.Next, s.Reason = nextWait, "holder alive (its session lock is held)"
 		case !o.Liveness && o.Age < d.cfg.RecoverAfter:
-			s.Next, s.Reason = NextWait, fmt.Sprintf("no liveness: reconciled once older than %s", d.cfg.RecoverAfter)
+			s.Next, s.Reason = nextWait, fmt.Sprintf("no liveness: reconciled once older than %s", d.cfg.RecoverAfter)
 		default:
 			why := "holder gone (its session lock is released)"
 			if !o.Liveness {
@@ -134,11 +138,11 @@ func (d *Dispatcher) Intents(ctx context.Context) ([]IntentStatus, error) {
 			cancel()
 			switch {
 			case err != nil && !errors.Is(err, facade.ErrTableNotFound):
-				s.Next, s.Reason = NextUnknown, why+"; landing unknown: "+err.Error()
+				s.Next, s.Reason = nextUnknown, why+"; landing unknown: "+err.Error()
 			case landing.Landed:
-				s.Next, s.Reason = NextRollForward, fmt.Sprintf("%s; its write landed (snapshot %d)", why, landing.Outcome.SnapshotID)
+				s.Next, s.Reason = nextRollForward, fmt.Sprintf("%s; its write landed (snapshot %d)", why, landing.Outcome.SnapshotID)
 			default:
-				s.Next, s.Reason = NextAbort, why+"; its write did not land"
+				s.Next, s.Reason = nextAbort, why+"; its write did not land"
 			}
 		}
 		out[i] = s

@@ -11,12 +11,12 @@ var (
 	// ErrInvalid: a strategy or call is malformed (empty dataset id, unknown
 	// join kind, ...).
 	ErrInvalid = errors.New("writestrategy: invalid strategy")
-	// ErrNoSchema: a source dataset has no declared schema to read it by.
-	ErrNoSchema = errors.New("writestrategy: dataset has no declared schema")
+	// errNoSchema: a source dataset has no declared schema to read it by.
+	errNoSchema = errors.New("writestrategy: dataset has no declared schema")
 	// ErrUnsafeIdentifier: an identifier or type name cannot be quoted safely.
 	ErrUnsafeIdentifier = errors.New("writestrategy: unsafe identifier")
-	// ErrCrossJoinTooLarge: the cross-join preflight refused the join.
-	ErrCrossJoinTooLarge = errors.New("writestrategy: cross join too large")
+	// errCrossJoinTooLarge: the cross-join preflight refused the join.
+	errCrossJoinTooLarge = errors.New("writestrategy: cross join too large")
 )
 
 // IdentifierError names an identifier that was refused. It matches
@@ -48,7 +48,7 @@ func (e *CrossJoinError) Error() string {
 }
 
 // Is reports ErrCrossJoinTooLarge.
-func (e *CrossJoinError) Is(target error) bool { return target == ErrCrossJoinTooLarge }
+func (e *CrossJoinError) Is(target error) bool { return target == errCrossJoinTooLarge }
 
 // QueryError is a failure of a statement lakewrite ran for a strategy
 // (bad step SQL, a runtime error such as division by zero, ...), on either

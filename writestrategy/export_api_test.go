@@ -2,3 +2,35 @@ package writestrategy
 
 // Names the external tests use.
 type Query = queryStrategy
+
+// Unexported API the external tests use under its former names.
+var (
+	Apply = applyStrategy
+
+	ErrBatchSchema          = errBatchSchema
+	ErrNoSchema             = errNoSchema
+	ErrCrossJoinTooLarge    = errCrossJoinTooLarge
+	ErrRelationConflict     = errRelationConflict
+	ErrUnsupportedArrowType = errUnsupportedArrowType
+)
+
+const (
+	KindJoin      = kindJoin
+	KindSplit     = kindSplit
+	KindTransform = kindTransform
+	InnerJoin     = innerJoin
+
+	PhaseResolve       = phaseResolve
+	PhaseOpen          = phaseOpen
+	PhaseApply         = phaseApply
+	PhaseCompute       = phaseCompute
+	PhaseCheck         = phaseCheck
+	PhaseCatalogCommit = phaseCatalogCommit
+	PhaseLedgerCommit  = phaseLedgerCommit
+	PhaseMaintain      = phaseMaintain
+
+	NextWait        = nextWait
+	NextRollForward = nextRollForward
+	NextAbort       = nextAbort
+	NextUnknown     = nextUnknown
+)

@@ -34,7 +34,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		d.abortAll(ctx, pending, err)
 		return nil, err
 	}
-	cctx, cph := d.observe(ctx, w, PhaseCompute, w.outs)
+	cctx, cph := d.observe(ctx, w, phaseCompute, w.outs)
 	// On a catalog in the ledger's database, the owner's ledger commit, its
 	// unlock and the COMMIT share a round trip (commitInTx).
 	tx, owner, err := d.beginTx(cctx, intents, computeSettings)
@@ -105,7 +105,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	// frees the session it may run on (an intent's held session) for the
 	// checks, Alive and the ledger commits below, which need it.
 	endCompute()
-	kctx, kph := d.observe(ctx, w, PhaseCheck, w.outs)
+	kctx, kph := d.observe(ctx, w, phaseCheck, w.outs)
 	for i := range computed {
 		c := &computed[i]
 		if err := checkStaged(kctx, d.cfg.Ledger, intents[c.DatasetID], staged[i], c.Columns.JSON()); err != nil {
@@ -122,7 +122,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		c := &computed[i]
 		in := intents[c.DatasetID]
 		ids := []string{c.DatasetID}
-		kctx, kph := d.observe(ctx, w, PhaseCatalogCommit, ids)
+		kctx, kph := d.observe(ctx, w, phaseCatalogCommit, ids)
 		// Still the holder of the dataset? A writer whose hold was lost
 		// (its connection broke, so another process may have reconciled
 		// the intent) must not make its snapshot visible.
@@ -153,7 +153,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		// The snapshot landed: from here on the intent is rolled forward,
 		// never aborted.
 		delete(pending, c.DatasetID)
-		lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, ids)
+		lctx, lph := d.observe(ctx, w, phaseLedgerCommit, ids)
 		err = d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID,
 			CommittedAt: res.CommittedAt, Schema: c.Columns.JSON()})
 		lph.end(res.Rows, err)
@@ -185,7 +185,7 @@ type atomicCommitter interface {
 // Recover, which finds all of them landed or none.
 func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request, ac atomicCommitter, intents, pending map[string]*ledger.Intent,
 	computed []Computed, staged []facade.Staged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
-	kctx, kph := d.observe(ctx, w, PhaseCatalogCommit, w.outs)
+	kctx, kph := d.observe(ctx, w, phaseCatalogCommit, w.outs)
 	for i := range computed {
 		if err := intents[computed[i].DatasetID].Alive(kctx); err != nil {
 			kph.end(0, err)
@@ -217,7 +217,7 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 		delete(pending, id)
 	}
 	due := map[string]bool{}
-	lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, w.outs)
+	lctx, lph := d.observe(ctx, w, phaseLedgerCommit, w.outs)
 	for i := range computed {
 		c := &computed[i]
 		in := intents[c.DatasetID]

@@ -19,14 +19,14 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// Errors of loads; match them with errors.Is.
+// Errors of loads.
 var (
-	// ErrUnsupportedArrowType: a column of the record batches has an Arrow
+	// errUnsupportedArrowType: a column of the record batches has an Arrow
 	// type a load cannot store (see LoadRequest); nothing was written.
-	ErrUnsupportedArrowType = errors.New("writestrategy: Arrow type not supported by a load")
-	// ErrBatchSchema: a record batch's schema differs from the load's
+	errUnsupportedArrowType = errors.New("writestrategy: Arrow type not supported by a load")
+	// errBatchSchema: a record batch's schema differs from the load's
 	// (LoadRequest.Schema, or else the first batch's); nothing was written.
-	ErrBatchSchema = errors.New("writestrategy: record batch schema differs from the load's")
+	errBatchSchema = errors.New("writestrategy: record batch schema differs from the load's")
 )
 
 // ArrowTypeError names the column whose Arrow type a load refused. It
@@ -41,7 +41,7 @@ func (e *ArrowTypeError) Error() string {
 }
 
 // Is reports ErrUnsupportedArrowType.
-func (e *ArrowTypeError) Is(target error) bool { return target == ErrUnsupportedArrowType }
+func (e *ArrowTypeError) Is(target error) bool { return target == errUnsupportedArrowType }
 
 // LoadRequest is one load of rows into a dataset: exactly one of SQL,
 // Batches and Reader is set.
@@ -174,7 +174,7 @@ func (b *batchLoad) Sources() []string    { return nil }
 func (b *batchLoad) appendOutput() string { return b.q.appendOutput() }
 
 func (b *batchLoad) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
-	return Apply(ctx, tx, env, b)
+	return applyStrategy(ctx, tx, env, b)
 }
 
 func (b *batchLoad) ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, opts *cursor.Options) ([]Computed, error) {
@@ -377,7 +377,7 @@ func (l *loadRows) Next() (ok bool) {
 			rec = r
 		}
 		if !rec.Schema().Equal(l.schema) {
-			l.err = fmt.Errorf("%w: load %q: batch schema %s, load schema %s", ErrBatchSchema, l.output, rec.Schema(), l.schema)
+			l.err = fmt.Errorf("%w: load %q: batch schema %s, load schema %s", errBatchSchema, l.output, rec.Schema(), l.schema)
 			return false
 		}
 		rec.Retain() // borrowed until the next pull; kept while its rows are copied

@@ -94,7 +94,7 @@ func (d *Dispatcher) maintainAfterWrite(ctx context.Context, w *writeInfo, resul
 		if !due[r.DatasetID] {
 			continue
 		}
-		mctx, ph := d.observe(ctx, w, PhaseMaintain, []string{r.DatasetID})
+		mctx, ph := d.observe(ctx, w, phaseMaintain, []string{r.DatasetID})
 		rep, err := d.maintain(mctx, w.writerID, r.DatasetID, true)
 		ph.end(0, err)
 		if err != nil {

@@ -9,11 +9,16 @@ import (
 )
 
 // The WriteStrategy methods of each strategy: Apply and ComputeRows as
-// methods, for callers holding a strategy value.
+// methods, for callers holding a strategy value. Apply writes each output
+// into the dataset_rows row store inside tx (the caller's transaction,
+// which the caller commits) and returns one result per output; nothing is
+// written to the datasets table or the ledger. An output column of a type
+// the row store cannot hold is refused (ErrUnsupportedType) before
+// anything is written.
 
-// Apply writes the output(s) into the row store inside tx; see [Apply].
+// Apply writes the output(s) into the row store inside tx.
 func (t Transform) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
-	return Apply(ctx, tx, env, t)
+	return applyStrategy(ctx, tx, env, t)
 }
 
 // ComputeRows streams the output(s) from tx without writing; see [ComputeRows].
@@ -21,9 +26,9 @@ func (t Transform) ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, opts *c
 	return ComputeRows(ctx, tx, env, t, opts)
 }
 
-// Apply writes the output(s) into the row store inside tx; see [Apply].
+// Apply writes the output(s) into the row store inside tx.
 func (j Join) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
-	return Apply(ctx, tx, env, j)
+	return applyStrategy(ctx, tx, env, j)
 }
 
 // ComputeRows streams the output(s) from tx without writing; see [ComputeRows].
@@ -31,9 +36,9 @@ func (j Join) ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, opts *cursor
 	return ComputeRows(ctx, tx, env, j, opts)
 }
 
-// Apply writes the output(s) into the row store inside tx; see [Apply].
+// Apply writes the output(s) into the row store inside tx.
 func (s Split) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
-	return Apply(ctx, tx, env, s)
+	return applyStrategy(ctx, tx, env, s)
 }
 
 // ComputeRows streams the output(s) from tx without writing; see [ComputeRows].
@@ -41,9 +46,9 @@ func (s Split) ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, opts *curso
 	return ComputeRows(ctx, tx, env, s, opts)
 }
 
-// Apply writes the output(s) into the row store inside tx; see [Apply].
+// Apply writes the output(s) into the row store inside tx.
 func (d Deploy) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
-	return Apply(ctx, tx, env, d)
+	return applyStrategy(ctx, tx, env, d)
 }
 
 // ComputeRows streams the output(s) from tx without writing; see [ComputeRows].

@@ -11,44 +11,52 @@ import (
 	"github.com/lakewrite/lakewrite/sink"
 )
 
-// Phase names a step of Dispatcher.Write, in the order a write runs them.
+// Phase names a step of Dispatcher.Write. In the order a write runs them:
+// "write" (PhaseWrite, the whole write), "resolve" (the sink), "open" (the
+// ledger intents), "apply" (the Postgres arm's compute and row store write,
+// one statement) or "compute" (the Iceberg arm's compute transaction and
+// sources) then "stream" (PhaseStream, once per output), "check" (the
+// ledger's expectations), "catalog_commit" (the snapshots),
+// "ledger_commit" (the intents) and "maintain" (the table lifecycle of an
+// output whose commit said maintenance is due; its error is logged, never
+// returned).
 type Phase string
 
 const (
 	// PhaseWrite encloses the whole write, from the first phase to the
 	// last: its end carries the write's duration and error.
 	PhaseWrite Phase = "write"
-	// PhaseResolve resolves the sink of the output (or split pair).
-	PhaseResolve Phase = "resolve"
-	// PhaseOpen opens one ledger intent per output (waiting for a writer
+	// phaseResolve resolves the sink of the output (or split pair).
+	phaseResolve Phase = "resolve"
+	// phaseOpen opens one ledger intent per output (waiting for a writer
 	// of the same dataset, reconciling one that is gone).
-	PhaseOpen Phase = "open"
-	// PhaseApply is the Postgres arm's compute and row store write: one
+	phaseOpen Phase = "open"
+	// phaseApply is the Postgres arm's compute and row store write: one
 	// statement in the write's transaction.
-	PhaseApply Phase = "apply"
-	// PhaseCompute is the Iceberg arm's compute start: the compute
+	phaseApply Phase = "apply"
+	// phaseCompute is the Iceberg arm's compute start: the compute
 	// transaction begins and the sources are resolved and hydrated; the
 	// rows stream in PhaseStream.
-	PhaseCompute Phase = "compute"
+	phaseCompute Phase = "compute"
 	// PhaseStream streams one output's rows from Postgres into staged
-	// Iceberg data files (one event per output; ProgressObserver sees
-	// its rows so far).
+	// Iceberg data files (one event per output; an Observer with a Progress method
+	// sees its rows so far).
 	PhaseStream Phase = "stream"
-	// PhaseCheck asks the ledger's expectations about the staged outputs.
+	// phaseCheck asks the ledger's expectations about the staged outputs.
 	// On a catalog that commits into the ledger's transaction
-	// (facade.TxStaged) they run inside PhaseLedgerCommit instead.
-	PhaseCheck Phase = "check"
-	// PhaseCatalogCommit makes the staged snapshots current in the Iceberg
+	// (facade.TxStaged) they run inside phaseLedgerCommit instead.
+	phaseCheck Phase = "check"
+	// phaseCatalogCommit makes the staged snapshots current in the Iceberg
 	// catalog (in the ledger's transaction on a facade.TxStaged catalog,
-	// visible only with PhaseLedgerCommit).
-	PhaseCatalogCommit Phase = "catalog_commit"
-	// PhaseLedgerCommit commits the intents: with the row store write on
+	// visible only with phaseLedgerCommit).
+	phaseCatalogCommit Phase = "catalog_commit"
+	// phaseLedgerCommit commits the intents: with the row store write on
 	// the Postgres arm, with the catalog pointer swaps on a
 	// facade.TxStaged catalog, after the snapshot otherwise.
-	PhaseLedgerCommit Phase = "ledger_commit"
-	// PhaseMaintain runs the table lifecycle of an output whose commit
+	phaseLedgerCommit Phase = "ledger_commit"
+	// phaseMaintain runs the table lifecycle of an output whose commit
 	// said maintenance is due; its error is logged, never returned.
-	PhaseMaintain Phase = "maintain"
+	phaseMaintain Phase = "maintain"
 )
 
 // PhaseEvent describes a phase of a write. PhaseStart receives it with
@@ -58,15 +66,15 @@ type PhaseEvent struct {
 	WriterID string
 	// DatasetIDs are the outputs the phase concerns: every output of the
 	// write for the whole-write phases, one for per-output phases
-	// (PhaseStream, PhaseMaintain, and the commits of a catalog that
+	// ("stream", "maintain", and the commits of a catalog that
 	// commits table by table). Owned by the event; do not modify.
 	DatasetIDs []string
 	// Sink is the resolved sink (sink.Postgres or sink.Iceberg); empty
-	// before PhaseResolve ends.
+	// before the "resolve" phase ends.
 	Sink sink.Sink
 	// Duration of the phase (PhaseEnd only).
 	Duration time.Duration
-	// Rows written by the phase, where it knows them (PhaseApply,
+	// Rows written by the phase, where it knows them ("apply",
 	// PhaseStream, the commits; PhaseEnd only).
 	Rows int64
 	// Err is the phase's error (PhaseEnd only); nil on success.
@@ -83,8 +91,8 @@ type PhaseEvent struct {
 // be fast and safe for the concurrent Writes it serves, and must not call
 // back into the Dispatcher.
 //
-// An Observer that also implements ProgressObserver sees the rows of each
-// PhaseStream as they stream.
+// An Observer that also has a Progress method (Progress(ctx, ProgressEvent))
+// sees the rows of each PhaseStream as they stream.
 type Observer interface {
 	PhaseStart(ctx context.Context, ev PhaseEvent) context.Context
 	PhaseEnd(ctx context.Context, ev PhaseEvent)
@@ -101,11 +109,11 @@ type ProgressEvent struct {
 	Elapsed   time.Duration
 }
 
-// ProgressObserver is an Observer that also sees each batch an Iceberg
+// progressObserver is an Observer that also sees each batch an Iceberg
 // write streams (after the batch is written to the staged files'
 // encoder). Progress is called once per batch, under the PhaseStream
 // context; rate limiting (a progress bar's redraw) is the observer's.
-type ProgressObserver interface {
+type progressObserver interface {
 	Observer
 	Progress(ctx context.Context, ev ProgressEvent)
 }
@@ -160,10 +168,10 @@ type writeInfo struct {
 	shadow map[string]bool
 }
 
-// progress wraps an output's borrowed batches so that a ProgressObserver
+// progress wraps an output's borrowed batches so that a progressObserver
 // sees the rows so far; without one it returns rows unchanged.
 func (d *Dispatcher) progress(ctx context.Context, w *writeInfo, datasetID string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
-	po, ok := d.cfg.Observer.(ProgressObserver)
+	po, ok := d.cfg.Observer.(progressObserver)
 	if !ok {
 		return rows
 	}

@@ -30,7 +30,7 @@ func (phasePrinter) PhaseEnd(ctx context.Context, ev writestrategy.PhaseEvent) {
 	fmt.Printf("%-14s %-11s rows=%d err=%v\n", ev.Phase, strings.Join(ev.DatasetIDs, ","), ev.Rows, ev.Err)
 }
 
-// Progress makes it a ProgressObserver: it sees each batch streamed.
+// Progress makes the Dispatcher report each batch streamed.
 func (phasePrinter) Progress(ctx context.Context, ev writestrategy.ProgressEvent) {
 	if ev.Rows%1000 == 0 {
 		fmt.Printf("  %s: %d rows so far\n", ev.DatasetID, ev.Rows)

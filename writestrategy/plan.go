@@ -205,7 +205,7 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 		last = q
 	}
 	b.w(" SELECT * FROM ", last)
-	return []projection{{output: t.Output, kind: KindTransform, mode: facade.Replace, sql: b.String(), args: b.args, frags: frags}}, nil
+	return []projection{{output: t.Output, kind: kindTransform, mode: facade.Replace, sql: b.String(), args: b.args, frags: frags}}, nil
 }
 
 func (j Join) plan(pc *planContext) ([]projection, error) {
@@ -222,11 +222,11 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 	}
 	kind := j.Type
 	if kind == "" {
-		kind = InnerJoin
+		kind = innerJoin
 	}
 	var joinSQL string
 	switch kind {
-	case InnerJoin:
+	case innerJoin:
 		joinSQL = "JOIN"
 	case LeftJoin:
 		joinSQL = "LEFT JOIN"
@@ -299,7 +299,7 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 		b.w("l.", quoteIdents([]string{on.Left})[0], " = r.", quoteIdents([]string{on.Right})[0])
 	}
 	b.w(` ORDER BY l."__ord" NULLS LAST, r."__ord" NULLS LAST`)
-	return []projection{{output: j.Output, kind: KindJoin, mode: facade.Replace, sql: b.String(), args: b.args}}, nil
+	return []projection{{output: j.Output, kind: kindJoin, mode: facade.Replace, sql: b.String(), args: b.args}}, nil
 }
 
 func (s Split) plan(pc *planContext) ([]projection, error) {
@@ -326,7 +326,7 @@ func (s Split) plan(pc *planContext) ([]projection, error) {
 	one := func(output, test string) projection {
 		head := "SELECT " + src.cols("s") + " FROM " + from + " s WHERE ("
 		sql := head + s.Predicate + "\n) " + test + ` ORDER BY s."__ord"`
-		return projection{output: output, kind: KindSplit, mode: facade.Replace, sql: sql, args: b.args,
+		return projection{output: output, kind: kindSplit, mode: facade.Replace, sql: sql, args: b.args,
 			frags: []fragment{{step: splitPredicateStep, start: len(head), text: s.Predicate}}}
 	}
 	return []projection{one(s.Matched, "IS TRUE"), one(s.Unmatched, "IS NOT TRUE")}, nil

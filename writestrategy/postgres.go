@@ -23,7 +23,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 	}
 	var results []WriteResult
 	// The ledger commit phase ends with the transaction's commit.
-	actx, aph := d.observe(ctx, w, PhaseApply, w.outs)
+	actx, aph := d.observe(ctx, w, phaseApply, w.outs)
 	var lph phase
 	err = func() error {
 		// The transaction begins with writeSettings; Apply then need not
@@ -38,7 +38,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 			defer cancel()
 			_ = tx.Rollback(cctx)
 		}()
-		if results, err = Apply(actx, tx, env, req.Strategy); err != nil {
+		if results, err = applyStrategy(actx, tx, env, req.Strategy); err != nil {
 			return err
 		}
 		if err := checkModes(results, intents); err != nil {
@@ -46,7 +46,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		}
 		aph.end(resultRows(results), nil)
 		var lctx context.Context
-		lctx, lph = d.observe(ctx, w, PhaseLedgerCommit, w.outs)
+		lctx, lph = d.observe(ctx, w, phaseLedgerCommit, w.outs)
 		if len(results) == 0 {
 			return tx.Commit(lctx)
 		}

@@ -47,7 +47,7 @@ func (queryStrategy) Sources() []string { return nil }
 
 // Apply writes the output into the row store inside tx; see [Apply].
 func (q queryStrategy) Apply(ctx context.Context, tx pgx.Tx, env *Env) ([]WriteResult, error) {
-	return Apply(ctx, tx, env, q)
+	return applyStrategy(ctx, tx, env, q)
 }
 
 // ComputeRows streams the output from tx without writing; see [ComputeRows].

@@ -22,10 +22,10 @@ var (
 	// those declared when it was registered (a view was redefined, a
 	// column added or dropped). Register it again to declare them.
 	ErrRelationChanged = errors.New("writestrategy: registered relation's columns changed")
-	// ErrRelationConflict: RegisterRelation was asked to register a dataset
+	// errRelationConflict: RegisterRelation was asked to register a dataset
 	// that already holds written contents (in the row store or Iceberg) or
 	// has a write in flight (an open intent).
-	ErrRelationConflict = errors.New("writestrategy: dataset already holds written contents")
+	errRelationConflict = errors.New("writestrategy: dataset already holds written contents")
 )
 
 // RegisterRelation registers dataset datasetID as a source read in place
@@ -49,7 +49,7 @@ var (
 // again.
 //
 // Registering again updates the relation and its schema. A dataset that
-// already holds written contents is refused (ErrRelationConflict); one
+// already holds written contents (or has a write in flight) is refused; one
 // registered but never written (ledger EnsureDataset) becomes the relation.
 // db may be a pgx.Tx: the registration then commits with the caller's
 // transaction (it runs in a savepoint of it). env may be nil (control-plane
@@ -107,10 +107,10 @@ func registerRelationTx(ctx context.Context, tx pgx.Tx, env *Env, datasetID, rel
 		return Schema{}, queryError("register relation", err)
 	}
 	if prev != nil && *prev == "open" {
-		return Schema{}, fmt.Errorf("%w: %q has a write in flight; register the relation once it has finished, or under another id", ErrRelationConflict, datasetID)
+		return Schema{}, fmt.Errorf("%w: %q has a write in flight; register the relation once it has finished, or under another id", errRelationConflict, datasetID)
 	}
 	if prev != nil {
-		return Schema{}, fmt.Errorf("%w: %q lives in %s; register the relation under another id", ErrRelationConflict, datasetID, *prev)
+		return Schema{}, fmt.Errorf("%w: %q lives in %s; register the relation under another id", errRelationConflict, datasetID, *prev)
 	}
 	return s, nil
 }

@@ -29,13 +29,13 @@ type Schema struct {
 func ParseSchema(raw json.RawMessage) (Schema, error) {
 	var s Schema
 	if len(raw) == 0 || string(raw) == "null" {
-		return s, ErrNoSchema
+		return s, errNoSchema
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return s, fmt.Errorf("%w: %v", ErrNoSchema, err)
+		return s, fmt.Errorf("%w: %v", errNoSchema, err)
 	}
 	if len(s.Columns) == 0 {
-		return s, ErrNoSchema
+		return s, errNoSchema
 	}
 	seen := map[string]string{}
 	for _, c := range s.Columns {
@@ -95,9 +95,9 @@ type Kind string
 
 // The strategies.
 const (
-	KindTransform       Kind = "transform"
-	KindJoin            Kind = "join"
-	KindSplit           Kind = "split"
+	kindTransform       Kind = "transform"
+	kindJoin            Kind = "join"
+	kindSplit           Kind = "split"
 	KindAppendAlways    Kind = "append_always"
 	KindAppendNew       Kind = "append_new"
 	KindSnapshotReplace Kind = "snapshot_replace"
@@ -147,7 +147,7 @@ type JoinType string
 
 // Join types.
 const (
-	InnerJoin JoinType = "inner"
+	innerJoin JoinType = "inner"
 	LeftJoin  JoinType = "left"
 	FullJoin  JoinType = "full"
 	CrossJoin JoinType = "cross"
@@ -171,7 +171,7 @@ type JoinColumn struct {
 type Join struct {
 	Output      string
 	Left, Right string
-	Type        JoinType // default InnerJoin
+	Type        JoinType // default (empty): an inner join
 	On          []JoinOn
 	Columns     []JoinColumn
 }
@@ -215,7 +215,7 @@ type Deploy struct {
 }
 
 // Kind implements WriteStrategy.
-func (Transform) Kind() Kind { return KindTransform }
+func (Transform) Kind() Kind { return kindTransform }
 
 // Outputs implements WriteStrategy.
 func (t Transform) Outputs() []string { return []string{t.Output} }
@@ -224,7 +224,7 @@ func (t Transform) Outputs() []string { return []string{t.Output} }
 func (t Transform) Sources() []string { return []string{t.Source} }
 
 // Kind implements WriteStrategy.
-func (Join) Kind() Kind { return KindJoin }
+func (Join) Kind() Kind { return kindJoin }
 
 // Outputs implements WriteStrategy.
 func (j Join) Outputs() []string { return []string{j.Output} }
@@ -233,7 +233,7 @@ func (j Join) Outputs() []string { return []string{j.Output} }
 func (j Join) Sources() []string { return []string{j.Left, j.Right} }
 
 // Kind implements WriteStrategy.
-func (Split) Kind() Kind { return KindSplit }
+func (Split) Kind() Kind { return kindSplit }
 
 // Outputs implements WriteStrategy.
 func (s Split) Outputs() []string { return []string{s.Matched, s.Unmatched} }

@@ -64,7 +64,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 	due := map[string]bool{}
 	// The pointer swaps first, then the ledger commits (which run the
 	// expectations) and the transaction's commit: all or nothing lands.
-	kctx, kph := d.observe(ctx, w, PhaseCatalogCommit, w.outs)
+	kctx, kph := d.observe(ctx, w, phaseCatalogCommit, w.outs)
 	var rows int64
 	for i := range computed {
 		c := &computed[i]
@@ -83,7 +83,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 	}
 	kph.end(rows, nil)
-	lctx, lph := d.observe(ctx, w, PhaseLedgerCommit, w.outs)
+	lctx, lph := d.observe(ctx, w, phaseLedgerCommit, w.outs)
 	// The owner's ledger commit goes last, with the COMMIT.
 	order := make([]int, 0, len(computed))
 	for _, own := range []bool{false, true} {
