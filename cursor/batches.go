@@ -85,7 +85,7 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 		}
 		sd, err := prepareInSavepoint(ctx, conn.PgConn(), sql)
 		if err != nil {
-			return nil, nil, &QueryError{Op: "describe", Err: err}
+			return nil, nil, &QueryError{Op: "describe", err: err}
 		}
 		return lookupFields(ctx, conn, sd)
 	}
@@ -93,7 +93,7 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 	if s.beginner != nil {
 		if tx, err = s.begin(ctx, pgx.TxOptions{}); err != nil {
 			s.release(ctx, false)
-			return nil, nil, &QueryError{Op: "describe", Err: err}
+			return nil, nil, &QueryError{Op: "describe", err: err}
 		}
 		conn = tx.Conn()
 	}
@@ -105,7 +105,7 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 			if rerr := tx.Rollback(cctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
 				broken = true
 				if err == nil {
-					err = &QueryError{Op: "describe", Err: rerr}
+					err = &QueryError{Op: "describe", err: rerr}
 				}
 			}
 		}
@@ -117,7 +117,7 @@ func describe(ctx context.Context, db DB, mode StreamMode, sql string, args []an
 	}
 	sd, err := conn.PgConn().Prepare(ctx, "", sql, nil)
 	if err != nil {
-		return nil, nil, &QueryError{Op: "describe", Err: err}
+		return nil, nil, &QueryError{Op: "describe", err: err}
 	}
 	return lookupFields(ctx, conn, sd)
 }
@@ -130,7 +130,7 @@ func lookupFields(ctx context.Context, conn *pgx.Conn, sd *pgconn.StatementDescr
 	}
 	types, err := lookupTypes(ctx, conn, oids)
 	if err != nil {
-		return nil, nil, &QueryError{Op: "describe", Err: err}
+		return nil, nil, &QueryError{Op: "describe", err: err}
 	}
 	return sd.Fields, types, nil
 }
@@ -299,11 +299,11 @@ func (s *Stream) open(r *run) error {
 		if err := r.rows.Err(); err != nil {
 			return wrapErr("query", err, r.qctx)
 		}
-		return &QueryError{Op: "query", Err: fmt.Errorf("result has %d columns, described %d", len(fds), len(s.cols))}
+		return &QueryError{Op: "query", err: fmt.Errorf("result has %d columns, described %d", len(fds), len(s.cols))}
 	}
 	for i, fd := range fds {
 		if fd.DataTypeOID != s.cols[i].oid {
-			return &QueryError{Op: "query", Err: fmt.Errorf("column %q changed type since Batches described it (oid %d, was %d)", fd.Name, fd.DataTypeOID, s.cols[i].oid)}
+			return &QueryError{Op: "query", err: fmt.Errorf("column %q changed type since Batches described it (oid %d, was %d)", fd.Name, fd.DataTypeOID, s.cols[i].oid)}
 		}
 	}
 	return nil
@@ -343,7 +343,7 @@ func (b *batcher) next() (arrow.RecordBatch, error) {
 		for i, c := range cols {
 			if err := c.decode(raw[i]); err != nil {
 				sc := &b.s.cols[i]
-				return nil, &DecodeError{Column: sc.name, TypeName: sc.typeName, Row: b.r.n - 1, Err: err}
+				return nil, &DecodeError{Column: sc.name, typeName: sc.typeName, row: b.r.n - 1, err: err}
 			}
 		}
 		count++

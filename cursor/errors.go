@@ -27,11 +27,6 @@ var (
 	// a transaction the caller owns.
 	ErrStagedNeedsSession = errors.New("cursor: staged mode needs a pool or a connection, not a transaction")
 
-	// ErrConnInTransaction is returned when the source is a *pgx.Conn or a
-	// *pgxpool.Conn that is already inside a transaction; pass the pgx.Tx
-	// instead.
-	ErrConnInTransaction = errors.New("cursor: connection is inside a transaction; pass the pgx.Tx instead")
-
 	// ErrOutOfRange matches every *DecodeError caused by a value that has no
 	// representation in the column's Arrow type (numeric overflow, with
 	// NumericStrict a value that would need rounding, NaN, ±Infinity dates
@@ -39,16 +34,21 @@ var (
 	ErrOutOfRange = errors.New("cursor: value out of range for its Arrow type")
 )
 
+// errConnInTransaction is returned when the source is a *pgx.Conn or a
+// *pgxpool.Conn that is already inside a transaction; pass the pgx.Tx
+// instead.
+var errConnInTransaction = errors.New("cursor: connection is inside a transaction; pass the pgx.Tx instead")
+
 // QueryError is an error reported by PostgreSQL or the connection while
 // describing, staging, running or cleaning up the query. Unwrap gives the
 // underlying error (for example a *pgconn.PgError).
 type QueryError struct {
 	Op  string // "describe", "stage", "query", "stream", "cleanup"
-	Err error
+	err error
 }
 
-func (e *QueryError) Error() string { return "cursor: " + e.Op + ": " + e.Err.Error() }
-func (e *QueryError) Unwrap() error { return e.Err }
+func (e *QueryError) Error() string { return "cursor: " + e.Op + ": " + e.err.Error() }
+func (e *QueryError) Unwrap() error { return e.err }
 
 // unsupportedTypeError names a result column whose PostgreSQL type has no
 // Arrow mapping; it matches ErrUnsupportedType.
@@ -85,18 +85,19 @@ func (e *limitError) Error() string {
 func (e *limitError) Is(target error) bool { return target == ErrRunaway }
 
 // DecodeError reports a value that could not be decoded into its Arrow
-// column. Row is the 0-based row number in the stream.
+// column. Its message names the column, its type (MetaPGType), the 0-based
+// row number in the stream and why; Unwrap gives the cause.
 type DecodeError struct {
 	Column   string
-	TypeName string
-	Row      int64
-	Err      error
+	typeName string
+	row      int64
+	err      error
 }
 
 func (e *DecodeError) Error() string {
-	return fmt.Sprintf("cursor: column %q (%s) row %d: %v", e.Column, e.TypeName, e.Row, e.Err)
+	return fmt.Sprintf("cursor: column %q (%s) row %d: %v", e.Column, e.typeName, e.row, e.err)
 }
-func (e *DecodeError) Unwrap() error { return e.Err }
+func (e *DecodeError) Unwrap() error { return e.err }
 
 func outOfRange(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrOutOfRange}, a...)...)

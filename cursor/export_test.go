@@ -10,3 +10,29 @@ type (
 	LimitError           = limitError
 	UnsupportedTypeError = unsupportedTypeError
 )
+
+// ErrConnInTransaction is the error for a connection already inside a
+// transaction, for the external tests.
+var ErrConnInTransaction = errConnInTransaction
+
+// IssueFields is every field of a ColumnIssue, unexported ones included,
+// for the external tests to compare.
+type IssueFields struct {
+	Column     string
+	Index      int
+	TypeName   string
+	Rounded    int64
+	Refused    int64
+	Refusal    string
+	RefusedRow int64
+}
+
+// Fields returns c's fields.
+func Fields(c ColumnIssue) IssueFields {
+	return IssueFields{Column: c.Column, Index: c.index, TypeName: c.TypeName, Rounded: c.Rounded,
+		Refused: c.Refused, Refusal: c.refusal, RefusedRow: c.refusedRow}
+}
+
+// DecodeErrorRow and DecodeErrorTypeName return e's row and type name.
+func DecodeErrorRow(e *DecodeError) int64       { return e.row }
+func DecodeErrorTypeName(e *DecodeError) string { return e.typeName }

@@ -151,7 +151,7 @@ func TestNumericStrict(t *testing.T) {
 	var de *cursor.DecodeError
 	require.ErrorAs(t, gotErr, &de)
 	require.Equal(t, "n", de.Column)
-	require.Equal(t, int64(1), de.Row)
+	require.Equal(t, int64(1), cursor.DecodeErrorRow(de))
 	require.Contains(t, de.Error(), "numeric value has more than 18 fractional digits")
 	require.Zero(t, s.Rounded())
 	mem.AssertSize(t, 0)
@@ -188,12 +188,12 @@ func TestPreflight(t *testing.T) {
 		}
 		require.Len(t, issues, 6, "%v", issues)
 		require.Equal(t, []string{"third", "big", "nan", "ts", "d", "arr"}, []string{issues[0].Column, issues[1].Column, issues[2].Column, issues[3].Column, issues[4].Column, issues[5].Column})
-		require.Equal(t, cursor.ColumnIssue{Column: "third", Index: 1, TypeName: "numeric", Rounded: 14}, byCol["third"])
-		require.Equal(t, cursor.ColumnIssue{Column: "big", Index: 2, TypeName: "numeric", Refused: 1, Refusal: "numeric value exceeds precision 38", RefusedRow: 6}, byCol["big"])
-		require.Equal(t, cursor.ColumnIssue{Column: "nan", Index: 3, TypeName: "numeric", Refused: 5, Refusal: "numeric NaN", RefusedRow: 3}, byCol["nan"])
-		require.Equal(t, cursor.ColumnIssue{Column: "ts", Index: 4, TypeName: "timestamptz", Refused: 1, Refusal: "timestamp ±infinity", RefusedRow: 8}, byCol["ts"])
-		require.Equal(t, cursor.ColumnIssue{Column: "d", Index: 5, TypeName: "date", Refused: 1, Refusal: "date ±infinity", RefusedRow: 2}, byCol["d"])
-		require.Equal(t, cursor.ColumnIssue{Column: "arr", Index: 6, TypeName: "_numeric", Rounded: 18}, byCol["arr"])
+		require.Equal(t, cursor.IssueFields{Column: "third", Index: 1, TypeName: "numeric", Rounded: 14}, cursor.Fields(byCol["third"]))
+		require.Equal(t, cursor.IssueFields{Column: "big", Index: 2, TypeName: "numeric", Refused: 1, Refusal: "numeric value exceeds precision 38", RefusedRow: 6}, cursor.Fields(byCol["big"]))
+		require.Equal(t, cursor.IssueFields{Column: "nan", Index: 3, TypeName: "numeric", Refused: 5, Refusal: "numeric NaN", RefusedRow: 3}, cursor.Fields(byCol["nan"]))
+		require.Equal(t, cursor.IssueFields{Column: "ts", Index: 4, TypeName: "timestamptz", Refused: 1, Refusal: "timestamp ±infinity", RefusedRow: 8}, cursor.Fields(byCol["ts"]))
+		require.Equal(t, cursor.IssueFields{Column: "d", Index: 5, TypeName: "date", Refused: 1, Refusal: "date ±infinity", RefusedRow: 2}, cursor.Fields(byCol["d"]))
+		require.Equal(t, cursor.IssueFields{Column: "arr", Index: 6, TypeName: "_numeric", Rounded: 18}, cursor.Fields(byCol["arr"]))
 		require.Equal(t, `column "big" (numeric): 1 value(s) refused (first at row 6: numeric value exceeds precision 38)`, byCol["big"].String())
 		require.Equal(t, `column "third" (numeric): 14 value(s) rounded half-even to the column's scale`, byCol["third"].String())
 		require.Equal(t, int64(14+18), s.Rounded())
@@ -207,8 +207,9 @@ func TestPreflight(t *testing.T) {
 		require.NoError(t, err)
 		issues, err = s.Preflight()
 		require.NoError(t, err)
-		require.Equal(t, []cursor.ColumnIssue{{Column: "third", TypeName: "numeric", Refused: 14,
-			Refusal: "numeric value has more than 18 fractional digits", RefusedRow: 0}}, issues)
+		require.Len(t, issues, 1)
+		require.Equal(t, cursor.IssueFields{Column: "third", TypeName: "numeric", Refused: 14,
+			Refusal: "numeric value has more than 18 fractional digits", RefusedRow: 0}, cursor.Fields(issues[0]))
 
 		// Nothing to report.
 		s, err = cursor.Batches(ctx, pool, `SELECT g, g::numeric / 4 AS q FROM generate_series(1, 100) g`, nil, &cursor.Options{Mode: mode})

@@ -17,15 +17,16 @@ import (
 // more than one dimension). A stream fails at the first refused value.
 type ColumnIssue struct {
 	Column   string
-	Index    int    // 0-based position in the result
 	TypeName string // MetaPGType of the column
 	// Rounded is the number of values rounded half-even to the scale.
 	Rounded int64
-	// Refused is the number of values refused; Refusal says why the first
-	// one was, and RefusedRow is its 0-based row.
-	Refused    int64
-	Refusal    string
-	RefusedRow int64
+	// Refused is the number of values refused; String says why the first
+	// one was, and at which 0-based row.
+	Refused int64
+
+	index      int    // 0-based position in the result
+	refusal    string // why the first refused value was refused
+	refusedRow int64  // 0-based row of the first refused value
 }
 
 func (c ColumnIssue) String() string {
@@ -34,7 +35,7 @@ func (c ColumnIssue) String() string {
 		parts = append(parts, fmt.Sprintf("%d value(s) rounded half-even to the column's scale", c.Rounded))
 	}
 	if c.Refused > 0 {
-		parts = append(parts, fmt.Sprintf("%d value(s) refused (first at row %d: %s)", c.Refused, c.RefusedRow, c.Refusal))
+		parts = append(parts, fmt.Sprintf("%d value(s) refused (first at row %d: %s)", c.Refused, c.refusedRow, c.refusal))
 	}
 	return fmt.Sprintf("column %q (%s): %s", c.Column, c.TypeName, strings.Join(parts, "; "))
 }
@@ -80,12 +81,12 @@ func (s *Stream) Preflight() ([]ColumnIssue, error) {
 				}
 				c := &s.cols[i]
 				if !errors.Is(err, ErrOutOfRange) {
-					return &DecodeError{Column: c.name, TypeName: c.typeName, Row: r.n - 1, Err: err}
+					return &DecodeError{Column: c.name, typeName: c.typeName, row: r.n - 1, err: err}
 				}
 				is := &issues[i]
 				if is.Refused == 0 {
-					is.Refusal = strings.TrimPrefix(err.Error(), ErrOutOfRange.Error()+": ")
-					is.RefusedRow = r.n - 1
+					is.refusal = strings.TrimPrefix(err.Error(), ErrOutOfRange.Error()+": ")
+					is.refusedRow = r.n - 1
 				}
 				is.Refused++
 			}
@@ -122,7 +123,7 @@ func (s *Stream) Preflight() ([]ColumnIssue, error) {
 			continue
 		}
 		c := &s.cols[i]
-		is.Column, is.Index, is.TypeName = c.name, i, c.typeName
+		is.Column, is.index, is.TypeName = c.name, i, c.typeName
 		out = append(out, is)
 	}
 	return out, nil

@@ -61,7 +61,7 @@ func Rows[T any](ctx context.Context, db DB, sql string, args []any, mapper pgx.
 			}
 			v, err := mapper(r.rows)
 			if err != nil {
-				fail(&QueryError{Op: "map", Err: err})
+				fail(&QueryError{Op: "map", err: err})
 				return
 			}
 			if !yield(v, nil) {

@@ -176,7 +176,7 @@ func rewrite(ctx context.Context, conn *pgx.Conn, sql string, args []any) (strin
 		if qr, ok := args[0].(pgx.QueryRewriter); ok {
 			s, a, err := qr.RewriteQuery(ctx, conn, sql, args[1:])
 			if err != nil {
-				return "", nil, &QueryError{Op: "rewrite", Err: err}
+				return "", nil, &QueryError{Op: "rewrite", err: err}
 			}
 			return s, a, nil
 		}

@@ -55,18 +55,18 @@ func acquire(ctx context.Context, db DB, mode StreamMode) (*session, error) {
 		return &session{conn: v.Conn(), callerTx: v}, nil
 	case *pgx.Conn:
 		if v.PgConn().TxStatus() != 'I' {
-			return nil, ErrConnInTransaction
+			return nil, errConnInTransaction
 		}
 		return &session{conn: v}, nil
 	case *pgxpool.Conn:
 		if v.Conn().PgConn().TxStatus() != 'I' {
-			return nil, ErrConnInTransaction
+			return nil, errConnInTransaction
 		}
 		return &session{conn: v.Conn()}, nil
 	case acquirer:
 		pc, err := v.Acquire(ctx)
 		if err != nil {
-			return nil, &QueryError{Op: "acquire", Err: err}
+			return nil, &QueryError{Op: "acquire", err: err}
 		}
 		return &session{conn: pc.Conn(), poolConn: pc}, nil
 	default:
@@ -142,5 +142,5 @@ func wrapErr(op string, err error, qctx context.Context) error {
 	if errors.As(err, &qe) {
 		return err
 	}
-	return &QueryError{Op: op, Err: err}
+	return &QueryError{Op: op, err: err}
 }

@@ -181,7 +181,7 @@ func TestNumericExactness(t *testing.T) {
 			require.ErrorIs(t, gotErr, cursor.ErrOutOfRange, c.sql)
 			var de *cursor.DecodeError
 			require.ErrorAs(t, gotErr, &de)
-			require.Equal(t, "numeric", de.TypeName)
+			require.Equal(t, "numeric", cursor.DecodeErrorTypeName(de))
 		} else {
 			require.NoError(t, gotErr, c.sql)
 			require.Equal(t, c.want, got, c.sql)
