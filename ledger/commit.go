@@ -12,8 +12,8 @@ import (
 // committed_at = o.CommittedAt; the dataset's source_watermark set to that
 // same time, its row_count (set for a replace, increased for an append),
 // status 'active', sink and, when given, schema. Config.Expectations run
-// first and can veto (the intent is then aborted and a *VetoError
-// returned).
+// first and can veto (the intent is then aborted and an error matching
+// ErrVetoed, which unwraps to the expectation's error, returned).
 //
 // A maintenance intent commits differently: committed_at = o.CommittedAt
 // (now() when zero), and only the dataset's maintained_at (and maintenance
@@ -41,7 +41,7 @@ func (l *Ledger) Commit(ctx context.Context, in *Intent, o Outcome) error {
 	if err := o.validate(in.WriteMode); err != nil {
 		return err
 	}
-	var veto *VetoError
+	var veto *vetoError
 	var broke *holdBroke
 	err := l.use(in, func(db DB) error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -90,7 +90,7 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 		in.st.mu.Unlock()
 		var se *StateError
 		if errors.As(cause, &se) {
-			cause = se.Cause
+			cause = se.cause
 		}
 	}
 	cctx, cancel := l.cleanupContext(ctx)
@@ -104,15 +104,15 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 		in.mark(true, false)
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
-		return &StateError{ID: in.ID, kind: ErrIntentNotFound}
+		return &StateError{id: in.ID, kind: ErrIntentNotFound}
 	case err == nil && status != string(StatusOpen):
-		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrNotOpen}
+		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
 	case err == nil && attempt != in.Attempt:
-		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrFenced}
+		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
 	case err != nil:
 		cause = errors.Join(cause, err)
 	}
-	return &StateError{ID: in.ID, Status: status, Attempt: attempt, Cause: cause, kind: ErrLostHold}
+	return &StateError{id: in.ID, Status: status, attempt: attempt, cause: cause, kind: ErrLostHold}
 }
 
 // Check runs Config.Expectations against the outcome o would commit, and
@@ -125,7 +125,7 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 // commit: o.SnapshotID is then 0 and o.CommittedAt the write's stamp
 // time). Commit runs the expectations again with the final outcome.
 //
-// Check returns a *VetoError (matching ErrVetoed) on a veto, a *StateError
+// Check returns an error matching ErrVetoed on a veto, a *StateError
 // when the intent cannot commit, and nil without a round trip when no
 // expectation is configured or the intent is a maintenance one. It runs on
 // the ledger's DB, not on the held session, and does not release the hold.
@@ -172,12 +172,12 @@ func (l *Ledger) stateError(ctx context.Context, q interface {
 		Scan(&status, &attempt)
 	switch {
 	case err == pgx.ErrNoRows:
-		return &StateError{ID: in.ID, kind: ErrIntentNotFound}
+		return &StateError{id: in.ID, kind: ErrIntentNotFound}
 	case err != nil:
 		return err
 	case status != string(StatusOpen):
-		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrNotOpen}
+		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
 	default:
-		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrFenced}
+		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
 	}
 }

@@ -34,8 +34,8 @@ var errRollback = errors.New("ledger: rollback")
 // tx. A CommitTx that fails before its update keeps the hold (call Abort).
 //
 // On a veto, CommitTx rolls back its own changes (a savepoint), marks the
-// intent aborted inside tx and returns the *VetoError: commit tx to keep the
-// abort, or roll it back and call Abort.
+// intent aborted inside tx and returns the veto (matching ErrVetoed):
+// commit tx to keep the abort, or roll it back and call Abort.
 func (l *Ledger) CommitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
 	if err := in.validate(); err != nil {
 		return err
@@ -143,7 +143,7 @@ func (l *Ledger) CommitTxEnd(ctx context.Context, tx pgx.Tx, in *Intent, o Outco
 // commitTxSlow is CommitTx with expectations (or for a maintenance
 // intent): commitTx in a savepoint, a veto recorded as an abort.
 func (l *Ledger) commitTxSlow(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome) error {
-	var veto *VetoError
+	var veto *vetoError
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return l.commitTx(ctx, sp, in, o) })
 	if errors.As(err, &veto) {
 		if aerr := l.abortTx(ctx, tx, in, veto); aerr != nil {
@@ -207,7 +207,7 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 	c.Intent.st = nil
 	for _, exp := range l.cfg.Expectations {
 		if verr := exp(ctx, tx, c); verr != nil {
-			return &VetoError{ID: in.ID, Reason: verr}
+			return &vetoError{id: in.ID, reason: verr}
 		}
 	}
 	tag, err := tx.Exec(ctx, `UPDATE `+l.table("datasets")+`

@@ -97,13 +97,14 @@ func (l *Ledger) scanDataset(row pgx.Row, id string) (Dataset, error) {
 }
 
 // ClaimDataset makes writerID the owner of dataset id. From then on only
-// that writer's intents open on it: Open returns an *OwnerError (matching
-// ErrNotOwner) to any other writer, so that two writers of the same id (a
+// that writer's intents open on it: Open returns an error matching
+// ErrNotOwner to any other writer, so that two writers of the same id (a
 // manual table and a pipeline output, say) cannot overwrite each other.
 // Claiming an unowned dataset, or one the writer already owns, succeeds; a
-// dataset owned by another writer returns an *OwnerError. Datasets nobody
-// claimed accept every writer. An intent already open when the dataset is
-// claimed is not affected: it commits or aborts as usual.
+// dataset owned by another writer returns an error matching ErrNotOwner,
+// naming the owner. Datasets nobody claimed accept every writer. An intent
+// already open when the dataset is claimed is not affected: it commits or
+// aborts as usual.
 func (l *Ledger) ClaimDataset(ctx context.Context, id, writerID string) error {
 	if strings.TrimSpace(writerID) == "" {
 		return invalid("dataset %q: writer id is empty", id)
@@ -124,7 +125,7 @@ func (l *Ledger) ClaimDataset(ctx context.Context, id, writerID string) error {
 	case *owner == writerID:
 		return nil
 	}
-	return &OwnerError{DatasetID: id, Owner: *owner, WriterID: writerID}
+	return notOwner(id, *owner, writerID)
 }
 
 // SetDatasetOwner sets the owner of dataset id unconditionally; "" clears

@@ -44,8 +44,8 @@
 // # Owners
 //
 // A dataset may have an owner writer (ClaimDataset; SetDatasetOwner for an
-// operator): Open then refuses any other writer with an *OwnerError
-// (ErrNotOwner) and leaves no intent. Unclaimed datasets accept every
+// operator): Open then refuses any other writer with an error matching
+// ErrNotOwner and leaves no intent. Unclaimed datasets accept every
 // writer. The manual-table example claims the datasets it declares, so a
 // pipeline output of the same id cannot overwrite an uploaded table, nor
 // the other way round.
@@ -97,7 +97,7 @@
 // reconcilers never race), claims the intent (bumps its attempt, fencing
 // the writer out), asks Lookup, and commits (landed) or aborts (absent)
 // it, then opens its own; when Lookup cannot tell, the intent stays open
-// and Open returns an *UnresolvedError (ErrUnresolved, ErrBusy). A live
+// and Open returns an error matching ErrUnresolved and ErrBusy. A live
 // writer is waited for, never reconciled. Sweep and Recover likewise
 // reconcile an intent whose writer is gone whatever its age, and never one
 // whose writer is alive (reported in SweepReport.Live). Intents without a

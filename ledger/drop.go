@@ -21,14 +21,15 @@ const StatusDropped = "dropped"
 var ErrDatasetDropped = errors.New("ledger: dataset dropped")
 
 // DropBusyError refuses to drop a dataset with an open intent. It matches
-// ErrBusy.
+// ErrBusy; its message names the dataset and the intent.
 type DropBusyError struct {
-	DatasetID string
-	HolderID  string // the open intent
+	HolderID string // the open intent
+
+	datasetID string
 }
 
 func (e *DropBusyError) Error() string {
-	return fmt.Sprintf("ledger: dataset %q has open intent %s: not dropped (let the write finish, or reconcile it, then drop again)", e.DatasetID, e.HolderID)
+	return fmt.Sprintf("ledger: dataset %q has open intent %s: not dropped (let the write finish, or reconcile it, then drop again)", e.datasetID, e.HolderID)
 }
 
 // Is makes errors.Is(err, ErrBusy) true.
@@ -103,7 +104,7 @@ func (l *Ledger) refuseOpen(ctx context.Context, tx pgx.Tx, id string) error {
 	if err != nil {
 		return err
 	}
-	return &DropBusyError{DatasetID: id, HolderID: holder}
+	return &DropBusyError{datasetID: id, HolderID: holder}
 }
 
 func (l *Ledger) dropErr(op, id string, err error) error {

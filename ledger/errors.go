@@ -44,8 +44,9 @@ var (
 	ErrLostHold = errors.New("ledger: writer lost its hold on the intent")
 	// ErrUnresolved: Open found the dataset held by an intent whose writer
 	// is gone, and its Lookup could not tell whether that write landed. The
-	// intent stays open (claimed) for a later Open, Sweep or Recover. An
-	// *UnresolvedError also matches ErrBusy: the dataset is still busy.
+	// intent stays open (claimed) for a later Open, Sweep or Recover. The
+	// error also matches ErrBusy (the dataset is still busy), unwraps to the
+	// Lookup's error and names the dead writer's intent.
 	ErrUnresolved = errors.New("ledger: dead writer's intent could not be reconciled")
 	// ErrNoConnection: Open could not get a pool connection to hold the
 	// intent within Config.WaitTimeout (each open intent holds one). The
@@ -55,30 +56,31 @@ var (
 )
 
 // BusyError is returned by Open when the dataset stayed busy. It matches
-// ErrBusy.
+// ErrBusy and unwraps to the context error when the context ended the wait.
+// Its message names the dataset, the holder and how long Open waited, and
+// says so when the holder's writer is gone but Open could not reconcile it
+// (pass OpenParams.Lookup, or run Sweep or Recover).
 type BusyError struct {
-	DatasetID string
 	// HolderID is the open intent that held the dataset at the last
 	// look, when known (empty when writers queued ahead were waited for).
 	HolderID string
-	// HolderGone reports that the holder's writer is gone (its session lock
-	// is no longer held) but Open could not reconcile it: pass
-	// OpenParams.Lookup, or run Sweep or Recover.
-	HolderGone bool
-	Waited     string
-	Cause      error // the context error, if the context ended the wait
+
+	datasetID  string
+	holderGone bool
+	waited     string
+	cause      error // the context error, if the context ended the wait
 }
 
 func (e *BusyError) Error() string {
-	msg := fmt.Sprintf("ledger: dataset %q busy: intent %s is still open after waiting %s", e.DatasetID, e.HolderID, e.Waited)
+	msg := fmt.Sprintf("ledger: dataset %q busy: intent %s is still open after waiting %s", e.datasetID, e.HolderID, e.waited)
 	if e.HolderID == "" {
-		msg = fmt.Sprintf("ledger: dataset %q busy: other writers were still ahead in its queue after waiting %s", e.DatasetID, e.Waited)
+		msg = fmt.Sprintf("ledger: dataset %q busy: other writers were still ahead in its queue after waiting %s", e.datasetID, e.waited)
 	}
-	if e.HolderGone {
+	if e.holderGone {
 		msg += " (its writer is gone: reconcile it with OpenParams.Lookup, Sweep or Recover)"
 	}
-	if e.Cause != nil {
-		msg += ": " + e.Cause.Error()
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
 	}
 	return msg
 }
@@ -87,50 +89,42 @@ func (e *BusyError) Error() string {
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Unwrap returns the context error, if any.
-func (e *BusyError) Unwrap() error { return e.Cause }
+func (e *BusyError) Unwrap() error { return e.cause }
 
-// OwnerError is returned when a writer opens an intent on, or claims, a
+// notOwner is the error of a writer that opens an intent on, or claims, a
 // dataset that another writer owns. It matches ErrNotOwner.
-type OwnerError struct {
-	DatasetID string
-	Owner     string // the owning writer
-	WriterID  string // the writer that was refused
+func notOwner(datasetID, owner, writerID string) error {
+	return fmt.Errorf("%w: dataset %q is owned by writer %q; writer %q may not write or claim it", ErrNotOwner, datasetID, owner, writerID)
 }
-
-func (e *OwnerError) Error() string {
-	return fmt.Sprintf("ledger: dataset %q is owned by writer %q; writer %q may not write or claim it", e.DatasetID, e.Owner, e.WriterID)
-}
-
-// Is reports ErrNotOwner.
-func (e *OwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // StateError says why an intent could not change state: it is missing, not
 // open any more, fenced, or its writer lost its hold. It matches
-// ErrIntentNotFound, ErrNotOpen, ErrFenced or ErrLostHold.
+// ErrIntentNotFound, ErrNotOpen, ErrFenced or ErrLostHold; for a lost hold
+// it unwraps to why the hold was lost (the connection error). Its message
+// names the intent and, when fenced, its current attempt.
 type StateError struct {
-	ID      string
-	Status  string // current status, "" when not found or unknown
-	Attempt int64  // current attempt, 0 when unknown
-	// Cause is why the hold was lost (the connection error), for
-	// ErrLostHold; nil otherwise.
-	Cause error
-	kind  error
+	Status string // current status, "" when not found or unknown
+
+	id      string
+	attempt int64 // current attempt, 0 when unknown
+	cause   error // why the hold was lost, for ErrLostHold; nil otherwise
+	kind    error
 }
 
 func (e *StateError) Error() string {
 	switch e.kind {
 	case ErrIntentNotFound:
-		return fmt.Sprintf("ledger: intent %s not found", e.ID)
+		return fmt.Sprintf("ledger: intent %s not found", e.id)
 	case ErrFenced:
-		return fmt.Sprintf("ledger: intent %s is fenced: a sweeper claimed it (attempt %d)", e.ID, e.Attempt)
+		return fmt.Sprintf("ledger: intent %s is fenced: a sweeper claimed it (attempt %d)", e.id, e.attempt)
 	case ErrLostHold:
-		msg := fmt.Sprintf("ledger: intent %s: this writer no longer holds it", e.ID)
-		if e.Cause != nil {
-			msg += ": " + e.Cause.Error()
+		msg := fmt.Sprintf("ledger: intent %s: this writer no longer holds it", e.id)
+		if e.cause != nil {
+			msg += ": " + e.cause.Error()
 		}
 		return msg
 	default:
-		return fmt.Sprintf("ledger: intent %s is %s, not open", e.ID, e.Status)
+		return fmt.Sprintf("ledger: intent %s is %s, not open", e.id, e.Status)
 	}
 }
 
@@ -138,46 +132,42 @@ func (e *StateError) Error() string {
 func (e *StateError) Is(target error) bool { return target == e.kind }
 
 // Unwrap returns the cause of a lost hold, if any.
-func (e *StateError) Unwrap() error { return e.Cause }
+func (e *StateError) Unwrap() error { return e.cause }
 
-// UnresolvedError is returned by Open when the dataset is held by an
+// unresolvedError is returned by Open when the dataset is held by an
 // intent whose writer is gone and OpenParams.Lookup could not tell whether
 // its write landed. The intent is left open (claimed, so its writer is
 // fenced) for a later Open, Sweep or Recover; nothing was opened. It
 // matches ErrUnresolved and ErrBusy and unwraps to the Lookup's error.
-type UnresolvedError struct {
-	DatasetID string
-	HolderID  string // the dead writer's intent
-	Err       error
+type unresolvedError struct {
+	datasetID string
+	holderID  string // the dead writer's intent
+	err       error
 }
 
-func (e *UnresolvedError) Error() string {
+func (e *unresolvedError) Error() string {
 	return fmt.Sprintf("ledger: dataset %q is held by intent %s whose writer is gone, and its outcome is unknown (left open): %v",
-		e.DatasetID, e.HolderID, e.Err)
+		e.datasetID, e.holderID, e.err)
 }
 
-// Is reports ErrUnresolved and ErrBusy.
-func (e *UnresolvedError) Is(target error) bool { return target == ErrUnresolved || target == ErrBusy }
+func (e *unresolvedError) Is(target error) bool { return target == ErrUnresolved || target == ErrBusy }
 
-// Unwrap returns the Lookup's error.
-func (e *UnresolvedError) Unwrap() error { return e.Err }
+func (e *unresolvedError) Unwrap() error { return e.err }
 
-// VetoError is returned when an expectation refused a commit. It matches
+// vetoError is returned when an expectation refused a commit. It matches
 // ErrVetoed and unwraps to the expectation's error.
-type VetoError struct {
-	ID     string
-	Reason error
+type vetoError struct {
+	id     string
+	reason error
 }
 
-func (e *VetoError) Error() string {
-	return fmt.Sprintf("ledger: commit of intent %s vetoed: %v", e.ID, e.Reason)
+func (e *vetoError) Error() string {
+	return fmt.Sprintf("ledger: commit of intent %s vetoed: %v", e.id, e.reason)
 }
 
-// Is reports ErrVetoed.
-func (e *VetoError) Is(target error) bool { return target == ErrVetoed }
+func (e *vetoError) Is(target error) bool { return target == ErrVetoed }
 
-// Unwrap returns the expectation's error.
-func (e *VetoError) Unwrap() error { return e.Reason }
+func (e *vetoError) Unwrap() error { return e.reason }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

@@ -127,7 +127,7 @@ func ExampleLedger_ClaimDataset() {
 		panic(err)
 	}
 	if err := l.ClaimDataset(ctx, "budget_2027", "manual.table"); err != nil {
-		panic(err) // an *OwnerError when another writer owns it
+		panic(err) // ErrNotOwner when another writer owns it
 	}
 	_, err = l.Open(ctx, ledger.OpenParams{DatasetID: "budget_2027", WriterID: "pipeline.output",
 		Sink: "iceberg_native", WriteMode: facade.Replace})

@@ -395,15 +395,15 @@ func (in *Intent) Alive(ctx context.Context) error {
 	switch {
 	case err != nil && st.conn.IsClosed():
 		st.lost = err
-		return &StateError{ID: in.ID, Cause: err, kind: ErrLostHold}
+		return &StateError{id: in.ID, cause: err, kind: ErrLostHold}
 	case errors.Is(err, pgx.ErrNoRows):
-		return &StateError{ID: in.ID, kind: ErrIntentNotFound}
+		return &StateError{id: in.ID, kind: ErrIntentNotFound}
 	case err != nil:
 		return err
 	case status != string(StatusOpen):
-		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrNotOpen}
+		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
 	case attempt != in.Attempt:
-		return &StateError{ID: in.ID, Status: status, Attempt: attempt, kind: ErrFenced}
+		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
 	}
 	return nil
 }
@@ -412,9 +412,9 @@ func (in *Intent) Alive(ctx context.Context) error {
 func (st *intentState) gone(id string) error {
 	switch {
 	case st.lost != nil:
-		return &StateError{ID: id, Cause: st.lost, kind: ErrLostHold}
+		return &StateError{id: id, cause: st.lost, kind: ErrLostHold}
 	case st.released:
-		return &StateError{ID: id, Cause: errReleased, kind: ErrLostHold}
+		return &StateError{id: id, cause: errReleased, kind: ErrLostHold}
 	}
 	return nil
 }

@@ -33,8 +33,8 @@ const (
 // out, or at once with p.NoWait. Intents of different datasets never wait
 // on each other. When the holder's writer is gone (its lock is no longer
 // held) Open does not wait: with p.Lookup it reconciles the holder at once
-// (claim, then roll forward, abort, or an *UnresolvedError when Lookup
-// cannot tell) and opens; a dead maintenance holder is aborted without a
+// (claim, then roll forward, abort, or an error matching ErrUnresolved
+// when Lookup cannot tell) and opens; a dead maintenance holder is aborted without a
 // Lookup. A holder without liveness is reconciled the same way, by its
 // age, when p.RecoverAfter is set (with p.Lookup); otherwise only Sweep
 // and Recover reconcile it.
@@ -104,12 +104,12 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 			}
 			switch r.kind {
 			case recUnresolved:
-				return nil, &UnresolvedError{DatasetID: p.DatasetID, HolderID: h.txn.ID, Err: r.err}
+				return nil, &unresolvedError{datasetID: p.DatasetID, holderID: h.txn.ID, err: r.err}
 			case recRolledForward, recAborted:
 				continue // the dataset is free: try again at once
 			}
 		}
-		busy := &BusyError{DatasetID: p.DatasetID, HolderGone: gone}
+		busy := &BusyError{datasetID: p.DatasetID, holderGone: gone}
 		if h != nil {
 			busy.HolderID = h.txn.ID
 		}
@@ -127,8 +127,8 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 				err = errNoHolderLock
 			}
 			if timedOut {
-				busy.Waited = time.Since(start).Round(time.Millisecond).String()
-				busy.Cause = waitCause(ctx, deadline)
+				busy.waited = time.Since(start).Round(time.Millisecond).String()
+				busy.cause = waitCause(ctx, deadline)
 				return nil, busy
 			}
 			if err == nil {
@@ -136,8 +136,8 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 			}
 			if !errors.Is(err, errNoHolderLock) {
 				if ctxErr := ctx.Err(); ctxErr != nil {
-					busy.Waited = time.Since(start).Round(time.Millisecond).String()
-					busy.Cause = ctxErr
+					busy.waited = time.Since(start).Round(time.Millisecond).String()
+					busy.cause = ctxErr
 					return nil, busy
 				}
 				return nil, fmt.Errorf("ledger: open intent for dataset %q: wait in turn: %w", p.DatasetID, err)
@@ -146,15 +146,15 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if p.NoWait || time.Now().Add(wait).After(deadline) {
-			busy.Waited = time.Since(start).Round(time.Millisecond).String()
+			busy.waited = time.Since(start).Round(time.Millisecond).String()
 			return nil, busy
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			busy.Waited = time.Since(start).Round(time.Millisecond).String()
-			busy.Cause = ctx.Err()
+			busy.waited = time.Since(start).Round(time.Millisecond).String()
+			busy.cause = ctx.Err()
 			return nil, busy
 		case <-t.C:
 		}
@@ -217,7 +217,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		case status == StatusDropped:
 			return fmt.Errorf("%w: %q is being decommissioned; complete the drop, then register it again", ErrDatasetDropped, p.DatasetID)
 		case owner != nil && *owner != p.WriterID:
-			return &OwnerError{DatasetID: p.DatasetID, Owner: *owner, WriterID: p.WriterID}
+			return notOwner(p.DatasetID, *owner, p.WriterID)
 		}
 		return pgx.ErrNoRows
 	}
@@ -281,8 +281,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 			return err
 		})
 	}
-	var owned *OwnerError
-	if errors.As(err, &owned) || errors.Is(err, ErrDatasetNotFound) || errors.Is(err, ErrDatasetDropped) {
+	if errors.Is(err, ErrNotOwner) || errors.Is(err, ErrDatasetNotFound) || errors.Is(err, ErrDatasetDropped) {
 		return nil, nil, err
 	}
 	if err == nil {
@@ -408,7 +407,7 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 		return nil, fmt.Errorf("%w: %s is a %s intent of dataset %q", ErrIDInUse, id, t.Status, t.DatasetID)
 	}
 	if t.Attempt != 1 {
-		return nil, &StateError{ID: id, Status: string(t.Status), Attempt: t.Attempt, kind: ErrFenced}
+		return nil, &StateError{id: id, Status: string(t.Status), attempt: t.Attempt, kind: ErrFenced}
 	}
 	if st.conn != nil {
 		// This writer holds the lock now: record it (the row may have been
@@ -519,7 +518,7 @@ func causeText(cause error) string {
 
 func (l *Ledger) wrap(op, id string, err error) error {
 	var se *StateError
-	var ve *VetoError
+	var ve *vetoError
 	if errors.As(err, &se) || errors.As(err, &ve) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrDatasetNotFound) {
 		return err
 	}

@@ -207,7 +207,8 @@ type OpenParams struct {
 	// writer is gone (its session lock is no longer held) instead of
 	// waiting for it: the intent is claimed, then rolled forward when
 	// Lookup finds its write, aborted when the write is provably absent; a
-	// Lookup error leaves it open and Open returns an *UnresolvedError.
+	// Lookup error leaves it open and Open returns an error matching
+	// ErrUnresolved and ErrBusy.
 	// A dead maintenance intent is aborted without asking Lookup, with or
 	// without one.
 	Lookup Lookup
@@ -434,7 +435,7 @@ func (l *Ledger) Get(ctx context.Context, id string) (Txn, error) {
 	}
 	t, err := scanTxn(l.db.QueryRow(ctx, `SELECT `+txnColumns+` FROM `+l.table("pipeline_build_transactions")+` WHERE id = $1`, id))
 	if err == pgx.ErrNoRows {
-		return Txn{}, &StateError{ID: id, kind: ErrIntentNotFound}
+		return Txn{}, &StateError{id: id, kind: ErrIntentNotFound}
 	}
 	if err != nil {
 		return Txn{}, fmt.Errorf("ledger: get intent %s: %w", id, err)

@@ -88,7 +88,7 @@ func (l *Ledger) misuse(ctx context.Context, in *Intent, op string) error {
 //
 // Any failure (fn's error, a veto, a panic, the commit of the transaction)
 // rolls the transaction back and aborts the intent (a veto is recorded as
-// the abort's reason and returned as a *VetoError); a panic is re-raised
+// the abort's reason and returned matching ErrVetoed); a panic is re-raised
 // after the abort. When committing the transaction fails, WithTx asks the
 // ledger which way it went: the intent committed means the transaction did
 // (nil is returned), the intent still open means it did not (it is
