@@ -113,7 +113,7 @@ func hasScheme(s string) bool {
 // iceberg-go's rest options, passed through (rest.WithCredential,
 // rest.WithOAuthToken, rest.WithWarehouseLocation, rest.WithSigV4, ...).
 // It fetches the catalog's configuration (GET /v1/config) at once, so a
-// refused credential fails here, as a *CatalogAuthError (ErrCatalogAuth).
+// refused credential fails here, with an error matching ErrCatalogAuth.
 // The caller closes the catalog.
 func OpenRESTCatalog(ctx context.Context, name, uri string, opts ...rest.Option) (*rest.Catalog, error) {
 	cat, err := rest.NewCatalog(ctx, name, uri, opts...)

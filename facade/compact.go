@@ -179,8 +179,8 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 		SummaryWriteID: writeID.String(),
 	}
 	if snap.Summary != nil {
-		if v, ok := snap.Summary.Properties[SummaryNextRowIndex]; ok {
-			props[SummaryNextRowIndex] = v
+		if v, ok := snap.Summary.Properties[summaryNextRowIndex]; ok {
+			props[summaryNextRowIndex] = v
 		}
 		if live, err := strconv.Atoi(snap.Summary.Properties["total-data-files"]); err == nil {
 			props[summaryCompactBase] = strconv.Itoa(live - len(files) + len(written))

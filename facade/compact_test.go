@@ -276,7 +276,7 @@ func TestCompactSmallAppends(t *testing.T) {
 			// compaction snapshot must copy.
 			st, err := e.f.Stage(ctx, Target{DatasetID: ds}, WriteRequest{Mode: Append, Schema: compactSchema, Rows: oneBatch(rec), TxnID: "t59"})
 			require.NoError(t, err)
-			st.(*icebergStaged).props[SummaryNextRowIndex] = "3000"
+			st.(*icebergStaged).props[summaryNextRowIndex] = "3000"
 			last, err = st.Commit(ctx)
 			require.NoError(t, err)
 		}
@@ -311,7 +311,7 @@ func TestCompactSmallAppends(t *testing.T) {
 	require.Equal(t, last.SnapshotID, *head.ParentSnapshotID)
 	require.Equal(t, table.OpReplace, head.Summary.Operation)
 	require.Equal(t, compactMode, head.Summary.Properties[SummaryMode])
-	require.Equal(t, "3000", head.Summary.Properties[SummaryNextRowIndex])
+	require.Equal(t, "3000", head.Summary.Properties[summaryNextRowIndex])
 	_, hasTxn := head.Summary.Properties[SummaryTxnID]
 	require.False(t, hasTxn, "a compaction is no transaction")
 

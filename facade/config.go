@@ -16,20 +16,22 @@ import (
 // Config configures a Facade. The zero value is usable: every zero field
 // means the documented default.
 type Config struct {
-	// Namespace holds the tables of the default naming. Default: ["lakewrite"].
-	Namespace []string
+	// namespace holds the tables of the default naming. Default:
+	// ["lakewrite"]; set by tests only.
+	namespace []string
 	// Naming maps a dataset id to a table identifier (namespace..., table).
 	// It must return an error wrapping ErrInvalidDatasetID for ids it
-	// rejects. Default: the id itself under Namespace, refusing ids
-	// CheckDatasetID refuses.
+	// rejects. Default: the id itself under the namespace "lakewrite",
+	// refusing ids CheckDatasetID refuses.
 	Naming func(datasetID string) (table.Identifier, error)
 	// Allocator for the Arrow memory the facade allocates (stamped columns,
 	// scans). Default: memory.DefaultAllocator.
 	Allocator memory.Allocator
 	// Logger for commit retries and cleanup failures. Default: discard.
 	Logger *slog.Logger
-	// Now is the clock stamped into __created_at. Default: time.Now.
-	Now func() time.Time
+	// now is the clock stamped into __created_at (and read by the
+	// lifecycle). Default: time.Now; set by tests only.
+	now func() time.Time
 	// CommitRetries is how many times a clean commit conflict
 	// (iceberg-go ErrCommitFailed) is retried against the refreshed table.
 	// Default 4; a negative value disables retries. Unknown commit states
@@ -130,11 +132,11 @@ func (c *Config) settings() (settings, error) {
 	if c != nil {
 		s.Config = *c
 	}
-	if len(s.Namespace) == 0 {
-		s.Namespace = []string{"lakewrite"}
+	if len(s.namespace) == 0 {
+		s.namespace = []string{"lakewrite"}
 	}
 	if s.Naming == nil {
-		s.Naming = defaultNaming(s.Namespace)
+		s.Naming = defaultNaming(s.namespace)
 	}
 	if s.Allocator == nil {
 		s.Allocator = memory.DefaultAllocator
@@ -142,8 +144,8 @@ func (c *Config) settings() (settings, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if s.Now == nil {
-		s.Now = time.Now
+	if s.now == nil {
+		s.now = time.Now
 	}
 	switch {
 	case s.CommitRetries == 0:

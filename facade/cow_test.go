@@ -87,7 +87,7 @@ func TestMergeCoWCrossover(t *testing.T) {
 	require.Empty(t, res.Summary["added-position-deletes"])
 	require.Equal(t, "1000", res.Summary["deleted-records"])
 	require.Equal(t, "572", res.Summary["added-records"])
-	require.Equal(t, "1000", res.Summary[SummaryNextRowIndex], "no row was written anew")
+	require.Equal(t, "1000", res.Summary[summaryNextRowIndex], "no row was written anew")
 	checkRows(t, f, ds, ids, plainName)
 }
 
@@ -136,7 +136,7 @@ func TestMergeCoWRows(t *testing.T) {
 	require.NotContains(t, files1, fileA[0])
 	require.Equal(t, "500", res.Summary["deleted-records"])
 	require.Equal(t, strconv.Itoa(390+20), res.Summary["added-records"])
-	require.Equal(t, "1020", res.Summary[SummaryNextRowIndex])
+	require.Equal(t, "1020", res.Summary[summaryNextRowIndex])
 	checkRows(t, f, ds, ids, changed)
 	live := liveIdentity(t, f, ds)
 	for _, id := range ids {
@@ -222,7 +222,7 @@ func TestMergeCoWV3Lineage(t *testing.T) {
 		require.Greater(t, seq, lin0[id][1])
 		require.Equal(t, seq, lin1[id][1])
 	}
-	require.NotEmpty(t, res.Summary[SummaryNextRowIndex])
+	require.NotEmpty(t, res.Summary[summaryNextRowIndex])
 
 	// merge-on-read again: one vector per touched file, lineage kept
 	f.s.mergeCoWShare = 2

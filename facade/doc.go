@@ -115,8 +115,9 @@
 // The row hash behind __row_id and Checksum is frozen as RowIDVersion "1",
 // recorded in the table property and the snapshot summary
 // lakewrite.row-id-version. A table recording another version is refused
-// with a *RowIDVersionError (errors.Is ErrRowIDVersion) before any file is
-// written: changing the row id function is a deliberate migration.
+// with an error matching ErrRowIDVersion (naming the dataset and the
+// version its table records) before any file is written: changing the row
+// id function is a deliberate migration.
 //
 // # Merges
 //
@@ -236,7 +237,10 @@
 // refs (JSON), mode, rows, checksum and the caller's metadata (the
 // Summary* keys; metadata under SummaryMetaPrefix), and, when the request
 // reports it (WriteRequest.Rounded), how many numeric values the producer
-// rounded to their scale. FindTxn looks for a txn id at the head snapshot,
+// rounded to their scale. lakewrite.next-row-index holds the __row_index
+// the next append starts at (the table's rows after a replace, the
+// append's first index plus its rows after an append); another engine
+// reading the summary finds it under that string. FindTxn looks for a txn id at the head snapshot,
 // then in the retained ancestry of the current branch (the ledger's
 // recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
 // (one file task at a time, projected by ScanOptions), optionally only the
@@ -306,8 +310,8 @@
 //   - OpenRESTCatalog: iceberg-go's REST catalog (Lakekeeper, Polaris),
 //     options passed through. A 409 is a retried conflict; a 5xx or a
 //     dropped connection is reconciled or ErrCommitStateUnknown; a 401,
-//     403 or 419, or a rejected OAuth2 credential, is a *CatalogAuthError
-//     (ErrCatalogAuth) with nothing committed.
+//     403 or 419, or a rejected OAuth2 credential, is an error matching
+//     ErrCatalogAuth (and the REST client's own) with nothing committed.
 //
 // S3Properties configures S3-compatible storage (S3, R2, MinIO: endpoint,
 // region, path style, credentials) for any of them, with an s3://

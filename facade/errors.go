@@ -49,7 +49,9 @@ var (
 	// rejected the client credentials). A catalog refuses such a request
 	// before acting on it, so nothing was committed, and a write's staged
 	// files are deleted. Retrying is pointless until the credentials or
-	// grants are fixed. Returned as a *CatalogAuthError.
+	// grants are fixed. The error also matches the catalog's own (e.g.
+	// iceberg-go's rest.ErrUnauthorized, rest.ErrForbidden or
+	// rest.ErrOAuthError) and names the refused call.
 	ErrCatalogAuth = errors.New("facade: catalog refused the credentials")
 	// ErrCatalogTimeout: a load or creation of the table (Stage,
 	// WriteOrder, Scan, FindTxn) got no answer from the catalog within
@@ -91,33 +93,20 @@ func (e *CommitError) Error() string {
 // Unwrap returns the kind and the cause.
 func (e *CommitError) Unwrap() []error { return []error{e.Kind, e.Err} }
 
-// CatalogAuthError reports a catalog call refused for its credentials. It
-// matches ErrCatalogAuth and the catalog's own error (e.g. iceberg-go's
-// rest.ErrUnauthorized, rest.ErrForbidden or rest.ErrOAuthError).
-type CatalogAuthError struct {
-	Op  string // what was refused, e.g. "commit lakewrite.orders"
-	Err error
-}
-
-func (e *CatalogAuthError) Error() string {
-	return fmt.Sprintf("%v: %s: %v", ErrCatalogAuth, e.Op, e.Err)
-}
-
-// Unwrap returns ErrCatalogAuth and the cause.
-func (e *CatalogAuthError) Unwrap() []error { return []error{ErrCatalogAuth, e.Err} }
-
 // isAuthError: the catalog refused the request for its credentials.
 func isAuthError(err error) bool {
 	return err != nil && (errors.Is(err, rest.ErrUnauthorized) || errors.Is(err, rest.ErrForbidden) ||
 		errors.Is(err, rest.ErrAuthorizationExpired) || errors.Is(err, rest.ErrOAuthError))
 }
 
-// authError returns err as a *CatalogAuthError when the catalog refused the
-// credentials, else err unchanged.
+// authError returns err wrapped with ErrCatalogAuth and op (what was
+// refused, e.g. "commit lakewrite.orders") when the catalog refused the
+// credentials, else err unchanged. The result matches ErrCatalogAuth and
+// the catalog's own error (e.g. iceberg-go's rest.ErrUnauthorized,
+// rest.ErrForbidden or rest.ErrOAuthError).
 func authError(op string, err error) error {
-	var ae *CatalogAuthError
-	if !isAuthError(err) || errors.As(err, &ae) {
+	if !isAuthError(err) || errors.Is(err, ErrCatalogAuth) {
 		return err
 	}
-	return &CatalogAuthError{Op: op, Err: err}
+	return fmt.Errorf("%w: %s: %w", ErrCatalogAuth, op, err)
 }

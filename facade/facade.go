@@ -182,7 +182,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			return nil, err
 		}
 	}
-	createdAt := f.s.Now().UTC().Truncate(time.Microsecond)
+	createdAt := f.s.now().UTC().Truncate(time.Microsecond)
 	writeID := uuid.New()
 	st := identity.NewStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
 		rowBase, createdAt.UnixMicro(), f.s.ordinalSlots)
@@ -250,7 +250,7 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 		SummaryChecksum:   info.Checksum.String(),
 		// an append commits only while the table still continues at
 		// rowBase (see Commit), so this stays true across retries
-		SummaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
+		summaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
 		summaryCompactBase:  compactBase(parent, req.Mode, len(info.DataFiles)),
 		SummaryRowIDVersion: RowIDVersion,
 	})
@@ -308,7 +308,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		// lakewrite retries conflicts itself (see Staged.Commit).
 		table.CommitNumRetriesKey: "0",
 		"lakewrite.dataset-id":    datasetID,
-		PropertyRowIDVersion:      RowIDVersion,
+		propertyRowIDVersion:      RowIDVersion,
 		// __row_id and __row_index are unique per row: a dictionary never
 		// pays, and the writer would hash the first page-row-limit values of
 		// every row group before falling back to PLAIN.
@@ -324,7 +324,7 @@ func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table
 		return nil, nil, "", err
 	}
 	// the lifecycle policy owns the metadata retention properties
-	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.Now()))
+	maps.Copy(props, lifecycleProps(nil, f.policy(datasetID), f.s.now()))
 	sc := identity.NewTableSchema(cols)
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
 	if p, ok := f.partitioning(datasetID); ok {

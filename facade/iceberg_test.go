@@ -137,7 +137,7 @@ func TestParallelWritersSameTable(t *testing.T) {
 	write := func(workers, rowGroup int) result {
 		e := newIcebergEnv(t, func(c *facade.Config) {
 			c.Allocator, c.WriteWorkers, c.RowGroupRows = mem, workers, rowGroup
-			c.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+			facade.SetNow(c, func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) })
 		})
 		res, err := e.f.Write(ctx, facade.Target{DatasetID: "par"}, facade.WriteRequest{Mode: facade.Replace, Schema: sc, Rows: contract.Seq(bs)})
 		require.NoError(t, err)

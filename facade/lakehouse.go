@@ -47,17 +47,18 @@ const (
 	SummaryRows       = "lakewrite.rows"
 	SummaryChecksum   = "lakewrite.checksum"
 	SummaryMetaPrefix = "lakewrite.meta."
-	// SummaryNextRowIndex is the __row_index the next append starts at,
-	// after this snapshot: its rows for a replace, the append's first index
-	// plus its rows for an append. Appends read it from the head snapshot
-	// (O(1)); a head without it (written before this key existed, or by
-	// another engine) falls back to the live data files' bounds.
-	SummaryNextRowIndex = "lakewrite.next-row-index"
 	// SummaryNumericRounded is the number of numeric values the write's
 	// producer rounded to their column's scale (WriteRequest.Rounded),
 	// recorded when the request reports it.
 	SummaryNumericRounded = "lakewrite.numeric-rounded"
 )
+
+// summaryNextRowIndex is the snapshot summary key of the __row_index the
+// next append starts at, after this snapshot: its rows for a replace, the
+// append's first index plus its rows for an append. Appends read it from
+// the head snapshot (O(1)); a head without it (written before this key
+// existed, or by another engine) falls back to the live data files' bounds.
+const summaryNextRowIndex = "lakewrite.next-row-index"
 
 // Target names the dataset and the writer of a write.
 type Target struct {

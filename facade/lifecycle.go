@@ -52,7 +52,7 @@ type Lifecycle struct {
 	OrphanAge time.Duration
 	// OrphanEvery is how often the orphan pass runs per table (it lists the
 	// table location); the last run is recorded in the table property
-	// TablePropOrphansCheckedAt. Default 1 hour; a negative value runs it
+	// lakewrite.orphans-checked-at. Default 1 hour; a negative value runs it
 	// on every Maintain.
 	OrphanEvery time.Duration
 	// EveryCommits: expiry runs once this many snapshots are expirable, so
@@ -95,9 +95,9 @@ const (
 	// record is atomic with it, and an entry is dropped once its files are
 	// deleted (after Lifecycle.FileGrace).
 	tablePropExpired = "lakewrite.expired"
-	// TablePropOrphansCheckedAt is the time (unix ms) of the last orphan
+	// tablePropOrphansCheckedAt is the time (unix ms) of the last orphan
 	// pass; tables the facade creates start with their creation time.
-	TablePropOrphansCheckedAt = "lakewrite.orphans-checked-at"
+	tablePropOrphansCheckedAt = "lakewrite.orphans-checked-at"
 )
 
 // withDefaults returns the policy with every zero field at its default.
@@ -211,10 +211,10 @@ func (f *Facade) MaintainWith(ctx context.Context, datasetID string, policy Life
 }
 
 func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) (rep MaintenanceReport, err error) {
-	start := f.s.Now()
+	start := f.s.now()
 	rep = MaintenanceReport{DatasetID: datasetID, StartedAt: start.UTC()}
 	defer func() {
-		rep.Duration = f.s.Now().Sub(start)
+		rep.Duration = f.s.now().Sub(start)
 		attrs := []any{"dataset", datasetID, "duration", rep.Duration,
 			"snapshots_expired", rep.SnapshotsExpired, "files_deleted", rep.FilesDeleted,
 			"bytes_deleted", rep.BytesDeleted, "orphans_deleted", rep.OrphansDeleted,
@@ -252,7 +252,7 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 	}
 	tbl = compacted
 
-	now := f.s.Now()
+	now := f.s.now()
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("facade: maintain %q: %w", datasetID, err)
@@ -296,7 +296,7 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 		if err != nil {
 			return rep, fmt.Errorf("facade: maintain %q: orphan pass: %w", datasetID, err)
 		}
-		props[TablePropOrphansCheckedAt] = strconv.FormatInt(now.UnixMilli(), 10)
+		props[tablePropOrphansCheckedAt] = strconv.FormatInt(now.UnixMilli(), 10)
 	}
 
 	obs := &observedCatalog{Catalog: f.cat}
@@ -388,8 +388,8 @@ func lifecycleProps(have iceberg.Properties, pol Lifecycle, now time.Time) icebe
 			out[k] = v
 		}
 	}
-	if _, ok := have[TablePropOrphansCheckedAt]; !ok {
-		out[TablePropOrphansCheckedAt] = strconv.FormatInt(now.UnixMilli(), 10)
+	if _, ok := have[tablePropOrphansCheckedAt]; !ok {
+		out[tablePropOrphansCheckedAt] = strconv.FormatInt(now.UnixMilli(), 10)
 	}
 	return out
 }
@@ -398,7 +398,7 @@ func orphanPassDue(props iceberg.Properties, pol Lifecycle, now time.Time) bool 
 	if pol.OrphanAge < 0 {
 		return false
 	}
-	at, err := strconv.ParseInt(props[TablePropOrphansCheckedAt], 10, 64)
+	at, err := strconv.ParseInt(props[tablePropOrphansCheckedAt], 10, 64)
 	return err != nil || pol.OrphanEvery < 0 || !now.Before(time.UnixMilli(at).Add(pol.OrphanEvery))
 }
 
@@ -424,7 +424,7 @@ func maintenanceDue(meta table.Metadata, pol Lifecycle, now time.Time) bool {
 			}
 		}
 	}
-	if _, ok := props[TablePropOrphansCheckedAt]; ok && orphanPassDue(props, pol, now) {
+	if _, ok := props[tablePropOrphansCheckedAt]; ok && orphanPassDue(props, pol, now) {
 		return true
 	}
 	if head := meta.CurrentSnapshot(); head != nil && head.Summary != nil {

@@ -299,7 +299,7 @@ func TestMetadataFilesBounded(t *testing.T) {
 	require.Equal(t, facade.DefaultMetadataVersions+1, st.metaFiles)
 }
 
-// clock is a settable Config.Now.
+// clock is a settable clock for the Config (facade.SetNow).
 type clock struct {
 	mu     sync.Mutex
 	offset time.Duration
@@ -339,7 +339,8 @@ func TestGraceProtectsReader(t *testing.T) {
 			pol := facade.Lifecycle{KeepLast: 1, EveryCommits: 1, FileGrace: grace}
 			// three files per write, read one at a time by Scan
 			e := newIcebergEnv(t, func(c *facade.Config) {
-				c.Lifecycle, c.Now, c.WriteWorkers, c.RowGroupRows = pol, clk.now, 3, 100
+				c.Lifecycle, c.WriteWorkers, c.RowGroupRows = pol, 3, 100
+				facade.SetNow(c, clk.now)
 			})
 			defer e.mem.AssertSize(t, 0)
 			ctx := context.Background()

@@ -606,7 +606,7 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, key []string,
 // follows the rows it wrote, and the table keeps its files as an append
 // does (for compaction's base).
 func (p *mergePlan) summarize(props iceberg.Properties, rowBase int64, parent *table.Snapshot, dataFiles int) {
-	props[SummaryNextRowIndex] = strconv.FormatInt(rowBase+p.written, 10)
+	props[summaryNextRowIndex] = strconv.FormatInt(rowBase+p.written, 10)
 	props[summaryCompactBase] = compactBase(parent, Append, dataFiles)
 	if p.cow != nil {
 		props[summaryCompactBase] = p.cowCompactBase(parent)

@@ -31,8 +31,8 @@ func (f *Facade) SupportsAtomicCommit() bool {
 // conflicts are retried against the refreshed tables (Config.CommitRetries;
 // a replace is re-planned, an append only while its table's row indices
 // still continue at its staged rows), an append whose txn id already
-// landed counts as committed (Replayed), a refused credential is a
-// *CatalogAuthError, and an ambiguous failure is reconciled by looking up
+// landed counts as committed (Replayed), a refused credential is an
+// error matching ErrCatalogAuth, and an ambiguous failure is reconciled by looking up
 // every write's snapshot: all found means committed, otherwise the result
 // is ErrCommitStateUnknown with every staged file kept (reconcile each
 // dataset with FindTxn). On success the results are in the order of

@@ -70,7 +70,7 @@ func seqIDs(n int) []int64 {
 
 func partitionedEnv(t *testing.T, p facade.Partitioning, tune ...func(*facade.Config)) *icebergEnv {
 	return newIcebergEnv(t, append([]func(*facade.Config){func(c *facade.Config) {
-		c.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+		facade.SetNow(c, func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) })
 		c.PartitionFor = func(id string) (facade.Partitioning, bool) { return p, strings.HasPrefix(id, "part") }
 	}}, tune...)...)
 }
@@ -217,7 +217,7 @@ func TestPartitionedDay(t *testing.T) {
 	// the same dataset id in another catalog, undeclared: the row ids
 	// (which hash the dataset id) compare
 	u2 := newIcebergEnv(t, func(c *facade.Config) {
-		c.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+		facade.SetNow(c, func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) })
 	})
 	ures, err := u2.f.Write(ctx, facade.Target{DatasetID: "part"}, facade.WriteRequest{
 		Mode: facade.Replace, Schema: partSchema(), Rows: partRows(u2.mem, seqIDs(n), day, 700)})

@@ -121,7 +121,9 @@ func TestPostgresCatalogSmallWriteStatements(t *testing.T) {
 func TestPostgresCatalogFirstCommitIntoDroppedNamespace(t *testing.T) {
 	e := newPGCatalogEnv(t, false)
 	ctx := context.Background()
-	f, err := facade.New(e.pg, &facade.Config{Allocator: e.mem, Namespace: []string{"gone"}})
+	cfg := &facade.Config{Allocator: e.mem}
+	facade.SetNamespace(cfg, []string{"gone"})
+	f, err := facade.New(e.pg, cfg)
 	require.NoError(t, err)
 	sc := contract.Schema()
 	bs := contract.Batches(e.mem, sc, 0, 10, 10, 10)

@@ -134,19 +134,19 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 	// Tables written before the lifecycle existed get its properties (and
 	// manifest merging, which bounds the manifest list: see compact.go) in
 	// this same commit.
-	props := lifecycleProps(tbl.Properties(), s.f.policy(s.target.DatasetID), s.f.s.Now())
+	props := lifecycleProps(tbl.Properties(), s.f.policy(s.target.DatasetID), s.f.s.now())
 	if p := missingManifestProperties(tbl.Properties()); len(p) > 0 {
 		if props == nil {
 			props = iceberg.Properties{}
 		}
 		maps.Copy(props, p)
 	}
-	if _, ok := tbl.Properties()[PropertyRowIDVersion]; !ok {
+	if _, ok := tbl.Properties()[propertyRowIDVersion]; !ok {
 		// a table written before the version was recorded: same function
 		if props == nil {
 			props = iceberg.Properties{}
 		}
-		props[PropertyRowIDVersion] = RowIDVersion
+		props[propertyRowIDVersion] = RowIDVersion
 	}
 	if len(props) > 0 {
 		if err := txn.SetProperties(props); err != nil {
@@ -319,7 +319,7 @@ func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitRe
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.info.Checksum,
 		Summary:        maps.Clone(map[string]string(snap.Summary.Properties)),
-		MaintenanceDue: maintenanceDue(tbl.Metadata(), s.f.policy(s.target.DatasetID), s.f.s.Now()),
+		MaintenanceDue: maintenanceDue(tbl.Metadata(), s.f.policy(s.target.DatasetID), s.f.s.now()),
 	}, nil
 }
 

@@ -20,7 +20,7 @@ import (
 )
 
 // nextRowIndex is the __row_index an append to the current snapshot
-// starts at: SummaryNextRowIndex of the head snapshot (O(1)), or, for a
+// starts at: summaryNextRowIndex of the head snapshot (O(1)), or, for a
 // head without it, max(__row_index)+1 from the live data files' upper
 // bounds (falling back to the snapshot's total-records when a file has no
 // bound).
@@ -30,7 +30,7 @@ func nextRowIndex(ctx context.Context, tbl *table.Table) (int64, error) {
 		return 0, nil
 	}
 	if snap.Summary != nil {
-		if v, ok := snap.Summary.Properties[SummaryNextRowIndex]; ok {
+		if v, ok := snap.Summary.Properties[summaryNextRowIndex]; ok {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 				return n, nil
 			}
