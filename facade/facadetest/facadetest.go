@@ -21,8 +21,6 @@ import (
 type Config struct {
 	// Allocator for stamped batches. Default memory.DefaultAllocator.
 	Allocator memory.Allocator
-	// Now stamps __created_at and snapshot times. Default time.Now.
-	Now func() time.Time
 	// Lifecycle is the maintenance policy of every dataset. The double
 	// honours Disabled, KeepLast and EveryCommits (expiry, and
 	// CommitResult.MaintenanceDue when EveryCommits snapshots are
@@ -51,14 +49,13 @@ type Fault struct {
 // ErrInjected is the error of an injected input failure.
 var ErrInjected = errors.New("facadetest: injected failure")
 
-// Snapshot is one committed snapshot of a dataset.
+// Snapshot is one committed snapshot of a dataset: its id and its summary
+// (the facade.Summary* keys).
 type Snapshot struct {
 	ID          int64
-	ParentID    int64 // 0 for the first
-	CommittedAt time.Time
 	Summary     map[string]string
-	Schema      *arrow.Schema
-	Rows        int64
+	committedAt time.Time
+	schema      *arrow.Schema
 	batches     []arrow.RecordBatch // the whole table at this snapshot
 	added       []facade.DataFile
 	checksum    facade.Checksum
@@ -106,9 +103,6 @@ func New(cfg *Config) *Lakehouse {
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	pol := c.Lifecycle
 	if pol.KeepLast <= 0 {
 		pol.KeepLast = identity.DefaultKeepLast
@@ -116,7 +110,7 @@ func New(cfg *Config) *Lakehouse {
 	if pol.EveryCommits <= 0 {
 		pol.EveryCommits = identity.DefaultEveryCommits
 	}
-	return &Lakehouse{mem: c.Allocator, now: c.Now, pol: pol, schema: c.SchemaPolicy, schemaFor: c.SchemaPolicyFor,
+	return &Lakehouse{mem: c.Allocator, now: time.Now, pol: pol, schema: c.SchemaPolicy, schemaFor: c.SchemaPolicyFor,
 		datasets: map[string]*dataset{}, faults: map[string]Fault{}}
 }
 
@@ -355,11 +349,8 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 		}
 	}
 	l.nextID++
-	snap := &Snapshot{ID: l.nextID, CommittedAt: l.now().UTC().Truncate(time.Millisecond), Schema: s.schema,
+	snap := &Snapshot{ID: l.nextID, committedAt: l.now().UTC().Truncate(time.Millisecond), schema: s.schema,
 		Summary: summary(s.target, s.req, s.info, s.change), added: s.info.DataFiles, checksum: s.info.Checksum}
-	if cur != nil {
-		snap.ParentID = cur.ID
-	}
 	if s.req.Mode == facade.Append && cur != nil {
 		for _, b := range cur.batches {
 			if s.change.Empty() {
@@ -378,10 +369,8 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 			}
 			snap.batches = append(snap.batches, p)
 		}
-		snap.Rows = cur.Rows
 	}
 	snap.batches = append(snap.batches, s.batches...)
-	snap.Rows += s.info.Rows
 	d.snapshots = append(d.snapshots, snap)
 	d.schema = s.schema
 	d.nextIndex = s.next
@@ -430,7 +419,7 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, ch
 func result(datasetID string, s *Snapshot) facade.CommitResult {
 	return facade.CommitResult{
 		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.WriteMode(s.Summary[facade.SummaryMode]),
-		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.CommittedAt, Schema: s.Schema,
+		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.committedAt, Schema: s.schema,
 		DataFiles: slices.Clone(s.added), Checksum: s.checksum, Summary: maps.Clone(s.Summary),
 	}
 }
@@ -546,7 +535,7 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 			return
 		}
 		var idx []int
-		for i, f := range snap.Schema.Fields() {
+		for i, f := range snap.schema.Fields() {
 			if opts.Columns != nil && !slices.Contains(opts.Columns, f.Name) {
 				continue
 			}
@@ -556,19 +545,19 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 			idx = append(idx, i)
 		}
 		for _, c := range opts.Columns {
-			if len(snap.Schema.FieldIndices(c)) == 0 {
+			if len(snap.schema.FieldIndices(c)) == 0 {
 				yield(nil, fmt.Errorf("%w: no column %q", facade.ErrInvalidRequest, c))
 				return
 			}
 		}
-		filter, err := bindFilter(snap.Schema, opts.Filter)
+		filter, err := bindFilter(snap.schema, opts.Filter)
 		if err != nil {
 			yield(nil, fmt.Errorf("dataset %q: %w", datasetID, err))
 			return
 		}
 		fields := make([]arrow.Field, len(idx))
 		for j, i := range idx {
-			fields[j] = snap.Schema.Field(i)
+			fields[j] = snap.schema.Field(i)
 		}
 		outSchema := arrow.NewSchema(fields, nil)
 		for k, b := range batches {

@@ -20,14 +20,14 @@ import (
 // helperTimeout bounds each read an assertion makes.
 const helperTimeout = time.Minute
 
-// NullValue is how Rows renders a null.
-const NullValue = "NULL"
+// nullValue is how a null renders in a Row.
+const nullValue = "NULL"
 
 // Row is one row of business columns, each value rendered as text the way
 // Arrow's ValueStr renders it: integers and decimals in plain notation
 // without trailing zeros ("2.5" for numeric 2.50), timestamps as RFC 3339
 // ("2026-01-02T03:04:05.000006Z"), booleans "true"/"false", and a null as
-// NullValue. Identity columns (__row_index, __row_id, __created_at) are
+// "NULL". Identity columns (__row_index, __row_id, __created_at) are
 // never included.
 type Row map[string]string
 
@@ -45,18 +45,6 @@ func (r Row) String() string {
 	return b.String()
 }
 
-// Rows returns the business rows of the dataset's current snapshot, in table
-// order. It fails the test when the dataset has no table or cannot be read.
-func Rows(t testing.TB, lake facade.Lakehouse, datasetID string) []Row {
-	t.Helper()
-	rows, err := readRows(lake, datasetID)
-	if err != nil {
-		t.Fatalf("facadetest: read rows of %q: %v", datasetID, err)
-		return nil
-	}
-	return rows
-}
-
 func readRows(lake facade.Lakehouse, datasetID string) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 	defer cancel()
@@ -71,7 +59,7 @@ func readRows(lake facade.Lakehouse, datasetID string) ([]Row, error) {
 			for j, f := range sc.Fields() {
 				col := rec.Column(j)
 				if col.IsNull(i) {
-					r[f.Name] = NullValue
+					r[f.Name] = nullValue
 				} else {
 					r[f.Name] = col.ValueStr(i)
 				}
@@ -185,15 +173,5 @@ func RequireTxnAbsent(t testing.TB, lake facade.Lakehouse, datasetID, txnID stri
 		t.Fatalf("facadetest: RequireTxnAbsent %q txn %s: %v", datasetID, txnID, err)
 	case found:
 		t.Fatalf("facadetest: RequireTxnAbsent %q: txn %s landed as snapshot %d", datasetID, txnID, res.SnapshotID)
-	}
-}
-
-// RequireChecksumEqual checks that two checksums (row count and sums) are
-// equal, e.g. the checksum of rows computed in Postgres
-// (facade.ChecksumBatches) and that of a table (Lakehouse.Checksum).
-func RequireChecksumEqual(t testing.TB, want, got facade.Checksum) {
-	t.Helper()
-	if want != got {
-		t.Fatalf("facadetest: checksums differ: want %s (%d rows), got %s (%d rows)", want, want.Rows, got, got.Rows)
 	}
 }
