@@ -33,9 +33,8 @@
 //   - Anything else (a registered relation, a transaction that is not a
 //     committed write of the source) is read whole.
 //
-// [ClampReadMode] is the coarser rule for a caller that knows only the
-// output's decision: it allows a delta on a Postgres output only. A delta
-// also needs a window that allows one ([WindowAllowsDelta]).
+// A delta also needs a reader with a watermark: a window whose Low is zero
+// (a first build) or whose High is before its Low is read as a snapshot.
 //
 // # Windows and watermarks
 //
@@ -66,7 +65,6 @@
 // not yet visible has committed_at > database now - skew >= high.
 // The skew (NewReader's clockSkew, default 1 s) must cover how far a writer's clock may run behind
 // the database's plus the precision committed_at loses (1 ms for Iceberg).
-// See [SafeHigh].
 //
 // The reader never waits: an open intent just holds the window below it
 // until it commits, aborts or is swept. Waiting for in-flight intents would
@@ -76,7 +74,4 @@
 // (the ledger's Atomicity order), an aborted intent never commits later, and
 // the reader reads the primary (on a replica, add the replication lag to
 // the skew).
-//
-// [DeltaPredicate] and [TxnPredicate] turn a window into SQL with the values
-// as parameters and the column names quoted.
 package incremental

@@ -9,43 +9,15 @@ import (
 	"github.com/lakewrite/lakewrite/sink"
 )
 
-func ExampleClampReadMode() {
-	ice := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
-		Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg})
-	mode, clamped := incremental.ClampReadMode(ice, incremental.ReadDelta)
-	fmt.Println(mode, clamped)
-	// Output: snapshot true
-}
-
-func ExampleSafeHigh() {
-	now := time.Date(2026, 7, 4, 12, 0, 10, 0, time.UTC)
-	openSince := time.Date(2026, 7, 4, 12, 0, 4, 0, time.UTC) // an intent between its Iceberg and ledger commits
-	fmt.Println(incremental.SafeHigh(now, openSince, true, time.Second).Format(time.TimeOnly))
-	fmt.Println(incremental.SafeHigh(now, time.Time{}, false, time.Second).Format(time.TimeOnly))
-	// Output:
-	// 12:00:03
-	// 12:00:09
-}
-
-func ExampleDeltaPredicate() {
-	low := time.Date(2026, 7, 4, 12, 0, 0, 0, time.UTC)
-	w := incremental.Window{Low: low, High: low.Add(time.Minute)}
-	fmt.Println(incremental.WindowAllowsDelta(w), w)
-	p, err := incremental.DeltaPredicate(w, 2, "src", "__created_at")
-	fmt.Println(p.SQL, len(p.Args), err)
-	// Output:
-	// true (2026-07-04T12:00:00Z, 2026-07-04T12:01:00Z]
-	// ("src"."__created_at" > $2 AND "src"."__created_at" <= $3) 2 <nil>
-}
-
-func ExampleWindow_Next() {
+// A window is the half-open interval (Low, High] of ledger commit times a
+// delta reader consumes; a reader without a watermark starts at -inf.
+func ExampleWindow() {
 	t0 := time.Date(2026, 7, 4, 12, 0, 0, 0, time.UTC)
-	w := incremental.Window{Low: t0, High: t0.Add(time.Second)}
-	fmt.Println(w.Next(t0.Add(3 * time.Second)))
-	fmt.Println(w.Next(t0).Empty()) // nothing safe to read yet: empty, never backwards
+	fmt.Println(incremental.Window{High: t0})
+	fmt.Println(incremental.Window{Low: t0, High: t0.Add(time.Minute)})
 	// Output:
-	// (2026-07-04T12:00:01Z, 2026-07-04T12:00:03Z]
-	// true
+	// (-inf, 2026-07-04T12:00:00Z]
+	// (2026-07-04T12:00:00Z, 2026-07-04T12:01:00Z]
 }
 
 func ExampleChooseReadMode() {
@@ -60,5 +32,23 @@ func ExampleChooseReadMode() {
 	fmt.Println(incremental.ChooseReadMode(incremental.Output{Decision: ice, Previous: sink.Iceberg}, incremental.ReadDelta, src))
 	// Output:
 	// snapshot first write of the Iceberg table: a full rebuild
+	// delta
+}
+
+// A source read from the row store is read whole when a window transaction
+// wrote its rows to Iceberg: the row store holds none of them.
+func ExampleChooseReadMode_rowStore() {
+	pg := sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: "orders_daily", WriterKnown: true,
+		Default: sink.Postgres, Max: sink.Iceberg})
+	out := incremental.Output{Decision: pg, Previous: sink.Postgres}
+	onPG := ledger.Txn{ID: "t1", DatasetID: "orders", Sink: sink.Postgres, WriteMode: "append", Status: ledger.StatusCommitted}
+	onIce := ledger.Txn{ID: "t2", DatasetID: "orders", Sink: sink.Iceberg, WriteMode: "append", Status: ledger.StatusCommitted}
+
+	fmt.Println(incremental.ChooseReadMode(out, incremental.ReadDelta,
+		incremental.Source{DatasetID: "orders", Lives: sink.Postgres, Txns: []ledger.Txn{onPG, onIce}}))
+	fmt.Println(incremental.ChooseReadMode(out, incremental.ReadDelta,
+		incremental.Source{DatasetID: "orders", Lives: sink.Postgres, Txns: []ledger.Txn{onPG}}))
+	// Output:
+	// snapshot transaction t2 of "orders" was written to iceberg_native, not to the row store the source is read from
 	// delta
 }

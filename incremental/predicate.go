@@ -13,70 +13,70 @@ import (
 
 // Errors of the predicate builders; test with errors.Is.
 var (
-	// ErrNoDelta: the window does not allow a delta read (see
-	// WindowAllowsDelta); read a snapshot instead.
-	ErrNoDelta = errors.New("window does not allow a delta read")
-	// ErrInvalidArgument: an empty column name or a parameter number below 1.
-	ErrInvalidArgument = errors.New("invalid argument")
+	// errNoDelta: the window does not allow a delta read (see
+	// windowAllowsDelta); read a snapshot instead.
+	errNoDelta = errors.New("window does not allow a delta read")
+	// errInvalidArgument: an empty column name or a parameter number below 1.
+	errInvalidArgument = errors.New("invalid argument")
 )
 
-// Predicate is a SQL boolean expression with positional parameters and
+// predicate is a SQL boolean expression with positional parameters and
 // their values. Values are always passed as parameters, never spliced into
 // the text; column names are quoted identifiers.
-type Predicate struct {
+type predicate struct {
 	// SQL uses parameters $N .. $N+len(Args)-1.
 	SQL  string
 	Args []any
 }
 
-// DeltaPredicate builds `column > $N AND column <= $N+1` for window w over
+// deltaPredicate builds `column > $N AND column <= $N+1` for window w over
 // a timestamp column holding commit times (for example an Iceberg table's
 // __created_at, which is the snapshot commit time). column is one or more
 // identifier parts (e.g. "t", "__created_at"), each quoted. firstParam is the
 // number of the first parameter (1 when the predicate's are the first).
-// A window that does not allow a delta read gives [ErrNoDelta].
-func DeltaPredicate(w Window, firstParam int, column ...string) (Predicate, error) {
+// A window that does not allow a delta read gives errNoDelta.
+func deltaPredicate(w Window, firstParam int, column ...string) (predicate, error) {
 	col, err := quoteColumn(firstParam, column)
 	if err != nil {
-		return Predicate{}, err
+		return predicate{}, err
 	}
-	if !WindowAllowsDelta(w) {
-		return Predicate{}, fmt.Errorf("incremental: DeltaPredicate %s: %w", w, ErrNoDelta)
+	if !windowAllowsDelta(w) {
+		return predicate{}, fmt.Errorf("incremental: deltaPredicate %s: %w", w, errNoDelta)
 	}
-	return Predicate{
+	return predicate{
 		SQL:  fmt.Sprintf("(%s > $%d AND %s <= $%d)", col, firstParam, col, firstParam+1),
 		Args: []any{w.Low, w.High},
 	}, nil
 }
 
-// TxnPredicate builds `column = ANY($N::pg_catalog.uuid[])` over the ids of
+// txnPredicate builds `column = ANY($N::pg_catalog.uuid[])` over the ids of
 // txns: the rows written by exactly the window's transactions (for the row
 // store: dataset_rows.txn_id). Exact even where commit times collide; an
 // empty txns matches nothing. The cast names the built-in type, so it means
 // the same on a session where another type or a temporary table is named
 // uuid.
-func TxnPredicate(txns []ledger.Txn, firstParam int, column ...string) (Predicate, error) {
+func txnPredicate(txns []ledger.Txn, firstParam int, column ...string) (predicate, error) {
 	col, err := quoteColumn(firstParam, column)
 	if err != nil {
-		return Predicate{}, err
+		return predicate{}, err
 	}
 	ids := make([]string, len(txns))
 	for i, t := range txns {
 		ids[i] = t.ID
 	}
-	return Predicate{SQL: fmt.Sprintf("%s = ANY($%d::pg_catalog.uuid[])", col, firstParam), Args: []any{ids}}, nil
+	return predicate{SQL: fmt.Sprintf("%s = ANY($%d::pg_catalog.uuid[])", col, firstParam), Args: []any{ids}}, nil
 }
 
 func quoteColumn(firstParam int, parts []string) (string, error) {
 	if firstParam < 1 {
-		return "", fmt.Errorf("incremental: %w: first parameter $%s; parameters start at $1", ErrInvalidArgument, strconv.Itoa(firstParam))
+		return "", fmt.Errorf("incremental: %w: first parameter $%s; parameters start at $1", errInvalidArgument, strconv.Itoa(firstParam))
 	}
 	if len(parts) == 0 {
-		return "", fmt.Errorf("incremental: %w: no column", ErrInvalidArgument)
+		return "", fmt.Errorf("incremental: %w: no column", errInvalidArgument)
 	}
 	for _, p := range parts {
 		if strings.ReplaceAll(p, "\x00", "") == "" {
-			return "", fmt.Errorf("incremental: %w: empty column name part in %q", ErrInvalidArgument, parts)
+			return "", fmt.Errorf("incremental: %w: empty column name part in %q", errInvalidArgument, parts)
 		}
 	}
 	return pgx.Identifier(parts).Sanitize(), nil

@@ -42,23 +42,23 @@ type Reader struct {
 // intent. 0 means the default, 1 s; negative is refused.
 func NewReader(l Ledger, clockSkew time.Duration) (*Reader, error) {
 	if l == nil {
-		return nil, fmt.Errorf("incremental: NewReader: %w: ledger is nil; pass a *ledger.Ledger", ErrInvalidArgument)
+		return nil, fmt.Errorf("incremental: NewReader: %w: ledger is nil; pass a *ledger.Ledger", errInvalidArgument)
 	}
 	switch {
 	case clockSkew == 0:
 		clockSkew = defaultClockSkew
 	case clockSkew < 0:
 		return nil, fmt.Errorf("incremental: NewReader: %w: clock skew %v; use 0 (default %v) or a positive allowance",
-			ErrInvalidArgument, clockSkew, defaultClockSkew)
+			errInvalidArgument, clockSkew, defaultClockSkew)
 	}
 	return &Reader{l: l, skew: clockSkew}, nil
 }
 
-// High returns the highest safe window upper bound for datasetID now:
-// [SafeHigh] of the database clock and the oldest open intent. The database
+// high returns the highest safe window upper bound for datasetID now:
+// safeHigh of the database clock and the oldest open intent. The database
 // clock is read before the open intents: read the other way round, an
 // intent opened between the two reads would be missed by both.
-func (r *Reader) High(ctx context.Context, datasetID string) (time.Time, error) {
+func (r *Reader) high(ctx context.Context, datasetID string) (time.Time, error) {
 	now, err := r.l.Now(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("incremental: window high of %q: %w", datasetID, err)
@@ -67,14 +67,15 @@ func (r *Reader) High(ctx context.Context, datasetID string) (time.Time, error) 
 	if err != nil {
 		return time.Time{}, fmt.Errorf("incremental: window high of %q: %w", datasetID, err)
 	}
-	return SafeHigh(now, oldest, open, r.skew), nil
+	return safeHigh(now, oldest, open, r.skew), nil
 }
 
 // Next returns the next window of a reader whose watermark is low (the High
 // of the window it consumed last; zero for a reader without one, which
-// [WindowAllowsDelta] answers with a snapshot read) and the committed
-// transactions in it, ordered by committed_at, id. The window's High is
-// [Reader.High], but never below low: when nothing is safe to read yet the
+// is read as a snapshot) and the committed transactions in it, ordered by
+// committed_at, id. The window's High is the highest bound that cannot
+// skip a transaction still in flight (see the package doc), read from the
+// database clock before the open intents, but never below low: when nothing is safe to read yet the
 // window is empty. Store the returned High as the reader's new watermark
 // once the build that consumed the window has committed — in the same
 // transaction as its output when the output is in Postgres. The watermark
@@ -86,9 +87,10 @@ func (r *Reader) High(ctx context.Context, datasetID string) (time.Time, error) 
 // snapshot may also include transactions committed above High, which the
 // next delta window then reads again. That is harmless for replace
 // upstreams; for append upstreams restrict the snapshot read to the
-// window's transactions ([TxnPredicate]) to keep it exact.
+// window's transactions (for the row store, the rows whose txn_id is one
+// of their ids) to keep it exact.
 func (r *Reader) Next(ctx context.Context, datasetID string, low time.Time) (Window, []ledger.Txn, error) {
-	high, err := r.High(ctx, datasetID)
+	high, err := r.high(ctx, datasetID)
 	if err != nil {
 		return Window{}, nil, err
 	}

@@ -13,7 +13,7 @@ const (
 	ReadDelta    ReadMode = "delta"
 )
 
-// ClampReadMode returns the read mode a build writing with decision d may
+// clampReadMode returns the read mode a build writing with decision d may
 // use for a requested mode, and whether it was clamped, when nothing else
 // is known: a delta is kept on a Postgres output only. [ChooseReadMode] is
 // the rule the write dispatch applies, which also allows a delta on an
@@ -23,7 +23,7 @@ const (
 // than Postgres — Iceberg, but also an unresolved zero Decision. A
 // snapshot request is never changed. Call it after resolving the sink and
 // before the delta block.
-func ClampReadMode(d sink.Decision, requested ReadMode) (mode ReadMode, clamped bool) {
+func clampReadMode(d sink.Decision, requested ReadMode) (mode ReadMode, clamped bool) {
 	if requested == ReadSnapshot || d.Sink == sink.Postgres {
 		return requested, false
 	}

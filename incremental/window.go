@@ -14,21 +14,21 @@ type Window struct {
 	Low, High time.Time
 }
 
-// Contains reports whether t lies in (Low, High]. A zero Low is unbounded
+// contains reports whether t lies in (Low, High]. A zero Low is unbounded
 // below.
-func (w Window) Contains(t time.Time) bool {
+func (w Window) contains(t time.Time) bool {
 	return (w.Low.IsZero() || t.After(w.Low)) && !t.After(w.High)
 }
 
-// Empty reports whether no time lies in the window.
-func (w Window) Empty() bool {
+// empty reports whether no time lies in the window.
+func (w Window) empty() bool {
 	return !w.Low.IsZero() && !w.High.After(w.Low)
 }
 
-// Next returns the window that follows w up to high: (w.High, max(w.High,
+// next returns the window that follows w up to high: (w.High, max(w.High,
 // high)]. It never moves backwards; when high is not after w.High the
 // window is empty ("nothing safe to read yet").
-func (w Window) Next(high time.Time) Window {
+func (w Window) next(high time.Time) Window {
 	return Window{Low: w.High, High: laterOf(w.High, high)}
 }
 
@@ -40,16 +40,16 @@ func (w Window) String() string {
 	return fmt.Sprintf("(%s, %s]", low, w.High.UTC().Format(time.RFC3339Nano))
 }
 
-// WindowAllowsDelta reports whether a delta read over w is sound: the reader
+// windowAllowsDelta reports whether a delta read over w is sound: the reader
 // has a watermark (Low is not zero: a first build reads a snapshot) and the
 // window is not inverted (High is not before Low). An empty window (High ==
 // Low) allows a delta that reads nothing. Pure; it does not know the sink —
-// apply [ClampReadMode] too (or use [ChooseReadMode]).
-func WindowAllowsDelta(w Window) bool {
+// apply clampReadMode too (or use [ChooseReadMode]).
+func windowAllowsDelta(w Window) bool {
 	return !w.Low.IsZero() && !w.High.Before(w.Low)
 }
 
-// SafeHigh is the highest window upper bound that cannot skip a
+// safeHigh is the highest window upper bound that cannot skip a
 // transaction still in flight, given the database clock dbNow read first,
 // then the created_at of the dataset's oldest open intent (hasOpen false
 // when none), and the clock-skew allowance skew:
@@ -64,7 +64,7 @@ func WindowAllowsDelta(w Window) bool {
 // transaction that commits after the reader looked lands above the window.
 // skew must cover the writers' clock offset from the database plus the
 // precision lost by committed_at (1 ms for Iceberg snapshot timestamps).
-func SafeHigh(dbNow, oldestOpen time.Time, hasOpen bool, skew time.Duration) time.Time {
+func safeHigh(dbNow, oldestOpen time.Time, hasOpen bool, skew time.Duration) time.Time {
 	h := dbNow
 	if hasOpen && oldestOpen.Before(h) {
 		h = oldestOpen
