@@ -100,14 +100,14 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 	err := l.db.QueryRow(cctx, `SELECT status, attempt FROM `+l.table("pipeline_build_transactions")+` WHERE id = $1`, in.ID).
 		Scan(&status, &attempt)
 	switch {
-	case err == nil && during && status == string(StatusCommitted) && attempt == in.Attempt:
+	case err == nil && during && status == string(StatusCommitted) && attempt == in.attempt:
 		in.mark(true, false)
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return &StateError{id: in.ID, kind: ErrIntentNotFound}
 	case err == nil && status != string(StatusOpen):
 		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
-	case err == nil && attempt != in.Attempt:
+	case err == nil && attempt != in.attempt:
 		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
 	case err != nil:
 		cause = errors.Join(cause, err)

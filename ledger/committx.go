@@ -181,7 +181,7 @@ func (l *Ledger) commitTx(ctx context.Context, tx pgx.Tx, in *Intent, o Outcome)
 		SET status = 'committed', row_count = $3, snapshot_id = $4, committed_at = coalesce($5::pg_catalog.timestamptz, now()),
 		    ended_at = now(), error = NULL
 		WHERE id = $1 AND status = 'open' AND attempt = $2
-		RETURNING write_mode, sink, committed_at`, in.ID, in.Attempt, o.RowCount, snap, at).Scan(&mode, &sink, &committedAt)
+		RETURNING write_mode, sink, committed_at`, in.ID, in.attempt, o.RowCount, snap, at).Scan(&mode, &sink, &committedAt)
 	if err == pgx.ErrNoRows {
 		return l.stateError(ctx, tx, in)
 	}
@@ -264,7 +264,7 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM d), (SELECT at FROM ts),
 		CASE WHEN $8::pg_catalog.int8 IS NOT NULL AND (SELECT count(*) FROM d) = 1 THEN pg_advisory_unlock($8) END`+guard,
-		in.ID, in.Attempt, o.RowCount, snap, at, in.DatasetID, nullJSON(o.Schema), unlockKey)
+		in.ID, in.attempt, o.RowCount, snap, at, in.DatasetID, nullJSON(o.Schema), unlockKey)
 	b.Queue(`RELEASE SAVEPOINT ` + sp)
 	if end != nil {
 		b.Queue(`COMMIT`)
@@ -328,7 +328,7 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 		// Refused: explain it as below (the counts died with the statement).
 		var open bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+l.table("pipeline_build_transactions")+`
-			WHERE id = $1 AND status = 'open' AND attempt = $2 AND write_mode <> 'maintenance')`, in.ID, in.Attempt).Scan(&open); err != nil {
+			WHERE id = $1 AND status = 'open' AND attempt = $2 AND write_mode <> 'maintenance')`, in.ID, in.attempt).Scan(&open); err != nil {
 			return time.Time{}, err
 		}
 		intents, datasets = 0, 0
@@ -340,7 +340,7 @@ func (l *Ledger) commitTxFast(ctx context.Context, tx pgx.Tx, in *Intent, o Outc
 	case intents == 0:
 		var mode vocab.WriteMode
 		if err := tx.QueryRow(ctx, `SELECT write_mode FROM `+l.table("pipeline_build_transactions")+`
-			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.Attempt).Scan(&mode); err == nil && mode == Maintenance {
+			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.attempt).Scan(&mode); err == nil && mode == Maintenance {
 			return time.Time{}, invalid("intent %s is a %s intent, not %s", in.ID, mode, in.WriteMode)
 		}
 		return time.Time{}, l.stateError(ctx, tx, in)

@@ -28,8 +28,6 @@ type Dataset struct {
 	// any writer (see ClaimDataset).
 	Owner           string
 	SourceWatermark time.Time // zero until the first commit
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
 	// MaintainedAt is the commit time of the last maintenance intent; zero
 	// until one commits.
 	MaintainedAt time.Time
@@ -63,7 +61,7 @@ func (l *Ledger) Dataset(ctx context.Context, id string) (Dataset, error) {
 // datasetSQL reads the row of dataset $1.
 func (l *Ledger) datasetSQL() string {
 	return `SELECT id, name, schema, row_count, status, coalesce(sink, ''), coalesce(owner, ''),
-		source_watermark, created_at, updated_at, maintained_at, maintenance
+		source_watermark, maintained_at, maintenance
 		FROM ` + l.table("datasets") + ` WHERE id = $1`
 }
 
@@ -73,8 +71,7 @@ func (l *Ledger) scanDataset(row pgx.Row, id string) (Dataset, error) {
 	var schema []byte
 	var report []byte
 	var wm, maintained *time.Time
-	err := row.Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &d.CreatedAt, &d.UpdatedAt,
-		&maintained, &report)
+	err := row.Scan(&d.ID, &d.Name, &schema, &d.RowCount, &d.Status, &d.Sink, &d.Owner, &wm, &maintained, &report)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Dataset{}, fmt.Errorf("%w: %q", ErrDatasetNotFound, id)
 	}

@@ -227,9 +227,9 @@
 // partition; it needs PostgreSQL 14 or later (SQL-standard function
 // bodies).
 //
-// Errors are typed and match sentinels with errors.Is: ErrBusy,
+// Errors match sentinels with errors.Is (a *BusyError, *StateError or
+// *DropBusyError carries the holder or the intent's status): ErrBusy,
 // ErrDatasetNotFound (which sink and writestrategy return too),
-// ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed,
-// ErrNotOwner, ErrInvalid, ErrIDInUse, ErrLostHold, ErrUnresolved,
-// ErrOutcomeUnknown.
+// ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed, ErrNotOwner,
+// ErrInvalid, ErrLostHold, ErrUnresolved, ErrOutcomeUnknown.
 package ledger

@@ -29,8 +29,8 @@ var (
 	// ErrNotOwner: the dataset is owned by another writer (see
 	// Ledger.ClaimDataset).
 	ErrNotOwner = errors.New("ledger: dataset owned by another writer")
-	// ErrIDInUse: a pre-minted transaction id already names another intent.
-	ErrIDInUse = errors.New("ledger: transaction id already in use")
+	// errIDInUse: a pre-minted transaction id already names another intent.
+	errIDInUse = errors.New("ledger: transaction id already in use")
 	// ErrOutcomeUnknown marks a write whose outcome is unknown (for example
 	// an Iceberg commit whose state could not be confirmed). With leaves the
 	// intent open for Sweep/Recover instead of aborting it when the error

@@ -34,7 +34,7 @@ func lockGranted(t *testing.T, pool *pgxpool.Pool, id string) bool {
 func TestBeginTxOnHeldSession(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, pool := newLedger(t, &ledger.Config{LockTimeout: 100 * time.Millisecond, WaitTimeout: 500 * time.Millisecond})
+	l, pool := newLedger(t, ledger.WithLockTimeout(&ledger.Config{WaitTimeout: 500 * time.Millisecond}, 100*time.Millisecond))
 	ensure(t, l, "d")
 	asked := 0
 	p := params("d")
@@ -127,7 +127,7 @@ func TestOpenLockRefused(t *testing.T) {
 	require.NoError(t, err)
 
 	p := params("d")
-	p.ID = id
+	p.SetID(id)
 	in, err := l.Open(ctx, p)
 	require.NoError(t, err)
 	held(t, in)
@@ -264,8 +264,9 @@ func TestCommitTxEnd(t *testing.T) {
 		}
 		rename(tx, "lost")
 		// An operator aborts it through a value that holds nothing.
-		other := &ledger.Intent{ID: in.ID, DatasetID: in.DatasetID, WriterID: in.WriterID, Sink: in.Sink,
-			WriteMode: in.WriteMode, Attempt: in.Attempt}
+		txn, err := l.Get(ctx, in.ID)
+		require.NoError(t, err)
+		other := txn.Intent()
 		require.NoError(t, l.Abort(ctx, other, nil))
 		_, err = l.CommitTxEnd(ctx, tx, in, ledger.Outcome{RowCount: 5, CommittedAt: time.Now()})
 		require.ErrorIs(t, err, ledger.ErrNotOpen)

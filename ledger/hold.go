@@ -402,7 +402,7 @@ func (in *Intent) Alive(ctx context.Context) error {
 		return err
 	case status != string(StatusOpen):
 		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
-	case attempt != in.Attempt:
+	case attempt != in.attempt:
 		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
 	}
 	return nil

@@ -38,15 +38,11 @@ const (
 // Lookup. A holder without liveness is reconciled the same way, by its
 // age, when p.RecoverAfter is set (with p.Lookup); otherwise only Sweep
 // and Recover reconcile it.
-//
-// Opening a pre-minted id that is already open returns that intent
-// (holding it when its previous holder is gone), unless a reconciler
-// claimed it (*StateError matching ErrFenced).
 func (l *Ledger) Open(ctx context.Context, p OpenParams) (*Intent, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	id := p.ID
+	id := p.id
 	if id == "" {
 		id = NewID()
 	}
@@ -70,7 +66,7 @@ func (l *Ledger) Open(ctx context.Context, p OpenParams) (*Intent, error) {
 func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentState) (*Intent, error) {
 	start := time.Now()
 	deadline := start.Add(l.cfg.WaitTimeout)
-	backoff := l.cfg.MinBackoff
+	backoff := l.cfg.minBackoff
 	qk := queueKey(l.cfg.Schema, p.DatasetID)
 	queued := false // st's session holds the dataset's queue lock
 	defer func() {
@@ -158,7 +154,7 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 			return nil, busy
 		case <-t.C:
 		}
-		backoff = min(backoff*2, l.cfg.MaxBackoff)
+		backoff = min(backoff*2, l.cfg.maxBackoff)
 	}
 }
 
@@ -194,7 +190,7 @@ func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string, recoverA
 // queue.
 func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st *intentState, queue *int64) (*Intent, *holder, error) {
 	in := &Intent{ID: id, DatasetID: p.DatasetID, WriterID: p.WriterID, Sink: p.Sink, WriteMode: p.WriteMode,
-		IdempotencyKey: p.IdempotencyKey, Actor: p.Actor, st: st}
+		idempotencyKey: p.IdempotencyKey, actor: p.Actor, st: st}
 	// Only the owner (or anyone, for an unowned dataset) gets a row.
 	insert := func(from, cond string) string {
 		return `INSERT INTO ` + l.table("pipeline_build_transactions") + `
@@ -258,7 +254,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		if st.lockPending {
 			err = l.lockAndInsert(ctx, st, q, args, in, p.Reads)
 		} else {
-			err = db.QueryRow(ctx, q, args...).Scan(&in.Attempt, &in.CreatedAt)
+			err = db.QueryRow(ctx, q, args...).Scan(&in.attempt, &in.CreatedAt)
 		}
 		if st.conn == nil {
 			db = l.db // the lock was refused and the session given back
@@ -274,7 +270,7 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 			if err := l.setLockTimeout(ctx, tx); err != nil {
 				return err
 			}
-			err := tx.QueryRow(ctx, insert(l.table("datasets")+" d", ""), args...).Scan(&in.Attempt, &in.CreatedAt)
+			err := tx.QueryRow(ctx, insert(l.table("datasets")+" d", ""), args...).Scan(&in.attempt, &in.CreatedAt)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return noRow(tx)
 			}
@@ -342,7 +338,7 @@ func (l *Ledger) lockAndInsert(ctx context.Context, st *intentState, q string, a
 	lerr := br.QueryRow().Scan(&ok)
 	var err error
 	if lerr == nil {
-		err = br.QueryRow().Scan(&in.Attempt, &in.CreatedAt)
+		err = br.QueryRow().Scan(&in.attempt, &in.CreatedAt)
 	}
 	for i := 0; err == nil && i < len(reads); i++ {
 		// A read the server refused undid the insert (the batch is one
@@ -396,15 +392,15 @@ func refusedOrBroken(err error, conn *pgx.Conn) bool {
 // reopen handles a pre-minted id that already exists: the same open intent
 // is returned (held by st when st holds its lock, which means its previous
 // holder is gone); an intent a reconciler claimed is fenced; anything else
-// is ErrIDInUse.
+// is errIDInUse.
 func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st *intentState) (*Intent, error) {
 	t, err := l.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if t.Status != StatusOpen || t.DatasetID != p.DatasetID || t.WriterID != p.WriterID ||
-		t.Sink != p.Sink || t.WriteMode != p.WriteMode || t.IdempotencyKey != p.IdempotencyKey || t.Actor != p.Actor {
-		return nil, fmt.Errorf("%w: %s is a %s intent of dataset %q", ErrIDInUse, id, t.Status, t.DatasetID)
+		t.Sink != p.Sink || t.WriteMode != p.WriteMode || t.idempotencyKey != p.IdempotencyKey || t.Actor != p.Actor {
+		return nil, fmt.Errorf("%w: %s is a %s intent of dataset %q", errIDInUse, id, t.Status, t.DatasetID)
 	}
 	if t.Attempt != 1 {
 		return nil, &StateError{id: id, Status: string(t.Status), attempt: t.Attempt, kind: ErrFenced}
@@ -463,7 +459,7 @@ func (l *Ledger) Withdraw(ctx context.Context, in *Intent) error {
 	defer in.Release()
 	run := func(db DB) error {
 		tag, err := db.Exec(ctx, `DELETE FROM `+l.table("pipeline_build_transactions")+`
-			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.Attempt)
+			WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.attempt)
 		if err == nil && tag.RowsAffected() != 1 {
 			err = l.stateError(ctx, db, in)
 		}
@@ -499,7 +495,7 @@ func (l *Ledger) endOnHold(ctx context.Context, in *Intent, op string, run func(
 func (l *Ledger) abortTx(ctx context.Context, tx pgx.Tx, in *Intent, cause error) error {
 	tag, err := tx.Exec(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
 		SET status = 'aborted', error = $3, ended_at = now()
-		WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.Attempt, causeText(cause))
+		WHERE id = $1 AND status = 'open' AND attempt = $2`, in.ID, in.attempt, causeText(cause))
 	if err != nil {
 		return err
 	}

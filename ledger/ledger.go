@@ -56,16 +56,10 @@ type Config struct {
 	// Logger receives one Info record per intent state change. Default:
 	// discard.
 	Logger *slog.Logger
-	// LockTimeout bounds every lock wait inside the ledger's short
-	// transactions (Postgres lock_timeout). Default 5s.
-	LockTimeout time.Duration
 	// WaitTimeout bounds how long Open waits for another open intent of the
 	// same dataset to end before returning a *BusyError. The caller's
 	// context bounds it too. Default 30s.
 	WaitTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the jittered exponential backoff
-	// between Open attempts on a busy dataset. Defaults 10ms and 1s.
-	MinBackoff, MaxBackoff time.Duration
 	// Expectations run at every commit, in order; the first error vetoes.
 	// They do not run for maintenance intents.
 	Expectations []Expectation
@@ -89,6 +83,13 @@ type Config struct {
 	// the package documentation). Default 1s; negative: not set. Older
 	// servers ignore it.
 	ClientCheckInterval time.Duration
+
+	// lockTimeout bounds every lock wait inside the ledger's short
+	// transactions (Postgres lock_timeout). Default 5s.
+	lockTimeout time.Duration
+	// minBackoff and maxBackoff bound the jittered exponential backoff
+	// between Open attempts on a busy dataset. Defaults 10ms and 1s.
+	minBackoff, maxBackoff time.Duration
 }
 
 // Liveness selects how the ledger tells a dead writer from a slow one.
@@ -129,17 +130,17 @@ func New(db DB, cfg *Config) (*Ledger, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.LockTimeout <= 0 {
-		c.LockTimeout = 5 * time.Second
+	if c.lockTimeout <= 0 {
+		c.lockTimeout = 5 * time.Second
 	}
 	if c.WaitTimeout <= 0 {
 		c.WaitTimeout = 30 * time.Second
 	}
-	if c.MinBackoff <= 0 {
-		c.MinBackoff = 10 * time.Millisecond
+	if c.minBackoff <= 0 {
+		c.minBackoff = 10 * time.Millisecond
 	}
-	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = time.Second
+	if c.maxBackoff <= 0 {
+		c.maxBackoff = time.Second
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = 30 * time.Second
@@ -150,8 +151,8 @@ func New(db DB, cfg *Config) (*Ledger, error) {
 	if c.Liveness != LivenessAuto && c.Liveness != LivenessOff {
 		return nil, invalid("Config.Liveness %d: want LivenessAuto or LivenessOff", c.Liveness)
 	}
-	if c.MaxBackoff < c.MinBackoff {
-		return nil, invalid("Config.MaxBackoff (%s) is below MinBackoff (%s)", c.MaxBackoff, c.MinBackoff)
+	if c.maxBackoff < c.minBackoff {
+		return nil, invalid("maximum backoff (%s) is below the minimum (%s)", c.maxBackoff, c.minBackoff)
 	}
 	return &Ledger{db: db, cfg: c, schema: pgx.Identifier{c.Schema}.Sanitize(), log: c.Logger}, nil
 }
@@ -181,11 +182,6 @@ const Maintenance = vocab.Maintenance
 
 // OpenParams describe a new intent.
 type OpenParams struct {
-	// ID is the transaction id, a UUID. Empty: the ledger mints one. Pre-mint
-	// it when the id must be known before Open returns (e.g. to record it
-	// elsewhere first); opening the same id again while it is open returns
-	// the same intent, unless a reconciler claimed it meanwhile (ErrFenced).
-	ID        string
 	DatasetID string
 	WriterID  string // e.g. "pipeline.output"
 	// Sink is where the write goes: a sink.Sink, sink.Postgres or
@@ -237,6 +233,11 @@ type OpenParams struct {
 	// They must not write: they see the intent's insert and are not part of
 	// any transaction of the caller's.
 	Reads []Read
+
+	// id is the transaction id, a UUID. Empty: the ledger mints one.
+	// Opening the same id again while it is open returns the same intent,
+	// unless a reconciler claimed it meanwhile (ErrFenced).
+	id string
 }
 
 // Read is a query of OpenParams.Reads: SQL with its arguments, and the
@@ -254,17 +255,18 @@ type Read struct {
 // Commit or Abort returns, or Release is called: every Open must end in one
 // of them. Copies of an Intent share that hold.
 type Intent struct {
-	ID             string
-	DatasetID      string
-	WriterID       string
-	Sink           vocab.Sink      // a sink.Sink
-	WriteMode      vocab.WriteMode // a facade.WriteMode, or Maintenance
-	IdempotencyKey string          // "" when none
-	Actor          string          // "" when none
-	// Attempt is the fence: a commit must carry the attempt the intent had
+	ID        string
+	DatasetID string
+	WriterID  string
+	Sink      vocab.Sink      // a sink.Sink
+	WriteMode vocab.WriteMode // a facade.WriteMode, or Maintenance
+	CreatedAt time.Time       // database clock
+
+	idempotencyKey string // "" when none
+	actor          string // "" when none
+	// attempt is the fence: a commit must carry the attempt the intent had
 	// when it was opened or claimed.
-	Attempt   int64
-	CreatedAt time.Time // database clock
+	attempt int64
 
 	st *intentState // shared by copies; nil for an Intent rebuilt from a Txn
 }
@@ -304,15 +306,15 @@ type Txn struct {
 	WriteMode   vocab.WriteMode // a facade.WriteMode, or Maintenance
 	Status      Status
 	RowCount    int64
-	SnapshotID  int64 // 0 when none
-	CreatedAt   time.Time
+	SnapshotID  int64     // 0 when none
 	CommittedAt time.Time // zero unless committed
 	Error       string
 	Attempt     int64
-	// IdempotencyKey the intent was opened with; "" when none.
-	IdempotencyKey string
 	// Actor the intent was opened for (OpenParams.Actor); "" when none.
 	Actor string
+
+	createdAt      time.Time
+	idempotencyKey string // the key the intent was opened with; "" when none
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -338,8 +340,8 @@ func (p *OpenParams) validate() error {
 		return invalid("sink is empty")
 	case p.WriteMode != vocab.Replace && p.WriteMode != vocab.Append && p.WriteMode != Maintenance:
 		return invalid("write mode %q: want %q, %q or %q", p.WriteMode, vocab.Replace, vocab.Append, Maintenance)
-	case p.ID != "" && !validID(p.ID):
-		return invalid("transaction id %q is not a UUID", p.ID)
+	case p.id != "" && !validID(p.id):
+		return invalid("transaction id %q is not a UUID", p.id)
 	case p.RecoverAfter < 0:
 		return invalid("RecoverAfter %s is negative", p.RecoverAfter)
 	}
@@ -394,7 +396,7 @@ func (l *Ledger) clientCheckSetting() string {
 // lockTimeoutSetting is the value of lock_timeout for the ledger's
 // transactions.
 func (l *Ledger) lockTimeoutSetting() string {
-	return fmt.Sprintf("%dms", l.cfg.LockTimeout.Milliseconds())
+	return fmt.Sprintf("%dms", l.cfg.lockTimeout.Milliseconds())
 }
 
 // autocommit reports whether a statement run on db is a transaction of
@@ -419,7 +421,7 @@ func scanTxn(row pgx.Row, extra ...any) (Txn, error) {
 	var status string
 	var committed *time.Time
 	dest := []any{&t.ID, &t.DatasetID, &t.WriterID, &t.Sink, &t.WriteMode, &status,
-		&t.RowCount, &t.SnapshotID, &t.CreatedAt, &committed, &t.Error, &t.Attempt, &t.IdempotencyKey, &t.Actor}
+		&t.RowCount, &t.SnapshotID, &t.createdAt, &committed, &t.Error, &t.Attempt, &t.idempotencyKey, &t.Actor}
 	err := row.Scan(append(dest, extra...)...)
 	t.Status = Status(status)
 	if committed != nil {
@@ -448,7 +450,7 @@ func (l *Ledger) Get(ctx context.Context, id string) (Txn, error) {
 // aborts an intent it did not open.
 func (t Txn) Intent() *Intent {
 	return &Intent{ID: t.ID, DatasetID: t.DatasetID, WriterID: t.WriterID, Sink: t.Sink,
-		WriteMode: t.WriteMode, IdempotencyKey: t.IdempotencyKey, Actor: t.Actor, Attempt: t.Attempt, CreatedAt: t.CreatedAt}
+		WriteMode: t.WriteMode, idempotencyKey: t.idempotencyKey, actor: t.Actor, attempt: t.Attempt, CreatedAt: t.createdAt}
 }
 
 // FindByKey returns the newest committed intent of the dataset opened with

@@ -65,7 +65,7 @@ func TestOpenCommit(t *testing.T) {
 
 	in, err := l.Open(ctx, params("orders"))
 	require.NoError(t, err)
-	require.Equal(t, int64(1), in.Attempt)
+	require.Equal(t, int64(1), in.Attempt())
 	got, err := l.Get(ctx, in.ID)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusOpen, got.Status)
@@ -326,7 +326,7 @@ func TestRaceOneDataset(t *testing.T) {
 	errs := make(chan error, writers)
 	for i := 0; i < writers; i++ {
 		conn := pgtest.Conn(t, url)
-		l, err := ledger.New(conn, &ledger.Config{WaitTimeout: 2 * time.Minute, MaxBackoff: 50 * time.Millisecond})
+		l, err := ledger.New(conn, ledger.WithMaxBackoff(&ledger.Config{WaitTimeout: 2 * time.Minute}, 50*time.Millisecond))
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {
@@ -422,18 +422,18 @@ func TestPreMintedID(t *testing.T) {
 	ensure(t, l, "d", "e")
 	id := ledger.NewID()
 	p := params("d")
-	p.ID = id
+	p.SetID(id)
 	in, err := l.Open(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, id, in.ID)
 	again, err := l.Open(ctx, p) // retried Open of the same intent
 	require.NoError(t, err)
-	require.Equal(t, []any{in.ID, in.DatasetID, in.Attempt, in.CreatedAt}, []any{again.ID, again.DatasetID, again.Attempt, again.CreatedAt})
+	require.Equal(t, []any{in.ID, in.DatasetID, in.Attempt(), in.CreatedAt}, []any{again.ID, again.DatasetID, again.Attempt(), again.CreatedAt})
 	require.NoError(t, l.Abort(ctx, in, nil))
 	_, err = l.Open(ctx, p)
 	require.ErrorIs(t, err, ledger.ErrIDInUse)
 	p2 := params("e")
-	p2.ID = id
+	p2.SetID(id)
 	_, err = l.Open(ctx, p2)
 	require.ErrorIs(t, err, ledger.ErrIDInUse)
 }
@@ -448,7 +448,7 @@ func TestBadInput(t *testing.T) {
 		"empty writer":  {DatasetID: "d", Sink: "pg", WriteMode: facade.Replace},
 		"empty sink":    {DatasetID: "d", WriterID: "w", WriteMode: facade.Replace},
 		"bad mode":      {DatasetID: "d", WriterID: "w", Sink: "pg", WriteMode: "upsert"},
-		"bad id":        {ID: "not-a-uuid", DatasetID: "d", WriterID: "w", Sink: "pg", WriteMode: facade.Replace},
+		"bad id":        ledger.WithID(ledger.OpenParams{DatasetID: "d", WriterID: "w", Sink: "pg", WriteMode: facade.Replace}, "not-a-uuid"),
 	} {
 		_, err := l.Open(ctx, p)
 		require.ErrorIs(t, err, ledger.ErrInvalid, name)

@@ -113,7 +113,7 @@ func TestDeadWriterTerminated(t *testing.T) {
 		require.Less(t, took, livenessBound, "Open waited for a dead writer")
 		require.Len(t, asked, 1)
 		require.Equal(t, dead.ID, asked[0].ID)
-		require.Equal(t, int64(2), asked[0].Attempt, "Lookup sees the claimed intent")
+		require.Equal(t, int64(2), asked[0].Attempt(), "Lookup sees the claimed intent")
 		got, err := l.Get(ctx, dead.ID)
 		require.NoError(t, err)
 		if landed {
@@ -490,7 +490,7 @@ func TestFindByKey(t *testing.T) {
 	first, err := l.Open(ctx, keyed("d", "req-1"))
 	require.NoError(t, err)
 	held(t, first)
-	require.Equal(t, "req-1", first.IdempotencyKey)
+	require.Equal(t, "req-1", first.IdempotencyKey())
 	require.NoError(t, l.Commit(ctx, first, ledger.Outcome{RowCount: 4, CommittedAt: base}))
 	aborted, err := l.Open(ctx, keyed("d", "req-1"))
 	require.NoError(t, err)
@@ -505,7 +505,7 @@ func TestFindByKey(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, first.ID, txn.ID)
-	require.Equal(t, "req-1", txn.IdempotencyKey)
+	require.Equal(t, "req-1", txn.IdempotencyKey())
 	require.Equal(t, int64(4), txn.RowCount)
 
 	second, err := l.Open(ctx, keyed("d", "req-1"))
@@ -524,7 +524,7 @@ func TestFindByKey(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrInvalid)
 	unkeyed, err := l.Get(ctx, aborted.ID)
 	require.NoError(t, err)
-	require.Equal(t, "req-1", unkeyed.IdempotencyKey)
+	require.Equal(t, "req-1", unkeyed.IdempotencyKey())
 
 	// The lookup is an index scan on (dataset, key), whatever the length of
 	// the dataset's history.
@@ -689,7 +689,7 @@ func TestActorRecorded(t *testing.T) {
 	p.Actor = "alice@example.com"
 	in, err := l.Open(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, "alice@example.com", in.Actor)
+	require.Equal(t, "alice@example.com", in.Actor())
 	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
 	txn, err := l.Get(ctx, in.ID)
 	require.NoError(t, err)

@@ -37,12 +37,13 @@ type SweepParams struct {
 	// gone, whatever their age, and never while it is alive. Zero: only
 	// intents whose writer is gone. Must not be negative.
 	OlderThan time.Duration
-	// DatasetID limits the sweep to one dataset (Recover sets it).
-	DatasetID string
-	// Limit caps the intents handled in one call. Default 100.
-	Limit int
 	// Lookup is required.
 	Lookup Lookup
+
+	// datasetID limits the sweep to one dataset (Recover sets it).
+	datasetID string
+	// limit caps the intents handled in one call. Default 100.
+	limit int
 }
 
 // Unresolved is an intent Sweep left open, and why.
@@ -56,8 +57,9 @@ type SweepReport struct {
 	RolledForward []Intent     // write found: committed with the found outcome
 	Aborted       []Intent     // write provably absent (or a maintenance run): aborted
 	Unresolved    []Unresolved // lookup could not tell, or the commit failed: left open
-	Skipped       []Intent     // changed by someone else, or found alive, while sweeping
 	Live          []Intent     // open, and their writer still holds them: never swept
+
+	skipped []Intent // changed by someone else, or found alive, while sweeping
 }
 
 // Sweep reconciles open intents whose writer is gone; it never aborts
@@ -82,8 +84,8 @@ func (l *Ledger) Sweep(ctx context.Context, p SweepParams) (SweepReport, error) 
 	if p.OlderThan < 0 {
 		return rep, invalid("Sweep: OlderThan %s is negative", p.OlderThan)
 	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	if p.limit <= 0 {
+		p.limit = 100
 	}
 	q, args := l.sweepQuery(p)
 	rows, err := l.db.Query(ctx, q, args...)
@@ -103,7 +105,7 @@ func (l *Ledger) Sweep(ctx context.Context, p SweepParams) (SweepReport, error) 
 // every run.
 func (l *Ledger) sweepQuery(p SweepParams) (string, []any) {
 	which := `$2 = ''`
-	if p.DatasetID != "" {
+	if p.datasetID != "" {
 		which = `dataset_id = $2`
 	}
 	return `WITH held AS MATERIALIZED (` + heldKeys + `)
@@ -111,7 +113,7 @@ func (l *Ledger) sweepQuery(p SweepParams) (string, []any) {
 		FROM ` + l.table("pipeline_build_transactions") + `
 		WHERE status = 'open' AND ` + which + `
 		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::pg_catalog.interval))
-		ORDER BY live, created_at LIMIT $3`, []any{p.OlderThan, p.DatasetID, p.Limit, p.OlderThan > 0}
+		ORDER BY live, created_at LIMIT $3`, []any{p.OlderThan, p.datasetID, p.limit, p.OlderThan > 0}
 }
 
 // scanStale reads the rows of sweepQuery.
@@ -162,7 +164,7 @@ func (l *Ledger) reconcileStale(ctx context.Context, p SweepParams, stale []hold
 		}
 		switch r.kind {
 		case recSkipped:
-			rep.Skipped = append(rep.Skipped, r.in)
+			rep.skipped = append(rep.skipped, r.in)
 		case recRolledForward:
 			rep.RolledForward = append(rep.RolledForward, r.in)
 		case recAborted:
@@ -172,7 +174,7 @@ func (l *Ledger) reconcileStale(ctx context.Context, p SweepParams, stale []hold
 		}
 	}
 	if len(rep.RolledForward)+len(rep.Aborted)+len(rep.Unresolved) > 0 {
-		l.log.InfoContext(ctx, "lakewrite sweep", "dataset_id", p.DatasetID, "rolled_forward", len(rep.RolledForward),
+		l.log.InfoContext(ctx, "lakewrite sweep", "dataset_id", p.datasetID, "rolled_forward", len(rep.RolledForward),
 			"aborted", len(rep.Aborted), "unresolved", len(rep.Unresolved), "live", len(rep.Live))
 	}
 	return rep, nil
@@ -188,7 +190,7 @@ func (l *Ledger) Recover(ctx context.Context, datasetID string, olderThan time.D
 	if datasetID == "" {
 		return SweepReport{}, invalid("Recover: dataset id is empty")
 	}
-	return l.Sweep(ctx, SweepParams{OlderThan: olderThan, DatasetID: datasetID, Lookup: lookup})
+	return l.Sweep(ctx, SweepParams{OlderThan: olderThan, datasetID: datasetID, Lookup: lookup})
 }
 
 // batchSender is the optional ability of a DB to send a pipelined batch;
@@ -214,7 +216,7 @@ func (l *Ledger) RecoverDataset(ctx context.Context, datasetID string, olderThan
 	if datasetID == "" {
 		return Dataset{}, SweepReport{}, invalid("RecoverDataset: dataset id is empty")
 	}
-	p := SweepParams{OlderThan: olderThan, DatasetID: datasetID, Lookup: lookup, Limit: 100}
+	p := SweepParams{OlderThan: olderThan, datasetID: datasetID, Lookup: lookup, limit: 100}
 	if lookup == nil {
 		return Dataset{}, SweepReport{}, invalid("Sweep: Lookup is nil")
 	}
@@ -365,7 +367,7 @@ func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int6
 var errBusyRow = errors.New("ledger: intent row locked")
 
 // claim bumps the attempt of an open intent, fencing out its writer. It
-// waits at most Config.LockTimeout for a transaction that holds the row
+// waits at most the ledger's lock timeout for a transaction that holds the row
 // (a CommitTx whose transaction is still running), then gives up with
 // errBusyRow.
 func (l *Ledger) claim(ctx context.Context, in *Intent) (*Intent, error) {
@@ -377,7 +379,7 @@ func (l *Ledger) claim(ctx context.Context, in *Intent) (*Intent, error) {
 		}
 		err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
 			SET attempt = attempt + 1 WHERE id = $1 AND status = 'open' AND attempt = $2
-			RETURNING attempt`, in.ID, in.Attempt).Scan(&out.Attempt)
+			RETURNING attempt`, in.ID, in.attempt).Scan(&out.attempt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return l.stateError(ctx, tx, in)
 		}

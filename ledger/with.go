@@ -146,7 +146,7 @@ func (l *Ledger) WithTx(ctx context.Context, p OpenParams, fn func(ctx context.C
 		if aerr == nil {
 			return Outcome{}, cerr // it did not commit; now aborted
 		}
-		if t, gerr := l.Get(cctx, in.ID); gerr == nil && t.Status == StatusCommitted && t.Attempt == in.Attempt {
+		if t, gerr := l.Get(cctx, in.ID); gerr == nil && t.Status == StatusCommitted && t.Attempt == in.attempt {
 			return out, nil // it committed before the error
 		}
 		return Outcome{}, errors.Join(fmt.Errorf("%w: %w", ErrOutcomeUnknown, cerr), aerr)

@@ -209,7 +209,7 @@ func TestWithTx(t *testing.T) {
 func TestCommitTxHandsOverToTheTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, pool := newLedger(t, &ledger.Config{LockTimeout: 100 * time.Millisecond, WaitTimeout: 500 * time.Millisecond})
+	l, pool := newLedger(t, ledger.WithLockTimeout(&ledger.Config{WaitTimeout: 500 * time.Millisecond}, 100*time.Millisecond))
 	ensure(t, l, "d")
 	asked := 0
 	p := params("d")

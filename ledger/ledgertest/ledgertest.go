@@ -19,9 +19,9 @@ func bounded() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), timeout)
 }
 
-// Migrate applies the control-plane migrations to schema of db ("" means
+// migrate applies the control-plane migrations to schema of db ("" means
 // the default, "lakewrite"). It is idempotent.
-func Migrate(t testing.TB, db ledger.Beginner, schema string) {
+func migrate(t testing.TB, db ledger.Beginner, schema string) {
 	t.Helper()
 	ctx, cancel := bounded()
 	defer cancel()
@@ -38,7 +38,7 @@ func NewLedger(t testing.TB, db ledger.DB, cfg *ledger.Config) *ledger.Ledger {
 	if cfg != nil {
 		schema = cfg.Schema
 	}
-	Migrate(t, db, schema)
+	migrate(t, db, schema)
 	l, err := ledger.New(db, cfg)
 	if err != nil {
 		t.Fatalf("ledgertest: new ledger: %v", err)
@@ -64,7 +64,7 @@ func NewSchema(t testing.TB, db ledger.DB) string {
 			t.Errorf("ledgertest: drop schema %s: %v", name, err)
 		}
 	})
-	Migrate(t, db, name)
+	migrate(t, db, name)
 	return name
 }
 

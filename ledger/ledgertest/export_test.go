@@ -1,0 +1,4 @@
+package ledgertest
+
+// Migrate is migrate, for the external tests.
+var Migrate = migrate
