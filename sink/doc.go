@@ -17,7 +17,8 @@
 //	revert   Flags.ClearOverride, effective within the resolver TTL
 //
 // Setting a default or an override above the writer's max sink is refused
-// with a [*CeilingError] (errors.Is(err, ErrAboveCeiling)). Lowering the max
+// with an error matching [ErrAboveCeiling] (errors.Is) that names the
+// writer, the dataset, the sink and the max. Lowering the max
 // sink below existing overrides is allowed: it is the kill switch, and
 // resolution caps those overrides.
 //
@@ -51,13 +52,13 @@
 //
 // [RowSink] holds one arm per sink, generic over the result type.
 // [RowSink.Run] calls the arm of a decision's sink; when that arm is nil it
-// fails with a [*MissingArmError] before any work, so raising a flag before
-// its arm exists fails the deploy loudly and writes nothing.
+// fails with an error matching [ErrMissingArm] before any work, so raising
+// a flag before its arm exists fails the deploy loudly and writes nothing.
 //
-// The two outputs of a split flip as a pair: [Resolver.ResolvePair] (or the
-// pure [Pair]) gives both-Postgres (the combined statement) or both-Iceberg
-// (two native writes, both staged before either commits: see package
-// writestrategy), and a [*MixedPairError] otherwise. Set or clear both
+// The two outputs of a split flip as a pair: [Resolver.ResolvePair] gives
+// both-Postgres (the combined statement) or both-Iceberg (two native
+// writes, both staged before either commits: see package writestrategy),
+// and an error matching [ErrMixedPair] otherwise. Set or clear both
 // overrides in one [Flags.SetOverride] / [Flags.ClearOverride] call.
 //
 // Resolve once per build, before the delta block: the same [Decision] chooses

@@ -51,15 +51,37 @@ func ExampleRowSink_Run() {
 	// true
 }
 
-func ExamplePair() {
-	set := func(ds string, m sink.Sink) sink.Decision {
-		return sink.Decide(sink.Setting{WriterID: "pipeline.output", DatasetID: ds, WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg, Override: m})
+// overrides is a sink.Lookuper answering from memory, for the example: every
+// writer defaults to pg with a max of iceberg_native, and a dataset may have
+// an override. A *sink.Flags reads the same settings from Postgres.
+type overrides map[string]sink.Sink
+
+func (o overrides) Lookup(_ context.Context, writerID string, datasetIDs ...string) ([]sink.Setting, error) {
+	ss := make([]sink.Setting, len(datasetIDs))
+	for i, id := range datasetIDs {
+		ss[i] = sink.Setting{WriterID: writerID, DatasetID: id, WriterKnown: true,
+			Default: sink.Postgres, Max: sink.Iceberg, Override: o[id]}
 	}
-	p, err := sink.Pair(set("matched", sink.Iceberg), set("unmatched", sink.Iceberg))
-	fmt.Println(p.Sink, err)
-	_, err = sink.Pair(set("matched", sink.Iceberg), set("unmatched", sink.Postgres))
+	return ss, nil
+}
+
+func ExampleResolver_ResolvePair() {
+	ctx := context.Background()
+	flags := overrides{"matched": sink.Iceberg, "unmatched": sink.Iceberg}
+	r, err := sink.NewResolver(flags, nil)
+	if err != nil {
+		panic(err)
+	}
+	// Both outputs of the split flipped together.
+	p, err := r.ResolvePair(ctx, "pipeline.output", "matched", "unmatched")
+	fmt.Println(p.First.Sink, p.Second.Sink, err)
+
+	// One output flipped alone: refused, nothing to run.
+	delete(flags, "unmatched")
+	r.Invalidate()
+	_, err = r.ResolvePair(ctx, "pipeline.output", "matched", "unmatched")
 	fmt.Println(errors.Is(err, sink.ErrMixedPair))
 	// Output:
-	// iceberg_native <nil>
+	// iceberg_native iceberg_native <nil>
 	// true
 }

@@ -34,10 +34,11 @@ type Flags struct {
 
 // WriterFlags is one writer's flags row.
 type WriterFlags struct {
-	WriterID  string
-	Default   Sink
-	Max       Sink
-	UpdatedAt time.Time // set by reads, ignored by SetWriter
+	WriterID string
+	Default  Sink
+	Max      Sink
+
+	updatedAt time.Time // set by reads, ignored by SetWriter
 }
 
 // Override is one per-dataset override of a writer's default.
@@ -45,7 +46,8 @@ type Override struct {
 	WriterID  string
 	DatasetID string
 	Sink      Sink
-	UpdatedAt time.Time
+
+	updatedAt time.Time
 }
 
 // NewFlags returns a Flags on db: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
@@ -53,7 +55,7 @@ type Override struct {
 // with the caller's own work. It does not touch the database.
 func NewFlags(db ledger.DB, cfg *FlagsConfig) (*Flags, error) {
 	if db == nil {
-		return nil, fmt.Errorf("sink: NewFlags: %w: db is nil; pass a *pgxpool.Pool, *pgx.Conn or pgx.Tx", ErrInvalidArgument)
+		return nil, fmt.Errorf("sink: NewFlags: %w: db is nil; pass a *pgxpool.Pool, *pgx.Conn or pgx.Tx", errInvalidArgument)
 	}
 	var c FlagsConfig
 	if cfg != nil {
@@ -67,7 +69,7 @@ func NewFlags(db ledger.DB, cfg *FlagsConfig) (*Flags, error) {
 }
 
 // SetWriter creates or replaces a writer's default and max sink. A default
-// above the max is refused with a [*CeilingError]. Lowering the max below
+// above the max is refused with an error matching [ErrAboveCeiling]. Lowering the max below
 // existing overrides is allowed (the kill switch): those overrides are then
 // capped at resolution and reported as clamped.
 func (f *Flags) SetWriter(ctx context.Context, w WriterFlags) error {
@@ -80,7 +82,7 @@ func (f *Flags) SetWriter(ctx context.Context, w WriterFlags) error {
 		}
 	}
 	if w.Default.Compare(w.Max) > 0 {
-		return &CeilingError{WriterID: w.WriterID, Sink: w.Default, Max: w.Max}
+		return ceilingError(w.WriterID, "", w.Default, w.Max)
 	}
 	_, err := f.db.Exec(ctx, `INSERT INTO `+f.flags+` (writer_id, default_mode, max_mode) VALUES ($1, $2, $3)
 		ON CONFLICT (writer_id) DO UPDATE SET default_mode = EXCLUDED.default_mode, max_mode = EXCLUDED.max_mode, updated_at = now()`,
@@ -118,14 +120,15 @@ func (f *Flags) Writers(ctx context.Context) ([]WriterFlags, error) {
 func scanWriter(row pgx.CollectableRow) (WriterFlags, error) {
 	var w WriterFlags
 	var def, max string
-	err := row.Scan(&w.WriterID, &def, &max, &w.UpdatedAt)
+	err := row.Scan(&w.WriterID, &def, &max, &w.updatedAt)
 	w.Default, w.Max = Sink(def), Sink(max)
 	return w, err
 }
 
 // SetOverride sets the override of writerID to sink s for every dataset in
 // datasetIDs, in one statement: all or none. It refuses with:
-//   - a [*CeilingError] when s is above the writer's max sink;
+//   - an error matching [ErrAboveCeiling] when s is above the writer's max
+//     sink;
 //   - [ErrUnknownWriter] when the writer has no flags row;
 //   - [ledger.ErrDatasetNotFound] when a dataset is not registered.
 //
@@ -168,7 +171,7 @@ func (f *Flags) SetOverride(ctx context.Context, writerID string, s Sink, datase
 	if err != nil {
 		return err
 	}
-	return &CeilingError{WriterID: writerID, DatasetID: ids[0], Sink: s, Max: w.Max}
+	return ceilingError(writerID, ids[0], s, w.Max)
 }
 
 func (f *Flags) missingDatasets(ctx context.Context, ids []string) ([]string, error) {
@@ -210,7 +213,7 @@ func (f *Flags) Overrides(ctx context.Context, writerID string) ([]Override, err
 	os, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Override, error) {
 		var o Override
 		var m string
-		err := row.Scan(&o.WriterID, &o.DatasetID, &m, &o.UpdatedAt)
+		err := row.Scan(&o.WriterID, &o.DatasetID, &m, &o.updatedAt)
 		o.Sink = Sink(m)
 		return o, err
 	})
@@ -275,21 +278,21 @@ func (f *Flags) dbErr(op string, err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined_table, invalid_schema_name
-		return &DBError{Op: op, Err: fmt.Errorf("%w (schema %q: run ledger.Migrate): %w", ErrNotMigrated, f.schema, err)}
+		return fmt.Errorf("sink: %s: %w (schema %q: run ledger.Migrate): %w", op, errNotMigrated, f.schema, err)
 	}
-	return &DBError{Op: op, Err: err}
+	return fmt.Errorf("sink: %s: %w", op, err)
 }
 
 func nonEmpty(what, s string) error {
 	if s == "" {
-		return fmt.Errorf("sink: %w: %s is empty", ErrInvalidArgument, what)
+		return fmt.Errorf("sink: %w: %s is empty", errInvalidArgument, what)
 	}
 	return nil
 }
 
 func datasetList(ids []string) ([]string, error) {
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("sink: %w: no dataset ids", ErrInvalidArgument)
+		return nil, fmt.Errorf("sink: %w: no dataset ids", errInvalidArgument)
 	}
 	out := make([]string, 0, len(ids))
 	for _, id := range ids {

@@ -1,15 +1,15 @@
-package sink_test
+package sink
 
 import (
 	"context"
-	"errors"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/ledger"
-	"github.com/lakewrite/lakewrite/sink"
 )
 
 // The resolution table against real flags in Postgres.
@@ -17,25 +17,25 @@ func TestResolutionTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.canary", "ds.plain", "ds.down")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "sync.hubspot", Default: sink.Iceberg, Max: sink.Iceberg}))
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "ingest.api", Default: sink.Postgres, Max: sink.Postgres}))
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.canary"))
-	require.NoError(t, f.SetOverride(ctx, "sync.hubspot", sink.Postgres, "ds.down"))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "sync.hubspot", Default: Iceberg, Max: Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "ingest.api", Default: Postgres, Max: Postgres}))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Iceberg, "ds.canary"))
+	require.NoError(t, f.SetOverride(ctx, "sync.hubspot", Postgres, "ds.down"))
 
 	cases := []struct {
 		name, writer, dataset string
-		sink                  sink.Sink
-		source                sink.Source
+		sink                  Sink
+		source                Source
 		clamped               bool
 	}{
-		{"default pg", "pipeline.output", "ds.plain", sink.Postgres, sink.SourceDefault, false},
-		{"override wins over default", "pipeline.output", "ds.canary", sink.Iceberg, sink.SourceOverride, false},
-		{"default iceberg", "sync.hubspot", "ds.plain", sink.Iceberg, sink.SourceDefault, false},
-		{"override down below default", "sync.hubspot", "ds.down", sink.Postgres, sink.SourceOverride, false},
-		{"unknown dataset gets the default", "pipeline.output", "ds.nowhere", sink.Postgres, sink.SourceDefault, false},
-		{"overrides are per writer", "ingest.api", "ds.canary", sink.Postgres, sink.SourceDefault, false},
-		{"unknown writer is pg", "sync.nobody", "ds.canary", sink.Postgres, sink.SourceUnknownWriter, false},
+		{"default pg", "pipeline.output", "ds.plain", Postgres, SourceDefault, false},
+		{"override wins over default", "pipeline.output", "ds.canary", Iceberg, SourceOverride, false},
+		{"default iceberg", "sync.hubspot", "ds.plain", Iceberg, SourceDefault, false},
+		{"override down below default", "sync.hubspot", "ds.down", Postgres, SourceOverride, false},
+		{"unknown dataset gets the default", "pipeline.output", "ds.nowhere", Postgres, SourceDefault, false},
+		{"overrides are per writer", "ingest.api", "ds.canary", Postgres, SourceDefault, false},
+		{"unknown writer is pg", "sync.nobody", "ds.canary", Postgres, SourceUnknownWriter, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,7 +44,7 @@ func TestResolutionTable(t *testing.T) {
 			assert.Equal(t, c.sink, d.Sink)
 			assert.Equal(t, c.source, d.Source)
 			assert.Equal(t, c.clamped, d.Clamped)
-			assert.Equal(t, c.writer, d.WriterID)
+			assert.Equal(t, c.writer, d.writerID)
 			assert.Equal(t, c.dataset, d.DatasetID)
 			assert.NotEmpty(t, d.Reason)
 		})
@@ -52,12 +52,12 @@ func TestResolutionTable(t *testing.T) {
 
 	// Ceiling: lowering the max below an existing override (the kill switch)
 	// is allowed and caps the override, reported as clamped.
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Postgres}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Postgres}))
 	d, err := f.Check(ctx, "pipeline.output", "ds.canary")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink)
-	assert.Equal(t, sink.Iceberg, d.Requested)
-	assert.Equal(t, sink.Postgres, d.Max)
+	assert.Equal(t, Postgres, d.Sink)
+	assert.Equal(t, Iceberg, d.requested)
+	assert.Equal(t, Postgres, d.max)
 	assert.True(t, d.Clamped)
 	assert.Contains(t, d.Reason, "clamped")
 }
@@ -66,53 +66,49 @@ func TestSetOverrideAboveCeilingRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.a", "ds.b")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Postgres}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Postgres}))
 
-	err := f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.b")
-	require.ErrorIs(t, err, sink.ErrAboveCeiling)
-	var ce *sink.CeilingError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "pipeline.output", ce.WriterID)
-	assert.Equal(t, sink.Iceberg, ce.Sink)
-	assert.Equal(t, sink.Postgres, ce.Max)
+	err := f.SetOverride(ctx, "pipeline.output", Iceberg, "ds.a", "ds.b")
+	require.ErrorIs(t, err, ErrAboveCeiling)
+	require.ErrorContains(t, err, `writer "pipeline.output": override for dataset "ds.a" iceberg_native is above the writer's max pg`)
 	os, err := f.Overrides(ctx, "")
 	require.NoError(t, err)
 	assert.Empty(t, os, "a refused override leaves nothing behind")
 
 	// A default above the max is refused the same way.
-	err = f.SetWriter(ctx, sink.WriterFlags{WriterID: "sync.x", Default: sink.Iceberg, Max: sink.Postgres})
-	require.ErrorIs(t, err, sink.ErrAboveCeiling)
+	err = f.SetWriter(ctx, WriterFlags{WriterID: "sync.x", Default: Iceberg, Max: Postgres})
+	require.ErrorIs(t, err, ErrAboveCeiling)
 	_, err = f.Writer(ctx, "sync.x")
-	require.ErrorIs(t, err, sink.ErrUnknownWriter)
+	require.ErrorIs(t, err, ErrUnknownWriter)
 
 	// Overrides at or below the ceiling are fine.
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Postgres, "ds.a"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Postgres, "ds.a"))
 }
 
 func TestSetOverrideErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.a")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Iceberg}))
 
-	err := f.SetOverride(ctx, "sync.nobody", sink.Postgres, "ds.a")
-	require.ErrorIs(t, err, sink.ErrUnknownWriter)
+	err := f.SetOverride(ctx, "sync.nobody", Postgres, "ds.a")
+	require.ErrorIs(t, err, ErrUnknownWriter)
 
-	err = f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.typo")
+	err = f.SetOverride(ctx, "pipeline.output", Iceberg, "ds.a", "ds.typo")
 	require.ErrorIs(t, err, ledger.ErrDatasetNotFound)
 	assert.Contains(t, err.Error(), "ds.typo")
 	os, err := f.Overrides(ctx, "pipeline.output")
 	require.NoError(t, err)
 	assert.Empty(t, os, "all or none: ds.a was not set either")
 
-	err = f.SetOverride(ctx, "pipeline.output", sink.Sink("dual"), "ds.a")
-	require.ErrorIs(t, err, sink.ErrInvalidSink)
-	err = f.SetOverride(ctx, "pipeline.output", sink.Postgres)
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
-	err = f.SetOverride(ctx, "", sink.Postgres, "ds.a")
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
-	err = f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: "", Max: sink.Postgres})
-	require.ErrorIs(t, err, sink.ErrInvalidSink)
+	err = f.SetOverride(ctx, "pipeline.output", Sink("dual"), "ds.a")
+	require.ErrorIs(t, err, errInvalidSink)
+	err = f.SetOverride(ctx, "pipeline.output", Postgres)
+	require.ErrorIs(t, err, errInvalidArgument)
+	err = f.SetOverride(ctx, "", Postgres, "ds.a")
+	require.ErrorIs(t, err, errInvalidArgument)
+	err = f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: "", Max: Postgres})
+	require.ErrorIs(t, err, errInvalidSink)
 }
 
 // The runbook: check -> set override -> (re-deploy, verify, smoke) -> revert.
@@ -120,16 +116,16 @@ func TestRunbookSetListClear(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, pool := newFlags(t, "ds.a", "ds.b", "ds.c")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "ingest.api", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "ingest.api", Default: Postgres, Max: Iceberg}))
 
 	d, err := f.Check(ctx, "pipeline.output", "ds.a")
 	require.NoError(t, err)
-	require.Equal(t, sink.Postgres, d.Sink)
+	require.Equal(t, Postgres, d.Sink)
 
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a", "ds.b", "ds.a"))
-	require.NoError(t, f.SetOverride(ctx, "ingest.api", sink.Iceberg, "ds.c"))
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a")) // idempotent
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Iceberg, "ds.a", "ds.b", "ds.a"))
+	require.NoError(t, f.SetOverride(ctx, "ingest.api", Iceberg, "ds.c"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Iceberg, "ds.a")) // idempotent
 
 	os, err := f.Overrides(ctx, "pipeline.output")
 	require.NoError(t, err)
@@ -142,40 +138,41 @@ func TestRunbookSetListClear(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	assert.Equal(t, "ingest.api", ws[0].WriterID)
-	assert.False(t, ws[0].UpdatedAt.IsZero())
+	assert.False(t, ws[0].updatedAt.IsZero())
 
 	n, err := f.ClearOverride(ctx, "pipeline.output", "ds.a", "ds.b", "ds.zzz")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	d, err = f.Check(ctx, "pipeline.output", "ds.a")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink)
+	assert.Equal(t, Postgres, d.Sink)
 	d, err = f.Check(ctx, "ingest.api", "ds.c")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Iceberg, d.Sink, "clearing pipeline.output leaves ingest.api alone")
+	assert.Equal(t, Iceberg, d.Sink, "clearing pipeline.output leaves ingest.api alone")
 
 	// Flags work inside the caller's transaction, and roll back with it.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	ft, err := sink.NewFlags(tx, nil)
+	ft, err := NewFlags(tx, nil)
 	require.NoError(t, err)
-	require.NoError(t, ft.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.a"))
+	require.NoError(t, ft.SetOverride(ctx, "pipeline.output", Iceberg, "ds.a"))
 	require.NoError(t, tx.Rollback(ctx))
 	d, err = f.Check(ctx, "pipeline.output", "ds.a")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink)
+	assert.Equal(t, Postgres, d.Sink)
 }
 
 func TestNotMigrated(t *testing.T) {
 	t.Parallel()
 	_, pool := newFlags(t)
-	f, err := sink.NewFlags(pool, &sink.FlagsConfig{Schema: "elsewhere"})
+	f, err := NewFlags(pool, &FlagsConfig{Schema: "elsewhere"})
 	require.NoError(t, err)
 	_, err = f.Check(context.Background(), "pipeline.output", "ds")
-	require.ErrorIs(t, err, sink.ErrNotMigrated)
-	var dbe *sink.DBError
-	require.True(t, errors.As(err, &dbe))
+	require.ErrorIs(t, err, errNotMigrated)
+	require.True(t, strings.HasPrefix(err.Error(), "sink: look up flags: "), err.Error())
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe, "a database failure, unwrapped")
 
-	_, err = sink.NewFlags(nil, nil)
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
+	_, err = NewFlags(nil, nil)
+	require.ErrorIs(t, err, errInvalidArgument)
 }

@@ -1,4 +1,4 @@
-package sink_test
+package sink
 
 import (
 	"context"
@@ -9,20 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
-	"github.com/lakewrite/lakewrite/sink"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // newFlags returns Flags on a fresh database holding the given datasets.
-func newFlags(t *testing.T, datasets ...string) (*sink.Flags, *pgxpool.Pool) {
+func newFlags(t *testing.T, datasets ...string) (*Flags, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	for _, id := range datasets {
 		_, err := pool.Exec(context.Background(), `INSERT INTO lakewrite.datasets (id) VALUES ($1)`, id)
 		require.NoError(t, err)
 	}
-	f, err := sink.NewFlags(pool, nil)
+	f, err := NewFlags(pool, nil)
 	require.NoError(t, err)
 	return f, pool
 }

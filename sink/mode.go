@@ -42,12 +42,12 @@ func sinks() []Sink { return []Sink{Postgres, Iceberg} }
 // flagValues are the values of a writer flag, in ascending order.
 var flagValues = []Sink{Postgres, Shadow, Iceberg}
 
-// ParseSink returns the flag value named s, or an error wrapping
-// [ErrInvalidSink].
+// ParseSink returns the flag value named s, or an error naming the valid
+// values.
 func ParseSink(s string) (Sink, error) {
 	k := Sink(s)
 	if !k.Valid() {
-		return "", fmt.Errorf("sink: %w: %q (want one of %q, %q, %q)", ErrInvalidSink, s, Postgres, Shadow, Iceberg)
+		return "", fmt.Errorf("sink: %w: %q (want one of %q, %q, %q)", errInvalidSink, s, Postgres, Shadow, Iceberg)
 	}
 	return k, nil
 }

@@ -1,4 +1,4 @@
-package sink_test
+package sink
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Prefetch reads the flags in a caller's batch and caches the resolution:
@@ -21,9 +19,9 @@ import (
 func TestPrefetch(t *testing.T) {
 	ctx := context.Background()
 	f, pool := newFlags(t, "a", "b")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Iceberg, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: Iceberg, Max: Iceberg}))
 	var logs bytes.Buffer
-	r, err := sink.NewResolver(f, &sink.ResolverConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r, err := NewResolver(f, &ResolverConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 
 	queue := r.Prefetch("w", "a", "b")
@@ -36,12 +34,12 @@ func TestPrefetch(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, read(br))
 	require.NoError(t, br.Close())
-	require.Equal(t, 1, sink.ResolverLen(r))
+	require.Equal(t, 1, r.len())
 
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: Postgres, Max: Iceberg}))
 	pair, err := r.ResolvePair(ctx, "w", "a", "b")
 	require.NoError(t, err)
-	require.Equal(t, sink.Iceberg, pair.First.Sink, "answered from the prefetched read")
+	require.Equal(t, Iceberg, pair.First.Sink, "answered from the prefetched read")
 	require.Contains(t, logs.String(), "cached=false")
 	require.NotContains(t, logs.String(), "cached=true")
 	logs.Reset()
@@ -53,7 +51,7 @@ func TestPrefetch(t *testing.T) {
 	require.NotNil(t, r.Prefetch("w", "b", "a"), "another resolution")
 	require.Nil(t, r.Prefetch("", "a"))
 	require.Nil(t, r.Prefetch("w"))
-	other, err := sink.NewResolver(&countingLookuper{}, nil)
+	other, err := NewResolver(&countingLookuper{}, nil)
 	require.NoError(t, err)
 	require.Nil(t, other.Prefetch("w", "a"))
 
@@ -68,5 +66,5 @@ func TestPrefetch(t *testing.T) {
 	require.Error(t, err)
 	require.NoError(t, read(br))
 	require.Error(t, br.Close())
-	require.Zero(t, sink.ResolverLen(r))
+	require.Zero(t, r.len())
 }

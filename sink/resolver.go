@@ -21,7 +21,7 @@ const (
 	// MaxTTL is the longest TTL accepted: a revert (clearing an override)
 	// takes effect within 10 s.
 	MaxTTL = 10 * time.Second
-	// defaultMaxEntries bounds the cache when ResolverConfig.MaxEntries is
+	// defaultMaxEntries bounds the cache when ResolverConfig.maxEntries is
 	// zero.
 	defaultMaxEntries = 1024
 	// decisionLogLevel is the level of the one log record written for every
@@ -42,14 +42,15 @@ type ResolverConfig struct {
 	// it must be at most MaxTTL (10 s). A flag change, a revert included,
 	// is observed at most TTL after it commits.
 	TTL time.Duration
-	// MaxEntries bounds the cache: 0 means 1024 entries. When full,
-	// expired entries are dropped, then the entry closest to expiry.
-	MaxEntries int
 	// Logger receives one record per decision returned, at
 	// level Info, with message "sink decision". nil discards.
 	Logger *slog.Logger
-	// Now is the clock of the cache; nil means time.Now.
-	Now func() time.Time
+
+	// maxEntries bounds the cache: 0 means 1024 entries. When full,
+	// expired entries are dropped, then the entry closest to expiry.
+	maxEntries int
+	// now is the clock of the cache; nil means time.Now.
+	now func() time.Time
 }
 
 // Resolver resolves (writer, dataset) to a [Decision] through a [Lookuper],
@@ -82,7 +83,7 @@ type cacheEntry struct {
 // NewResolver returns a Resolver reading flags from src (usually a *Flags).
 func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
 	if src == nil {
-		return nil, fmt.Errorf("sink: NewResolver: %w: src is nil; pass a *sink.Flags", ErrInvalidArgument)
+		return nil, fmt.Errorf("sink: NewResolver: %w: src is nil; pass a *sink.Flags", errInvalidArgument)
 	}
 	var c ResolverConfig
 	if cfg != nil {
@@ -93,21 +94,21 @@ func NewResolver(src Lookuper, cfg *ResolverConfig) (*Resolver, error) {
 		c.TTL = DefaultTTL
 	case c.TTL < 0 || c.TTL > MaxTTL:
 		return nil, fmt.Errorf("sink: NewResolver: %w: TTL %v; use 0 (default %v) or a duration up to %v so a revert takes effect within %v",
-			ErrInvalidArgument, c.TTL, DefaultTTL, MaxTTL, MaxTTL)
+			errInvalidArgument, c.TTL, DefaultTTL, MaxTTL, MaxTTL)
 	}
 	switch {
-	case c.MaxEntries == 0:
-		c.MaxEntries = defaultMaxEntries
-	case c.MaxEntries < 0:
-		return nil, fmt.Errorf("sink: NewResolver: %w: MaxEntries %d; use 0 (default %d) or a positive bound", ErrInvalidArgument, c.MaxEntries, defaultMaxEntries)
+	case c.maxEntries == 0:
+		c.maxEntries = defaultMaxEntries
+	case c.maxEntries < 0:
+		return nil, fmt.Errorf("sink: NewResolver: %w: MaxEntries %d; use 0 (default %d) or a positive bound", errInvalidArgument, c.maxEntries, defaultMaxEntries)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.now == nil {
+		c.now = time.Now
 	}
-	return &Resolver{src: src, ttl: c.TTL, maxEntries: c.MaxEntries, log: c.Logger, now: c.Now, cache: map[string]*list.Element{}}, nil
+	return &Resolver{src: src, ttl: c.TTL, maxEntries: c.maxEntries, log: c.Logger, now: c.now, cache: map[string]*list.Element{}}, nil
 }
 
 // Resolve returns where a write of datasetID by writerID goes: the override
@@ -126,17 +127,19 @@ func (r *Resolver) Resolve(ctx context.Context, writerID, datasetID string) (Dec
 }
 
 // ResolvePair resolves the two outputs of a split together, from one
-// consistent read of the flags (cached as a pair), and combines them with
-// [Pair]: mixed sinks give a [*MixedPairError].
+// consistent read of the flags (cached as a pair), and combines them: both
+// on Postgres or both on Iceberg give a PairDecision on that sink; mixed
+// sinks give an error matching [ErrMixedPair] telling the operator to flip
+// the pair together.
 func (r *Resolver) ResolvePair(ctx context.Context, writerID, firstDatasetID, secondDatasetID string) (PairDecision, error) {
 	if firstDatasetID == secondDatasetID {
-		return PairDecision{}, fmt.Errorf("sink: ResolvePair: %w: both outputs are dataset %q", ErrInvalidArgument, firstDatasetID)
+		return PairDecision{}, fmt.Errorf("sink: ResolvePair: %w: both outputs are dataset %q", errInvalidArgument, firstDatasetID)
 	}
 	ds, err := r.resolve(ctx, writerID, firstDatasetID, secondDatasetID)
 	if err != nil {
 		return PairDecision{}, err
 	}
-	return Pair(ds[0], ds[1])
+	return pair(ds[0], ds[1])
 }
 
 // Invalidate empties the cache, so the next resolution reads the flags.

@@ -1,4 +1,4 @@
-package sink_test
+package sink
 
 import (
 	"bytes"
@@ -13,23 +13,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lakewrite/lakewrite/sink"
 )
 
 // countingLookuper counts lookups and answers from a fixed table.
 type countingLookuper struct {
 	n        atomic.Int64
-	settings map[string]sink.Setting // by dataset
+	settings map[string]Setting // by dataset
 }
 
-func (c *countingLookuper) Lookup(_ context.Context, writerID string, ids ...string) ([]sink.Setting, error) {
+func (c *countingLookuper) Lookup(_ context.Context, writerID string, ids ...string) ([]Setting, error) {
 	c.n.Add(1)
-	out := make([]sink.Setting, len(ids))
+	out := make([]Setting, len(ids))
 	for i, id := range ids {
 		s, ok := c.settings[id]
 		if !ok {
-			s = sink.Setting{WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg}
+			s = Setting{WriterKnown: true, Default: Postgres, Max: Iceberg}
 		}
 		s.WriterID, s.DatasetID = writerID, id
 		out[i] = s
@@ -43,34 +41,34 @@ func TestResolverTTLAndRevert(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.canary")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "ds.canary"))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Iceberg}))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Iceberg, "ds.canary"))
 
 	clock := &fakeClock{t: time.Date(2026, 7, 4, 12, 0, 0, 0, time.UTC)}
-	r, err := sink.NewResolver(f, &sink.ResolverConfig{Now: clock.Now}) // default TTL
+	r, err := NewResolver(f, &ResolverConfig{now: clock.Now}) // default TTL
 	require.NoError(t, err)
 
 	d, err := r.Resolve(ctx, "pipeline.output", "ds.canary")
 	require.NoError(t, err)
-	require.Equal(t, sink.Iceberg, d.Sink)
+	require.Equal(t, Iceberg, d.Sink)
 
 	// Revert.
 	n, err := f.ClearOverride(ctx, "pipeline.output", "ds.canary")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	clock.Advance(sink.DefaultTTL - time.Nanosecond)
+	clock.Advance(DefaultTTL - time.Nanosecond)
 	d, err = r.Resolve(ctx, "pipeline.output", "ds.canary")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Iceberg, d.Sink, "still cached just before the TTL")
+	assert.Equal(t, Iceberg, d.Sink, "still cached just before the TTL")
 
 	clock.Advance(time.Nanosecond)
 	d, err = r.Resolve(ctx, "pipeline.output", "ds.canary")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink, "the revert is observed at the TTL")
-	assert.Equal(t, sink.SourceDefault, d.Source)
-	assert.LessOrEqual(t, sink.DefaultTTL, sink.MaxTTL)
-	assert.LessOrEqual(t, sink.MaxTTL, 10*time.Second)
+	assert.Equal(t, Postgres, d.Sink, "the revert is observed at the TTL")
+	assert.Equal(t, SourceDefault, d.Source)
+	assert.LessOrEqual(t, DefaultTTL, MaxTTL)
+	assert.LessOrEqual(t, MaxTTL, 10*time.Second)
 }
 
 func TestResolverCachesAndExpires(t *testing.T) {
@@ -78,7 +76,7 @@ func TestResolverCachesAndExpires(t *testing.T) {
 	ctx := context.Background()
 	src := &countingLookuper{}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	r, err := sink.NewResolver(src, &sink.ResolverConfig{TTL: 2 * time.Second, Now: clock.Now})
+	r, err := NewResolver(src, &ResolverConfig{TTL: 2 * time.Second, now: clock.Now})
 	require.NoError(t, err)
 
 	for range 3 {
@@ -97,7 +95,7 @@ func TestResolverCachesAndExpires(t *testing.T) {
 	assert.EqualValues(t, 3, src.n.Load())
 
 	r.Invalidate()
-	assert.Equal(t, 0, sink.ResolverLen(r))
+	assert.Equal(t, 0, r.len())
 	_, err = r.Resolve(ctx, "w", "ds")
 	require.NoError(t, err)
 	assert.EqualValues(t, 4, src.n.Load())
@@ -108,13 +106,13 @@ func TestResolverCacheBounded(t *testing.T) {
 	ctx := context.Background()
 	src := &countingLookuper{}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	r, err := sink.NewResolver(src, &sink.ResolverConfig{MaxEntries: 8, Now: clock.Now})
+	r, err := NewResolver(src, &ResolverConfig{maxEntries: 8, now: clock.Now})
 	require.NoError(t, err)
 	for i := range 100 {
 		clock.Advance(time.Millisecond)
 		_, err := r.Resolve(ctx, "w", fmt.Sprint("ds", i))
 		require.NoError(t, err)
-		require.LessOrEqual(t, sink.ResolverLen(r), 8)
+		require.LessOrEqual(t, r.len(), 8)
 	}
 	// The most recent entries survive (the one closest to expiry goes first).
 	before := src.n.Load()
@@ -130,7 +128,7 @@ func TestResolverCacheEvictsExpiredThenOldest(t *testing.T) {
 	ctx := context.Background()
 	src := &countingLookuper{}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	r, err := sink.NewResolver(src, &sink.ResolverConfig{MaxEntries: 3, TTL: time.Second, Now: clock.Now})
+	r, err := NewResolver(src, &ResolverConfig{maxEntries: 3, TTL: time.Second, now: clock.Now})
 	require.NoError(t, err)
 	resolve := func(id string) {
 		t.Helper()
@@ -143,7 +141,7 @@ func TestResolverCacheEvictsExpiredThenOldest(t *testing.T) {
 	resolve("c")
 	clock.Advance(500 * time.Millisecond) // a expired, b and c not
 	resolve("d")
-	require.Equal(t, 3, sink.ResolverLen(r))
+	require.Equal(t, 3, r.len())
 	before := src.n.Load()
 	resolve("b")
 	resolve("c")
@@ -162,11 +160,11 @@ func TestResolverCacheEvictsExpiredThenOldest(t *testing.T) {
 func TestResolverConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := &countingLookuper{settings: map[string]sink.Setting{"ds1": {WriterKnown: true, Default: sink.Postgres, Max: sink.Iceberg, Override: sink.Iceberg}}}
+	src := &countingLookuper{settings: map[string]Setting{"ds1": {WriterKnown: true, Default: Postgres, Max: Iceberg, Override: Iceberg}}}
 	var mu sync.Mutex
 	now := time.Unix(0, 0)
 	clockFn := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Millisecond); return now }
-	r, err := sink.NewResolver(src, &sink.ResolverConfig{MaxEntries: 4, Now: clockFn})
+	r, err := NewResolver(src, &ResolverConfig{maxEntries: 4, now: clockFn})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -175,29 +173,29 @@ func TestResolverConcurrent(t *testing.T) {
 				id := fmt.Sprint("ds", (g+i)%6)
 				d, err := r.Resolve(ctx, "w", id)
 				assert.NoError(t, err)
-				assert.Equal(t, id == "ds1", d.Sink == sink.Iceberg)
+				assert.Equal(t, id == "ds1", d.Sink == Iceberg)
 			}
 		})
 	}
 	wg.Wait()
-	assert.LessOrEqual(t, sink.ResolverLen(r), 4)
+	assert.LessOrEqual(t, r.len(), 4)
 }
 
 func TestResolverConfig(t *testing.T) {
 	t.Parallel()
 	src := &countingLookuper{}
-	for _, c := range []*sink.ResolverConfig{{TTL: 11 * time.Second}, {TTL: -time.Second}, {MaxEntries: -1}} {
-		_, err := sink.NewResolver(src, c)
-		require.ErrorIs(t, err, sink.ErrInvalidArgument)
+	for _, c := range []*ResolverConfig{{TTL: 11 * time.Second}, {TTL: -time.Second}, {maxEntries: -1}} {
+		_, err := NewResolver(src, c)
+		require.ErrorIs(t, err, errInvalidArgument)
 	}
-	_, err := sink.NewResolver(nil, nil)
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
-	r, err := sink.NewResolver(src, &sink.ResolverConfig{TTL: sink.MaxTTL})
+	_, err := NewResolver(nil, nil)
+	require.ErrorIs(t, err, errInvalidArgument)
+	r, err := NewResolver(src, &ResolverConfig{TTL: MaxTTL})
 	require.NoError(t, err)
 	_, err = r.Resolve(context.Background(), "", "ds")
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
+	require.ErrorIs(t, err, errInvalidArgument)
 	_, err = r.Resolve(context.Background(), "w", "")
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
+	require.ErrorIs(t, err, errInvalidArgument)
 }
 
 // Every decision is logged once, at Info, with the documented attributes.
@@ -206,8 +204,8 @@ func TestResolverLogsDecisions(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src := &countingLookuper{settings: map[string]sink.Setting{"ds": {WriterKnown: true, Default: sink.Postgres, Max: sink.Postgres, Override: sink.Iceberg}}}
-	r, err := sink.NewResolver(src, &sink.ResolverConfig{Logger: log})
+	src := &countingLookuper{settings: map[string]Setting{"ds": {WriterKnown: true, Default: Postgres, Max: Postgres, Override: Iceberg}}}
+	r, err := NewResolver(src, &ResolverConfig{Logger: log})
 	require.NoError(t, err)
 	_, err = r.Resolve(ctx, "pipeline.output", "ds")
 	require.NoError(t, err)
@@ -219,7 +217,7 @@ func TestResolverLogsDecisions(t *testing.T) {
 		var rec map[string]any
 		require.NoError(t, dec.Decode(&rec), "record %d", i)
 		assert.Equal(t, "INFO", rec["level"])
-		assert.Equal(t, sink.DecisionLogLevel.String(), rec["level"])
+		assert.Equal(t, decisionLogLevel.String(), rec["level"])
 		assert.Equal(t, "sink decision", rec["msg"])
 		assert.Equal(t, "pipeline.output", rec["writer"])
 		assert.Equal(t, "ds", rec["dataset"])
@@ -237,17 +235,17 @@ func TestResolvePair(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "split.matched", "split.unmatched")
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "pipeline.output", Default: sink.Postgres, Max: sink.Iceberg}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "pipeline.output", Default: Postgres, Max: Iceberg}))
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	r, err := sink.NewResolver(f, &sink.ResolverConfig{Now: clock.Now})
+	r, err := NewResolver(f, &ResolverConfig{now: clock.Now})
 	require.NoError(t, err)
 
-	arms := sink.RowSink[string]{
+	arms := RowSink[string]{
 		Postgres: func(context.Context) (string, error) { return "combined statement", nil },
 		Iceberg:  func(context.Context) (string, error) { return "two native writes", nil },
 	}
 	run := func() (string, error) {
-		clock.Advance(sink.DefaultTTL)
+		clock.Advance(DefaultTTL)
 		p, err := r.ResolvePair(ctx, "pipeline.output", "split.matched", "split.unmatched")
 		if err != nil {
 			return "", err
@@ -260,21 +258,18 @@ func TestResolvePair(t *testing.T) {
 	assert.Equal(t, "combined statement", got)
 
 	// Mixed: one flipped alone.
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "split.matched"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Iceberg, "split.matched"))
 	_, err = run()
-	require.ErrorIs(t, err, sink.ErrMixedPair)
-	var me *sink.MixedPairError
-	require.ErrorAs(t, err, &me)
-	assert.Equal(t, sink.Iceberg, me.First.Sink)
-	assert.Equal(t, sink.Postgres, me.Second.Sink)
+	require.ErrorIs(t, err, ErrMixedPair)
+	assert.Contains(t, err.Error(), `"split.matched" (iceberg_native) and "split.unmatched" (pg)`)
 	assert.Contains(t, err.Error(), "flip the pair together")
 
 	// Flipped together.
-	require.NoError(t, f.SetOverride(ctx, "pipeline.output", sink.Iceberg, "split.matched", "split.unmatched"))
+	require.NoError(t, f.SetOverride(ctx, "pipeline.output", Iceberg, "split.matched", "split.unmatched"))
 	got, err = run()
 	require.NoError(t, err)
 	assert.Equal(t, "two native writes", got)
 
 	_, err = r.ResolvePair(ctx, "pipeline.output", "split.matched", "split.matched")
-	require.ErrorIs(t, err, sink.ErrInvalidArgument)
+	require.ErrorIs(t, err, errInvalidArgument)
 }

@@ -1,4 +1,4 @@
-package sink_test
+package sink
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lakewrite/lakewrite/sink"
 )
 
 // Shadow sits between Postgres and Iceberg: it resolves to Postgres, the
@@ -17,44 +15,43 @@ func TestShadowFlag(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, _ := newFlags(t, "ds.a", "ds.b")
-	s, err := sink.ParseSink("shadow")
+	s, err := ParseSink("shadow")
 	require.NoError(t, err)
-	require.Equal(t, sink.Shadow, s)
+	require.Equal(t, Shadow, s)
 
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Postgres, Max: sink.Iceberg}))
-	require.NoError(t, f.SetOverride(ctx, "w", sink.Shadow, "ds.a"))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: Postgres, Max: Iceberg}))
+	require.NoError(t, f.SetOverride(ctx, "w", Shadow, "ds.a"))
 	d, err := f.Check(ctx, "w", "ds.a")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink)
+	assert.Equal(t, Postgres, d.Sink)
 	assert.True(t, d.Shadow)
-	assert.Equal(t, sink.Shadow, d.Requested)
+	assert.Equal(t, Shadow, d.requested)
 	assert.False(t, d.Clamped)
 	d, err = f.Check(ctx, "w", "ds.b")
 	require.NoError(t, err)
 	assert.False(t, d.Shadow)
 
 	// Max shadow: the shadow, not the flip.
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Shadow, Max: sink.Shadow}))
-	require.NoError(t, f.SetOverride(ctx, "w", sink.Shadow, "ds.a"))
-	var ce *sink.CeilingError
-	require.ErrorAs(t, f.SetOverride(ctx, "w", sink.Iceberg, "ds.b"), &ce)
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: Shadow, Max: Shadow}))
+	require.NoError(t, f.SetOverride(ctx, "w", Shadow, "ds.a"))
+	require.ErrorIs(t, f.SetOverride(ctx, "w", Iceberg, "ds.b"), ErrAboveCeiling)
 	d, err = f.Check(ctx, "w", "ds.b")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink)
+	assert.Equal(t, Postgres, d.Sink)
 	assert.True(t, d.Shadow, "the default shadow")
-	require.ErrorAs(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Iceberg, Max: sink.Shadow}), &ce)
+	require.ErrorIs(t, f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: Iceberg, Max: Shadow}), ErrAboveCeiling)
 
 	// Max pg: the kill switch stops the shadow too.
-	require.NoError(t, f.SetWriter(ctx, sink.WriterFlags{WriterID: "w", Default: sink.Postgres, Max: sink.Postgres}))
+	require.NoError(t, f.SetWriter(ctx, WriterFlags{WriterID: "w", Default: Postgres, Max: Postgres}))
 	d, err = f.Check(ctx, "w", "ds.a")
 	require.NoError(t, err)
-	assert.Equal(t, sink.Postgres, d.Sink)
+	assert.Equal(t, Postgres, d.Sink)
 	assert.False(t, d.Shadow)
 	assert.True(t, d.Clamped)
-	require.ErrorAs(t, f.SetOverride(ctx, "w", sink.Shadow, "ds.b"), &ce)
+	require.ErrorIs(t, f.SetOverride(ctx, "w", Shadow, "ds.b"), ErrAboveCeiling)
 
 	// A decision claiming Shadow as its sink is not a resolved one.
-	_, err = sink.RowSink[int]{Postgres: func(context.Context) (int, error) { return 1, nil }}.Run(ctx,
-		sink.Decision{WriterID: "w", DatasetID: "ds.a", Sink: sink.Shadow, Max: sink.Iceberg})
-	require.ErrorIs(t, err, sink.ErrUnresolved)
+	_, err = RowSink[int]{Postgres: func(context.Context) (int, error) { return 1, nil }}.Run(ctx,
+		Decision{writerID: "w", DatasetID: "ds.a", Sink: Shadow, max: Iceberg})
+	require.ErrorIs(t, err, errUnresolved)
 }

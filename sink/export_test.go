@@ -1,4 +1,0 @@
-package sink
-
-// ResolverLen is r.len.
-func ResolverLen(r *Resolver) int { return r.len() }
