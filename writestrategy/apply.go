@@ -31,16 +31,10 @@ type WriteResult struct {
 	// Rounded numeric values: rounded half-even to their column's scale
 	// on the Iceberg path (see Preflight); 0 on the Postgres path.
 	Rounded int64
-	// Columns of the output, stamped as the dataset's declared schema.
-	Columns Schema
 	// Set by the write dispatch.
 	TxnID       string
 	SnapshotID  int64     // 0 on the Postgres path
 	CommittedAt time.Time // commit time: the snapshot's timestamp, or the database clock
-	// Replayed: nothing was written; the result is that of an earlier
-	// write (an idempotent append that had already landed, or a write with
-	// the same Request.IdempotencyKey).
-	Replayed bool
 	// Maintenance is the report of the table lifecycle run that followed
 	// this Iceberg write, when one was due and ran (see Dispatcher.Maintain).
 	Maintenance *facade.MaintenanceReport
@@ -54,6 +48,13 @@ type WriteResult struct {
 	// read). The Dispatcher also logs it (Info, "lakewrite delta request
 	// read whole").
 	FullRead string
+
+	// columns of the output, stamped as the dataset's declared schema.
+	columns Schema
+	// replayed: nothing was written; the result is that of an earlier
+	// write (an idempotent append that had already landed, or a write with
+	// the same Request.IdempotencyKey).
+	replayed bool
 }
 
 // describeTypes is the one way the library describes an output's
@@ -147,7 +148,7 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		if encs[i], err = encodingFor(cols, oids, types); err != nil {
 			return nil, err
 		}
-		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, Columns: cols, FullRead: env.fullRead()}
+		results[i] = WriteResult{DatasetID: p.output, Sink: sink.Postgres, Mode: p.mode, columns: cols, FullRead: env.fullRead()}
 	}
 	restore := noRestore
 	if !env.floatsExact {

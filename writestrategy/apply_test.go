@@ -39,7 +39,7 @@ func TestApplyTransform(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	require.Equal(t, int64(3), res[0].Rows)
-	require.Equal(t, []writestrategy.Column{{Name: "category", Type: "text"}, {Name: "n", Type: "bigint"}, {Name: "total", Type: "numeric"}}, res[0].Columns.Columns)
+	require.Equal(t, []writestrategy.Column{{Name: "category", Type: "text"}, {Name: "n", Type: "bigint"}, {Name: "total", Type: "numeric"}}, writestrategy.ResultColumns(res[0]).Columns)
 	require.Equal(t, []string{
 		`{"n": 30, "total": 2043.75, "category": "c"}`, // 92 rows with amount > 10
 		`{"n": 31, "total": 2092.50, "category": "a"}`,

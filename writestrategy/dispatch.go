@@ -123,7 +123,7 @@ type Request struct {
 	// not know whether an earlier Write landed (a timeout, a lost
 	// response, a restarted job) retries with the same key: when every
 	// output already has a committed write with this key, Write writes
-	// nothing and returns those earlier results with Replayed set; when an
+	// nothing and returns those earlier results; when an
 	// earlier attempt is still open, Write waits for it (a live writer) or
 	// reconciles it (a dead one) first. The key is recorded on the ledger
 	// intent; choose one per logical write (e.g. the job run id). Empty:
@@ -388,7 +388,7 @@ func (d *Dispatcher) replay(ctx context.Context, outs []string, key string) ([]W
 			return nil, false, err
 		}
 		res = append(res, WriteResult{DatasetID: o, Sink: t.Sink, Mode: t.WriteMode, Rows: t.RowCount,
-			TxnID: t.ID, SnapshotID: t.SnapshotID, CommittedAt: t.CommittedAt, Replayed: true})
+			TxnID: t.ID, SnapshotID: t.SnapshotID, CommittedAt: t.CommittedAt, replayed: true})
 	}
 	return res, true, nil
 }

@@ -34,3 +34,9 @@ const (
 	NextAbort       = nextAbort
 	NextUnknown     = nextUnknown
 )
+
+// Replayed is r.replayed.
+func Replayed(r WriteResult) bool { return r.replayed }
+
+// ResultColumns is r.columns.
+func ResultColumns(r WriteResult) Schema { return r.columns }

@@ -69,7 +69,7 @@ func FuzzProjectionIdentifiers(f *testing.F) {
 			return err
 		}))
 		require.Equal(t, int64(1), res[0].Rows)
-		require.Equal(t, []writestrategy.Column{{Name: name, Type: "integer"}, {Name: other, Type: "text"}}, res[0].Columns.Columns)
+		require.Equal(t, []writestrategy.Column{{Name: name, Type: "integer"}, {Name: other, Type: "text"}}, writestrategy.ResultColumns(res[0]).Columns)
 		var got, want string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT data::text, jsonb_build_object('', 1, $2::text, 7, $3::text, 'v')::text
 			FROM lakewrite.dataset_rows WHERE dataset_id = $1`, dst, name, other).Scan(&got, &want))

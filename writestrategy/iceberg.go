@@ -56,7 +56,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	}
 	results := make([]WriteResult, len(computed))
 	for i, c := range computed {
-		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, Columns: c.Columns, FullRead: env.fullRead()}
+		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, columns: c.Columns, FullRead: env.fullRead()}
 	}
 	if err == nil {
 		err = checkModes(results, intents)
@@ -149,7 +149,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		}
 		r := &results[i]
 		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.Skipped(res.Rows), c.Preserved, c.Stream.Rounded()
-		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
+		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 		// The snapshot landed: from here on the intent is rolled forward,
 		// never aborted.
 		delete(pending, c.DatasetID)
@@ -226,7 +226,7 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 		}
 		r := &results[i]
 		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.Skipped(res[i].Rows), c.Preserved, c.Stream.Rounded()
-		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res[i].SnapshotID, res[i].CommittedAt, res[i].Replayed
+		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res[i].SnapshotID, res[i].CommittedAt, res[i].Replayed
 		if err := d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
 			CommittedAt: res[i].CommittedAt, Schema: c.Columns.JSON()}); err != nil {
 			lph.end(0, err)

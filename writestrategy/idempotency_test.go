@@ -36,13 +36,13 @@ func TestDispatchIdempotencyKey(t *testing.T) {
 	for _, o := range []string{"pg_out", "ice_out"} {
 		first, err := write(o, "run-1")
 		require.NoError(t, err, o)
-		require.False(t, first[0].Replayed, o)
+		require.False(t, writestrategy.Replayed(first[0]), o)
 		require.EqualValues(t, 200, first[0].Rows, o)
 		sum := w.checksum(o)
 
 		again, err := write(o, "run-1")
 		require.NoError(t, err, o)
-		require.True(t, again[0].Replayed, o)
+		require.True(t, writestrategy.Replayed(again[0]), o)
 		require.Equal(t, first[0].TxnID, again[0].TxnID, o)
 		require.Equal(t, first[0].SnapshotID, again[0].SnapshotID, o)
 		require.Equal(t, first[0].Rows, again[0].Rows, o)
@@ -53,7 +53,7 @@ func TestDispatchIdempotencyKey(t *testing.T) {
 		// Another key is another write.
 		other, err := write(o, "run-2")
 		require.NoError(t, err, o)
-		require.False(t, other[0].Replayed, o)
+		require.False(t, writestrategy.Replayed(other[0]), o)
 		require.EqualValues(t, 400, rowCount(o), o)
 	}
 
@@ -64,7 +64,7 @@ func TestDispatchIdempotencyKey(t *testing.T) {
 	allow()
 	res, err := write("unknown_out", "run-1")
 	require.NoError(t, err)
-	require.True(t, res[0].Replayed)
+	require.True(t, writestrategy.Replayed(res[0]))
 	require.EqualValues(t, 200, res[0].Rows)
 	require.EqualValues(t, 200, rowCount("unknown_out"))
 	c, err := w.lake.Checksum(ctx, "unknown_out", 0)

@@ -79,7 +79,16 @@ func ExampleDispatcher_Load() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(res.Sink, res.Mode, res.Rows, res.Columns)
+	// The load stamped the columns it wrote as the dataset's declared schema.
+	ds, err := l.Dataset(ctx, "ex_cities")
+	if err != nil {
+		panic(err)
+	}
+	declared, err := writestrategy.ParseSchema(ds.Schema)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Sink, res.Mode, res.Rows, declared)
 
 	// Arrow batches: the caller owns them (released after the load).
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "name", Type: arrow.BinaryTypes.String}}, nil)

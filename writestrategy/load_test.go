@@ -166,7 +166,7 @@ func TestLoadArrowBothSinks(t *testing.T) {
 			{Name: "flag", Type: "boolean"}, {Name: "score", Type: "double precision"}, {Name: "amount", Type: "numeric(12,2)"},
 			{Name: "name", Type: "text"}, {Name: "blob", Type: "bytea"}, {Name: "day", Type: "date"},
 			{Name: "ts", Type: "timestamp with time zone"}, {Name: "tags", Type: "integer[]"},
-		}}, res.Columns)
+		}}, writestrategy.ResultColumns(res))
 	}
 	pg, ice := w.checksum("a_pg"), w.checksum("a_ice")
 	require.Equal(t, int64(1000), pg.Rows)

@@ -195,7 +195,7 @@ func TestTypeZooLosslessOnBothSinks(t *testing.T) {
 			outSchema.Columns[i].Type = b
 		}
 	}
-	require.Equal(t, outSchema, pg.Columns)
+	require.Equal(t, outSchema, writestrategy.ResultColumns(pg))
 	require.Equal(t, want, w.datasetText(zooSchema, "pg"), "source -> Postgres sink")
 
 	w.iceberg("ice")

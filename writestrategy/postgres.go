@@ -67,7 +67,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		for k, i := range order {
 			r := &results[i]
 			in := intents[r.DatasetID]
-			o := ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.Columns.JSON()}
+			o := ledger.Outcome{RowCount: r.Rows, CommittedAt: now, Schema: r.columns.JSON()}
 			switch {
 			case k == len(order)-1:
 				now, err = d.cfg.Ledger.CommitTxEnd(lctx, tx, in, o)

@@ -81,7 +81,7 @@ func (d *Dispatcher) shadowAfter(ctx context.Context, w *writeInfo, req Request,
 	}
 	var errs []error
 	for _, r := range results {
-		if !w.shadow[r.DatasetID] || r.Replayed || r.TxnID == "" {
+		if !w.shadow[r.DatasetID] || r.replayed || r.TxnID == "" {
 			continue
 		}
 		if serr := d.shadowWrite(ctx, req, r, took); serr != nil {

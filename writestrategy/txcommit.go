@@ -80,7 +80,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 		rows += res.Rows
 		r := &results[i]
 		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.Skipped(res.Rows), c.Preserved, c.Stream.Rounded()
-		r.TxnID, r.SnapshotID, r.CommittedAt, r.Replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
+		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 	}
 	kph.end(rows, nil)
 	lctx, lph := d.observe(ctx, w, phaseLedgerCommit, w.outs)
