@@ -19,22 +19,18 @@ import (
 // as Apply's, streamed instead of written.
 type Computed struct {
 	DatasetID string
-	Kind      Kind
 	// Mode is facade.Replace or facade.Append.
 	Mode facade.WriteMode
 	// Columns are the output's business columns (the declared schema).
 	Columns Schema
-	// Stream yields the rows as Arrow batches, from the compute
-	// transaction; it is single-use and must be consumed before the
-	// transaction ends; see also Batches. For a snapshot_replace over a
-	// native target its schema also carries nullable "__row_id" and
-	// "__created_at": the identity of unchanged rows, kept by the facade.
-	// For an append_new over a native target it may hold every
-	// deduplicated source row: Batches then drops those whose key the
-	// target holds (read those, not Stream.All).
-	Stream *cursor.Stream
-	// Preserved output rows that keep their identity (snapshot_replace).
-	Preserved int64
+
+	// stream yields the rows as Arrow batches, from the compute
+	// transaction; read through Batches. For an append_new over a native
+	// target it may hold every deduplicated source row: Batches drops
+	// those whose key the target holds.
+	stream *cursor.Stream
+	// preserved output rows that keep their identity (snapshot_replace).
+	preserved int64
 
 	sourceRows int64
 	skips      bool
@@ -42,10 +38,16 @@ type Computed struct {
 	probe      *keyProbe // see keyprobe.go
 }
 
-// Batches is Stream.All as a borrowed sequence, the convention of
-// facade.WriteRequest.Rows and facade.ChecksumBatches: each batch is valid
-// during the yield and released right after it (Stream.All itself hands
-// ownership to the consumer). Single-use, like the stream.
+// Schema is the Arrow schema of the batches. For a snapshot_replace over a
+// native target it also carries nullable "__row_id" and "__created_at":
+// the identity of unchanged rows, kept by the facade.
+func (c *Computed) Schema() *arrow.Schema { return c.stream.Schema() }
+
+// Batches yields the rows as Arrow batches from the compute transaction,
+// as a borrowed sequence, the convention of facade.WriteRequest.Rows and
+// facade.ChecksumBatches: each batch is valid during the yield and
+// released right after it. Single-use: consume it before the transaction
+// ends.
 func (c *Computed) Batches() iter.Seq2[arrow.RecordBatch, error] {
 	if c.probe != nil {
 		return c.probe.filter(c.batches())
@@ -55,7 +57,7 @@ func (c *Computed) Batches() iter.Seq2[arrow.RecordBatch, error] {
 
 func (c *Computed) batches() iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		for rec, err := range c.Stream.All() {
+		for rec, err := range c.stream.All() {
 			var out arrow.RecordBatch = rec
 			if rec != nil && c.mergeKey != nil {
 				out = &mergeBatch{RecordBatch: rec, c: c}
@@ -71,9 +73,9 @@ func (c *Computed) batches() iter.Seq2[arrow.RecordBatch, error] {
 	}
 }
 
-// Skipped returns the source rows left out, given the rows the write
+// skipped returns the source rows left out, given the rows the write
 // committed (the commit result's count, never a recount).
-func (c *Computed) Skipped(rowsWritten int64) int64 {
+func (c *Computed) skipped(rowsWritten int64) int64 {
 	if !c.skips {
 		return 0
 	}
@@ -103,13 +105,13 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err := checkOrderKeys(p.output, cols, oids, types, env.orderBy[p.output]); err != nil {
 			return nil, err
 		}
-		c := Computed{DatasetID: p.output, Kind: p.kind, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe}
+		c := Computed{DatasetID: p.output, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe}
 		if p.probe != nil { // counted with the source's key range
 			c.sourceRows, c.skips = p.probe.sourceRows, true
 		} else if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {
 			return nil, err
 		}
-		if c.Preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {
+		if c.preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {
 			return nil, err
 		}
 		sql, args := p.sql, p.args
@@ -117,7 +119,7 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 			sql, args = p.identitySQL, p.identityArgs
 		}
 		sql = orderedSQL(sql, env.orderBy[p.output], env.ctlSchema(), kindsOf(cols, oids, types))
-		if c.Stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
+		if c.stream, err = cursor.Batches(ctx, tx, sql, args, opts); err != nil {
 			return nil, err
 		}
 		out[i] = c

@@ -82,12 +82,12 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		st, err := d.cfg.Lakehouse.Stage(sctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 			facade.WriteRequest{
 				Mode:       facade.WriteMode(c.Mode),
-				Schema:     c.Stream.Schema(),
+				Schema:     c.stream.Schema(),
 				Rows:       d.progress(sctx, w, c.DatasetID, c.Batches()),
 				SourceRefs: req.Strategy.Sources(),
 				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,
-				Rounded:    c.Stream.Rounded,
+				Rounded:    c.stream.Rounded,
 			})
 		if err != nil {
 			sph.end(0, err)
@@ -148,7 +148,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			due[c.DatasetID] = true
 		}
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.Skipped(res.Rows), c.Preserved, c.Stream.Rounded()
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.skipped(res.Rows), c.preserved, c.stream.Rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 		// The snapshot landed: from here on the intent is rolled forward,
 		// never aborted.
@@ -225,7 +225,7 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 			due[c.DatasetID] = true
 		}
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.Skipped(res[i].Rows), c.Preserved, c.Stream.Rounded()
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.skipped(res[i].Rows), c.preserved, c.stream.Rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res[i].SnapshotID, res[i].CommittedAt, res[i].Replayed
 		if err := d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
 			CommittedAt: res[i].CommittedAt, Schema: c.Columns.JSON()}); err != nil {

@@ -128,4 +128,4 @@ type mergeBatch struct {
 func (b *mergeBatch) MergeKey() []string { return b.c.mergeKey }
 
 // MergeDone records the rows the merge left in place.
-func (b *mergeBatch) MergeDone(preserved int64) { b.c.Preserved = preserved }
+func (b *mergeBatch) MergeDone(preserved int64) { b.c.preserved = preserved }

@@ -47,7 +47,7 @@ func Preflight(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts *
 	}
 	var out []ColumnIssue
 	for _, c := range computed {
-		issues, err := c.Stream.Preflight()
+		issues, err := c.stream.Preflight()
 		if err != nil {
 			return nil, err
 		}

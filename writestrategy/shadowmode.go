@@ -208,17 +208,17 @@ func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.I
 	st, err := d.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: r.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 		facade.WriteRequest{
 			Mode:       facade.Replace,
-			Schema:     c.Stream.Schema(),
+			Schema:     c.stream.Schema(),
 			Rows:       summing(c.Batches(), &out.pg),
 			SourceRefs: req.Strategy.Sources(),
 			Metadata:   withDeclaredSchema(meta, c.Columns),
 			TxnID:      r.TxnID,
-			Rounded:    c.Stream.Rounded,
+			Rounded:    c.stream.Rounded,
 		})
 	if err != nil {
 		return fail(err)
 	}
-	out.rounded = c.Stream.Rounded()
+	out.rounded = c.stream.Rounded()
 	res, err := st.Commit(ctx)
 	if err != nil {
 		// An unknown outcome is harmless here: the table is not the sink
