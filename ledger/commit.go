@@ -22,10 +22,10 @@ import (
 //
 // The update is conditional on the intent being open with the same attempt:
 // an intent that is not open any more, or was claimed by a sweeper, cannot
-// commit (*StateError matching ErrNotOpen or ErrFenced). An intent opened
+// commit (an error matching ErrNotOpen or ErrFenced). An intent opened
 // with liveness commits on its held session, so only the writer that still
 // holds it can commit it: when the hold is gone (the session broke, or
-// Release ran) Commit returns a *StateError matching ErrLostHold, and the
+// Release ran) Commit returns an error matching ErrLostHold, and the
 // intent, still open, is left to reconciliation (the next Open with a
 // Lookup, Sweep or Recover). Should the session break during the commit
 // itself, Commit asks the ledger again and reports nil when the commit
@@ -88,7 +88,7 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 		in.st.mu.Lock()
 		cause = in.st.gone(in.ID)
 		in.st.mu.Unlock()
-		var se *StateError
+		var se *stateError
 		if errors.As(cause, &se) {
 			cause = se.cause
 		}
@@ -104,15 +104,15 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 		in.mark(true, false)
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
-		return &StateError{id: in.ID, kind: ErrIntentNotFound}
+		return &stateError{id: in.ID, kind: ErrIntentNotFound}
 	case err == nil && status != string(StatusOpen):
-		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
+		return &stateError{id: in.ID, status: status, attempt: attempt, kind: ErrNotOpen}
 	case err == nil && attempt != in.attempt:
-		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
+		return &stateError{id: in.ID, status: status, attempt: attempt, kind: ErrFenced}
 	case err != nil:
 		cause = errors.Join(cause, err)
 	}
-	return &StateError{id: in.ID, Status: status, attempt: attempt, cause: cause, kind: ErrLostHold}
+	return &stateError{id: in.ID, status: status, attempt: attempt, cause: cause, kind: ErrLostHold}
 }
 
 // Check runs Config.Expectations against the outcome o would commit, and
@@ -125,10 +125,11 @@ func (l *Ledger) lostHold(ctx context.Context, in *Intent, cause error, during b
 // commit: o.SnapshotID is then 0 and o.CommittedAt the write's stamp
 // time). Commit runs the expectations again with the final outcome.
 //
-// Check returns an error matching ErrVetoed on a veto, a *StateError
-// when the intent cannot commit, and nil without a round trip when no
-// expectation is configured or the intent is a maintenance one. It runs on
-// the ledger's DB, not on the held session, and does not release the hold.
+// Check returns an error matching ErrVetoed on a veto, one matching
+// ErrNotOpen, ErrFenced or ErrIntentNotFound when the intent cannot
+// commit, and nil without a round trip when no expectation is configured
+// or the intent is a maintenance one. It runs on the ledger's DB, not on
+// the held session, and does not release the hold.
 func (l *Ledger) Check(ctx context.Context, in *Intent, o Outcome) error {
 	if err := in.validate(); err != nil {
 		return err
@@ -172,12 +173,12 @@ func (l *Ledger) stateError(ctx context.Context, q interface {
 		Scan(&status, &attempt)
 	switch {
 	case err == pgx.ErrNoRows:
-		return &StateError{id: in.ID, kind: ErrIntentNotFound}
+		return &stateError{id: in.ID, kind: ErrIntentNotFound}
 	case err != nil:
 		return err
 	case status != string(StatusOpen):
-		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
+		return &stateError{id: in.ID, status: status, attempt: attempt, kind: ErrNotOpen}
 	default:
-		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
+		return &stateError{id: in.ID, status: status, attempt: attempt, kind: ErrFenced}
 	}
 }

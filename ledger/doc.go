@@ -27,9 +27,9 @@
 // # Serialization
 //
 // A unique partial index admits one open intent per dataset. A second Open
-// for a busy dataset waits until the first intent ends, and returns a
-// *BusyError once Config.WaitTimeout or the context runs out, or at once
-// with OpenParams.NoWait. Datasets never wait on each other. Writers
+// for a busy dataset waits until the first intent ends, and returns an
+// error matching ErrBusy once Config.WaitTimeout or the context runs out,
+// or at once with OpenParams.NoWait. Datasets never wait on each other. Writers
 // waiting for a dataset are served in turn: each joins the dataset's queue
 // (an advisory lock Postgres grants in request order, taken on its held
 // session), and while writers are queued no one else opens an intent of
@@ -163,7 +163,7 @@
 // The attempt fence makes the ledger itself safe: once a reconciler claimed
 // an intent, its writer can neither commit nor abort it. Commit runs on the
 // writer's held session, so a writer that lost its hold (the session broke,
-// or it called Release) gets a *StateError matching ErrLostHold and the
+// or it called Release) gets an error matching ErrLostHold and the
 // intent is left to reconciliation. What the fence cannot stop is a write
 // made visible outside Postgres: a writer whose session broke while its
 // process runs on (a network blip, a database restart) may still commit its
@@ -227,8 +227,8 @@
 // partition; it needs PostgreSQL 14 or later (SQL-standard function
 // bodies).
 //
-// Errors match sentinels with errors.Is (a *BusyError, *StateError or
-// *DropBusyError carries the holder or the intent's status): ErrBusy,
+// Errors match sentinels with errors.Is (their messages name the dataset,
+// the holding intent or the intent's status): ErrBusy,
 // ErrDatasetNotFound (which sink and writestrategy return too),
 // ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed, ErrNotOwner,
 // ErrInvalid, ErrLostHold, ErrUnresolved, ErrOutcomeUnknown.

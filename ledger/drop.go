@@ -20,25 +20,24 @@ const StatusDropped = "dropped"
 // completes an interrupted one), then register the dataset again to write it.
 var ErrDatasetDropped = errors.New("ledger: dataset dropped")
 
-// DropBusyError refuses to drop a dataset with an open intent. It matches
+// dropBusyError refuses to drop a dataset with an open intent. It matches
 // ErrBusy; its message names the dataset and the intent.
-type DropBusyError struct {
-	HolderID string // the open intent
+type dropBusyError struct {
+	holderID string // the open intent
 
 	datasetID string
 }
 
-func (e *DropBusyError) Error() string {
-	return fmt.Sprintf("ledger: dataset %q has open intent %s: not dropped (let the write finish, or reconcile it, then drop again)", e.datasetID, e.HolderID)
+func (e *dropBusyError) Error() string {
+	return fmt.Sprintf("ledger: dataset %q has open intent %s: not dropped (let the write finish, or reconcile it, then drop again)", e.datasetID, e.holderID)
 }
 
-// Is makes errors.Is(err, ErrBusy) true.
-func (e *DropBusyError) Is(target error) bool { return target == ErrBusy }
+func (e *dropBusyError) Is(target error) bool { return target == ErrBusy }
 
 // MarkDropped marks dataset id dropped, the first step of decommissioning
 // it: from its commit on, Open refuses the dataset with ErrDatasetDropped.
 // The dataset's row is locked for the check, so an intent being opened
-// either commits first (and the drop is refused with a *DropBusyError) or
+// either commits first (and the drop is refused with an error matching ErrBusy) or
 // sees the mark. A dataset marked already stays marked (the drop is being
 // completed). It returns the dataset's row as it was before the mark.
 func (l *Ledger) MarkDropped(ctx context.Context, id string) (Dataset, error) {
@@ -71,7 +70,7 @@ func (l *Ledger) MarkDropped(ctx context.Context, id string) (Dataset, error) {
 // DELETE CASCADE) its intents, its row-store rows and its writer flag
 // overrides. A dataset not registered (deleted already) is not an error; one
 // not marked dropped is refused with ErrInvalidArgument, and one with an open
-// intent with a *DropBusyError.
+// intent with an error matching ErrBusy.
 func (l *Ledger) DeleteDropped(ctx context.Context, id string) error {
 	err := pgx.BeginFunc(ctx, l.db, func(tx pgx.Tx) error {
 		var status string
@@ -104,11 +103,11 @@ func (l *Ledger) refuseOpen(ctx context.Context, tx pgx.Tx, id string) error {
 	if err != nil {
 		return err
 	}
-	return &DropBusyError{datasetID: id, HolderID: holder}
+	return &dropBusyError{datasetID: id, holderID: holder}
 }
 
 func (l *Ledger) dropErr(op, id string, err error) error {
-	var busy *DropBusyError
+	var busy *dropBusyError
 	if err == nil || errors.As(err, &busy) || errors.Is(err, ErrDatasetNotFound) || errors.Is(err, ErrInvalid) {
 		return err
 	}

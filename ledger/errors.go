@@ -55,15 +55,15 @@ var (
 	ErrNoConnection = errors.New("ledger: no pool connection to hold the intent")
 )
 
-// BusyError is returned by Open when the dataset stayed busy. It matches
+// busyError is returned by Open when the dataset stayed busy. It matches
 // ErrBusy and unwraps to the context error when the context ended the wait.
 // Its message names the dataset, the holder and how long Open waited, and
 // says so when the holder's writer is gone but Open could not reconcile it
 // (pass OpenParams.Lookup, or run Sweep or Recover).
-type BusyError struct {
-	// HolderID is the open intent that held the dataset at the last
+type busyError struct {
+	// holderID is the open intent that held the dataset at the last
 	// look, when known (empty when writers queued ahead were waited for).
-	HolderID string
+	holderID string
 
 	datasetID  string
 	holderGone bool
@@ -71,9 +71,9 @@ type BusyError struct {
 	cause      error // the context error, if the context ended the wait
 }
 
-func (e *BusyError) Error() string {
-	msg := fmt.Sprintf("ledger: dataset %q busy: intent %s is still open after waiting %s", e.datasetID, e.HolderID, e.waited)
-	if e.HolderID == "" {
+func (e *busyError) Error() string {
+	msg := fmt.Sprintf("ledger: dataset %q busy: intent %s is still open after waiting %s", e.datasetID, e.holderID, e.waited)
+	if e.holderID == "" {
 		msg = fmt.Sprintf("ledger: dataset %q busy: other writers were still ahead in its queue after waiting %s", e.datasetID, e.waited)
 	}
 	if e.holderGone {
@@ -85,11 +85,9 @@ func (e *BusyError) Error() string {
 	return msg
 }
 
-// Is reports ErrBusy.
-func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+func (e *busyError) Is(target error) bool { return target == ErrBusy }
 
-// Unwrap returns the context error, if any.
-func (e *BusyError) Unwrap() error { return e.cause }
+func (e *busyError) Unwrap() error { return e.cause }
 
 // notOwner is the error of a writer that opens an intent on, or claims, a
 // dataset that another writer owns. It matches ErrNotOwner.
@@ -97,13 +95,13 @@ func notOwner(datasetID, owner, writerID string) error {
 	return fmt.Errorf("%w: dataset %q is owned by writer %q; writer %q may not write or claim it", ErrNotOwner, datasetID, owner, writerID)
 }
 
-// StateError says why an intent could not change state: it is missing, not
+// stateError says why an intent could not change state: it is missing, not
 // open any more, fenced, or its writer lost its hold. It matches
 // ErrIntentNotFound, ErrNotOpen, ErrFenced or ErrLostHold; for a lost hold
 // it unwraps to why the hold was lost (the connection error). Its message
 // names the intent and, when fenced, its current attempt.
-type StateError struct {
-	Status string // current status, "" when not found or unknown
+type stateError struct {
+	status string // current status, "" when not found or unknown
 
 	id      string
 	attempt int64 // current attempt, 0 when unknown
@@ -111,7 +109,7 @@ type StateError struct {
 	kind    error
 }
 
-func (e *StateError) Error() string {
+func (e *stateError) Error() string {
 	switch e.kind {
 	case ErrIntentNotFound:
 		return fmt.Sprintf("ledger: intent %s not found", e.id)
@@ -124,15 +122,13 @@ func (e *StateError) Error() string {
 		}
 		return msg
 	default:
-		return fmt.Sprintf("ledger: intent %s is %s, not open", e.id, e.Status)
+		return fmt.Sprintf("ledger: intent %s is %s, not open", e.id, e.status)
 	}
 }
 
-// Is matches the sentinel of the kind of state error.
-func (e *StateError) Is(target error) bool { return target == e.kind }
+func (e *stateError) Is(target error) bool { return target == e.kind }
 
-// Unwrap returns the cause of a lost hold, if any.
-func (e *StateError) Unwrap() error { return e.cause }
+func (e *stateError) Unwrap() error { return e.cause }
 
 // unresolvedError is returned by Open when the dataset is held by an
 // intent whose writer is gone and OpenParams.Lookup could not tell whether

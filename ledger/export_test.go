@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // The names below are unexported; the external tests reach them here.
 
@@ -26,3 +29,13 @@ func (in Intent) Actor() string { return in.actor }
 func (in Intent) IdempotencyKey() string { return in.idempotencyKey }
 
 func (t Txn) IdempotencyKey() string { return t.idempotencyKey }
+
+// BusyHolder reports whether err is Open's busy error, and the intent it
+// names as the holder.
+func BusyHolder(err error) (string, bool) {
+	var be *busyError
+	if !errors.As(err, &be) {
+		return "", false
+	}
+	return be.holderID, true
+}

@@ -365,7 +365,7 @@ func (in *Intent) Release() {
 // it right before making the write visible outside Postgres (the Iceberg
 // catalog commit): an error means another process may reconcile the
 // intent at any moment (or already did), so the write must not be
-// published. It returns a *StateError matching ErrLostHold (the session
+// published. It returns an error matching ErrLostHold (the session
 // broke, or the hold was released), ErrFenced or ErrNotOpen, or the
 // context's error.
 //
@@ -395,15 +395,15 @@ func (in *Intent) Alive(ctx context.Context) error {
 	switch {
 	case err != nil && st.conn.IsClosed():
 		st.lost = err
-		return &StateError{id: in.ID, cause: err, kind: ErrLostHold}
+		return &stateError{id: in.ID, cause: err, kind: ErrLostHold}
 	case errors.Is(err, pgx.ErrNoRows):
-		return &StateError{id: in.ID, kind: ErrIntentNotFound}
+		return &stateError{id: in.ID, kind: ErrIntentNotFound}
 	case err != nil:
 		return err
 	case status != string(StatusOpen):
-		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrNotOpen}
+		return &stateError{id: in.ID, status: status, attempt: attempt, kind: ErrNotOpen}
 	case attempt != in.attempt:
-		return &StateError{id: in.ID, Status: status, attempt: attempt, kind: ErrFenced}
+		return &stateError{id: in.ID, status: status, attempt: attempt, kind: ErrFenced}
 	}
 	return nil
 }
@@ -412,9 +412,9 @@ func (in *Intent) Alive(ctx context.Context) error {
 func (st *intentState) gone(id string) error {
 	switch {
 	case st.lost != nil:
-		return &StateError{id: id, cause: st.lost, kind: ErrLostHold}
+		return &stateError{id: id, cause: st.lost, kind: ErrLostHold}
 	case st.released:
-		return &StateError{id: id, cause: errReleased, kind: ErrLostHold}
+		return &stateError{id: id, cause: errReleased, kind: ErrLostHold}
 	}
 	return nil
 }

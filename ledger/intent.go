@@ -28,8 +28,8 @@ const (
 // On any failure Open gives the session back and leaves no intent.
 //
 // While another intent of the same dataset is open, Open waits with
-// jittered exponential backoff until that one ends, and returns a
-// *BusyError (errors.Is(err, ErrBusy)) once Config.WaitTimeout or ctx runs
+// jittered exponential backoff until that one ends, and returns an
+// error matching ErrBusy (errors.Is) once Config.WaitTimeout or ctx runs
 // out, or at once with p.NoWait. Intents of different datasets never wait
 // on each other. When the holder's writer is gone (its lock is no longer
 // held) Open does not wait: with p.Lookup it reconciles the holder at once
@@ -105,9 +105,9 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 				continue // the dataset is free: try again at once
 			}
 		}
-		busy := &BusyError{datasetID: p.DatasetID, holderGone: gone}
+		busy := &busyError{datasetID: p.DatasetID, holderGone: gone}
 		if h != nil {
-			busy.HolderID = h.txn.ID
+			busy.holderID = h.txn.ID
 		}
 		if !p.NoWait && st.canQueue() {
 			// Wait in turn (see queue.go): join the queue, then, at its
@@ -403,7 +403,7 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 		return nil, fmt.Errorf("%w: %s is a %s intent of dataset %q", errIDInUse, id, t.Status, t.DatasetID)
 	}
 	if t.Attempt != 1 {
-		return nil, &StateError{id: id, Status: string(t.Status), attempt: t.Attempt, kind: ErrFenced}
+		return nil, &stateError{id: id, status: string(t.Status), attempt: t.Attempt, kind: ErrFenced}
 	}
 	if st.conn != nil {
 		// This writer holds the lock now: record it (the row may have been
@@ -420,9 +420,9 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 
 // Abort marks the open intent aborted with cause as its error text. The
 // dataset is left unchanged. Aborting an intent that is not open (or was
-// claimed by a sweeper) returns a *StateError. Abort runs on the writer's
-// held session; when that session broke (a deadline interrupting a query
-// closes it), on a connection opened in its place with its configuration,
+// claimed by a sweeper) returns an error matching ErrNotOpen or ErrFenced.
+// Abort runs on the writer's held session; when that session broke (a
+// deadline interrupting a query closes it), on a connection opened in its place with its configuration,
 // so that a failed write ends its intent within ctx without waiting for a
 // busy pool; when the hold was released, on the ledger's DB (an abort is
 // always safe under the attempt fence). Whatever the result, when Abort
@@ -513,7 +513,7 @@ func causeText(cause error) string {
 }
 
 func (l *Ledger) wrap(op, id string, err error) error {
-	var se *StateError
+	var se *stateError
 	var ve *vetoError
 	if errors.As(err, &se) || errors.As(err, &ve) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrDatasetNotFound) {
 		return err

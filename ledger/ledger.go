@@ -57,7 +57,7 @@ type Config struct {
 	// discard.
 	Logger *slog.Logger
 	// WaitTimeout bounds how long Open waits for another open intent of the
-	// same dataset to end before returning a *BusyError. The caller's
+	// same dataset to end before returning an error matching ErrBusy. The caller's
 	// context bounds it too. Default 30s.
 	WaitTimeout time.Duration
 	// Expectations run at every commit, in order; the first error vetoes.
@@ -216,7 +216,7 @@ type OpenParams struct {
 	// one (Sweep and Recover still reconcile it by age). Must not be
 	// negative; make it longer than the slowest write.
 	RecoverAfter time.Duration
-	// NoWait makes Open return a *BusyError at once instead of waiting
+	// NoWait makes Open return an error matching ErrBusy at once instead of waiting
 	// while another intent holds the dataset (a maintenance run skips a
 	// dataset a writer is busy with). Reconciling a dead holder is not
 	// waiting: it still happens.
@@ -437,7 +437,7 @@ func (l *Ledger) Get(ctx context.Context, id string) (Txn, error) {
 	}
 	t, err := scanTxn(l.db.QueryRow(ctx, `SELECT `+txnColumns+` FROM `+l.table("pipeline_build_transactions")+` WHERE id = $1`, id))
 	if err == pgx.ErrNoRows {
-		return Txn{}, &StateError{id: id, kind: ErrIntentNotFound}
+		return Txn{}, &stateError{id: id, kind: ErrIntentNotFound}
 	}
 	if err != nil {
 		return Txn{}, fmt.Errorf("ledger: get intent %s: %w", id, err)

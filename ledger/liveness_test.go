@@ -205,9 +205,9 @@ func TestDeadWriterKilled(t *testing.T) {
 	p.Lookup = absent
 	p.NoWait = true
 	_, err = l.Open(ctx, p)
-	var be *ledger.BusyError
-	require.ErrorAs(t, err, &be)
-	require.Equal(t, id, be.HolderID)
+	holder, busy := ledger.BusyHolder(err)
+	require.True(t, busy, "a busy error: %v", err)
+	require.Equal(t, id, holder)
 	require.NotContains(t, err.Error(), "writer is gone", "the holder's writer is alive")
 
 	require.NoError(t, cmd.Process.Kill()) // SIGKILL
@@ -261,9 +261,9 @@ func TestLiveSlowWriterNeverSwept(t *testing.T) {
 	p := params("d")
 	p.Lookup = lookup
 	_, err = other.Open(ctx, p)
-	var be *ledger.BusyError
-	require.ErrorAs(t, err, &be)
-	require.Equal(t, in.ID, be.HolderID)
+	holder, busy := ledger.BusyHolder(err)
+	require.True(t, busy, "a busy error: %v", err)
+	require.Equal(t, in.ID, holder)
 	require.NotContains(t, err.Error(), "writer is gone", "the holder's writer is alive")
 	p.NoWait = true
 	_, err = other.Open(ctx, p)
@@ -329,8 +329,8 @@ func TestRelease(t *testing.T) {
 	short, err := ledger.New(pool, &ledger.Config{WaitTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	_, err = short.Open(ctx, params("d"))
-	var be *ledger.BusyError
-	require.ErrorAs(t, err, &be)
+	_, busy := ledger.BusyHolder(err)
+	require.True(t, busy, "a busy error: %v", err)
 	require.Contains(t, err.Error(), "(its writer is gone: reconcile it with OpenParams.Lookup, Sweep or Recover)")
 
 	// The catalog is back.

@@ -320,7 +320,7 @@ func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int6
 	}
 	claimed, err := l.claim(ctx, found)
 	if err != nil {
-		var se *StateError
+		var se *stateError
 		if errors.As(err, &se) || errors.Is(err, errBusyRow) {
 			return recResult{kind: recSkipped, in: *found}, nil
 		}
@@ -385,7 +385,7 @@ func (l *Ledger) claim(ctx context.Context, in *Intent) (*Intent, error) {
 		}
 		return err
 	})
-	var se *StateError
+	var se *stateError
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

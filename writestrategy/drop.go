@@ -34,8 +34,8 @@ type tableDropper interface {
 //
 //  1. open intents of gone writers are reconciled (ledger.Recover), then
 //     the dataset is marked dropped (ledger.MarkDropped) with its row
-//     locked: an open intent refuses the drop with a *ledger.DropBusyError
-//     (errors.Is(err, ledger.ErrBusy)), and from the mark on every write
+//     locked: an open intent refuses the drop with an error matching
+//     ledger.ErrBusy that names the intent, and from the mark on every write
 //     is refused with ledger.ErrDatasetDropped;
 //  2. the Iceberg table is purged and dropped (facade.Facade.DropTable);
 //  3. the rows are deleted (ledger.DeleteDropped; the overrides, intents

@@ -150,12 +150,20 @@ func (d *Dispatcher) resolveCommit(ctx context.Context, intents map[string]*ledg
 	var aborted, committed int
 	for _, in := range intents {
 		aerr := d.cfg.Ledger.Abort(cctx, in, cause)
-		var se *ledger.StateError
 		switch {
 		case aerr == nil:
 			aborted++
-		case errors.As(aerr, &se) && errors.Is(aerr, ledger.ErrNotOpen) && se.Status == string(ledger.StatusCommitted):
-			committed++
+		case errors.Is(aerr, ledger.ErrNotOpen):
+			// Ended already: committed by the transaction, or aborted.
+			txn, gerr := d.cfg.Ledger.Get(cctx, in.ID)
+			switch {
+			case gerr != nil:
+				err = errors.Join(err, aerr, gerr)
+			case txn.Status == ledger.StatusCommitted:
+				committed++
+			default:
+				err = errors.Join(err, aerr)
+			}
 		default:
 			err = errors.Join(err, aerr)
 		}
