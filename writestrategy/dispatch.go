@@ -48,7 +48,7 @@ type DispatchConfig struct {
 	// be cursor.Direct (the default).
 	Cursor *cursor.Options
 	// MaxCrossJoinRows caps a cross join's estimated rows (else
-	// ErrCrossJoinTooLarge): zero means 10,000,000, negative no limit.
+	// an error matching ErrInvalid): zero means 10,000,000, negative no limit.
 	MaxCrossJoinRows int64
 	// RecoverAfter: before opening an intent, open intents of the output
 	// older than this are reconciled (ledger.Recover): rolled forward when
@@ -278,8 +278,8 @@ func (d *Dispatcher) resolve(ctx context.Context, w *writeInfo, req Request) (ru
 	}
 	pair, err = d.cfg.Resolver.ResolvePair(rctx, req.WriterID, outs[0], outs[1])
 	if err != nil {
-		// A split whose outputs resolve to different sinks is a
-		// *sink.MixedPairError (errors.Is(err, sink.ErrMixedPair)).
+		// A split whose outputs resolve to different sinks matches
+		// sink.ErrMixedPair.
 		return nil, sink.Decision{}, err
 	}
 	return func(rs sink.RowSink[[]WriteResult]) ([]WriteResult, error) { return rs.RunPair(ctx, pair) }, pair.First, nil

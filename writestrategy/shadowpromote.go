@@ -38,8 +38,8 @@ func (e *PromoteError) Error() string {
 // already holds the latest write of record: the last shadow run of the
 // dataset's latest committed write matched, and the table's current
 // snapshot still has that run's checksum. Otherwise it returns a
-// *PromoteError and changes nothing; a *sink.CeilingError when the
-// writer's max sink is below Iceberg.
+// *PromoteError and changes nothing; an error matching
+// sink.ErrAboveCeiling when the writer's max sink is below Iceberg.
 //
 // Writers still resolving from a cached decision keep writing Postgres
 // (and the shadow) until their resolver's TTL passes: such a write
