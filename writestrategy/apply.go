@@ -100,7 +100,7 @@ func describeTypes(ctx context.Context, tx pgx.Tx, sql string, visible bool) (Sc
 		s.Columns[i].Type = names[i]
 		n := s.Columns[i].Name
 		if prev, dup := seen[columnKey(n)]; dup {
-			return Schema{}, nil, nil, &IdentifierError{What: "output column", Name: n, Reason: clashReason(prev, n)}
+			return Schema{}, nil, nil, identifierError("output column", n, clashReason(prev, n))
 		}
 		seen[columnKey(n)] = n
 	}

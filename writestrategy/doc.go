@@ -51,8 +51,8 @@
 // fragments (transform steps, split predicates); every value is a
 // parameter. An identifier that cannot be quoted safely (empty, longer than
 // 63 bytes, NUL, invalid UTF-8, or the reserved "__" prefix for output
-// columns) is refused with an *IdentifierError, and so are two output
-// columns equal up to case ("a" and "A" are one column in Spark and Trino).
+// columns) is refused with an error matching ErrUnsafeIdentifier that
+// names it and why, and so are two output columns equal up to case ("a" and "A" are one column in Spark and Trino).
 //
 // # Names
 //
@@ -186,8 +186,9 @@
 // <control-plane schema>.iceberg_bucket(column, N), Iceberg's bucket
 // transform as a SQL function (installed by ledger.Migrate) for smallint,
 // integer, bigint, date, time, timestamp, timestamptz, text, varchar and
-// bytea columns. A bucket key over another type fails the write with a
-// *BucketTypeError before any file is written.
+// bytea columns. A bucket key over another type fails the write with an
+// error matching ErrInvalid, naming the column and its type, before any
+// file is written.
 //
 // # Loading rows and relation sources
 //
@@ -279,11 +280,14 @@
 // SQL (a Query's: within its SQL); the wrapped *pgconn.PgError keeps the
 // server's position in the generated statement. An Iceberg output's
 // partition and sort keys are checked against the output's columns and
-// types before the compute starts (*PartitionKeyError, *BucketTypeError).
-// A write whose connection to Postgres went away fails with a
-// *ConnectionLostError (errors.Is(err, ErrConnectionLost)) that says
-// whether nothing was written or the outcome is unknown; a server timeout
-// that ended the session is a *ServerTimeoutError instead.
+// types before the compute starts (ErrPartitionKey; a bucket key of a
+// type the SQL bucket function does not hash: ErrInvalid). A write whose
+// connection to Postgres went away fails with an error matching
+// ErrConnectionLost that says whether nothing was written or the outcome
+// is unknown; a server timeout that ended the session matches
+// ErrServerTimeout instead, naming the setting. A cross join above the
+// preflight limit (DispatchConfig.MaxCrossJoinRows) matches ErrInvalid and
+// names both sides' recorded row counts.
 //
 // # Numerics
 //

@@ -9,46 +9,32 @@ import (
 // Sentinel errors; match them with errors.Is.
 var (
 	// ErrInvalid: a strategy or call is malformed (empty dataset id, unknown
-	// join kind, ...).
+	// join kind, a cross join above the preflight limit, ...).
 	ErrInvalid = errors.New("writestrategy: invalid strategy")
 	// errNoSchema: a source dataset has no declared schema to read it by.
 	errNoSchema = errors.New("writestrategy: dataset has no declared schema")
-	// ErrUnsafeIdentifier: an identifier or type name cannot be quoted safely.
+	// ErrUnsafeIdentifier: an identifier or type name cannot be quoted
+	// safely. The error names what was refused (a column, a step, a
+	// relation, ...), the name and why.
 	ErrUnsafeIdentifier = errors.New("writestrategy: unsafe identifier")
-	// errCrossJoinTooLarge: the cross-join preflight refused the join.
-	errCrossJoinTooLarge = errors.New("writestrategy: cross join too large")
+	// errCrossJoinTooLarge: the cross-join preflight refused the join; it
+	// matches ErrInvalid.
+	errCrossJoinTooLarge = fmt.Errorf("%w: cross join too large", ErrInvalid)
 )
 
-// IdentifierError names an identifier that was refused. It matches
-// ErrUnsafeIdentifier.
-type IdentifierError struct {
-	What   string // "column", "step", ...
-	Name   string
-	Reason string
+// identifierError refuses name, an identifier of kind what ("column",
+// "step", ...), for reason. It matches ErrUnsafeIdentifier.
+func identifierError(what, name, reason string) error {
+	return fmt.Errorf("%w: %s name %q refused: %s", ErrUnsafeIdentifier, what, name, reason)
 }
 
-func (e *IdentifierError) Error() string {
-	return fmt.Sprintf("writestrategy: %s name %q refused: %s", e.What, e.Name, e.Reason)
+// crossJoinError is the cross-join preflight's refusal of left (leftRows
+// recorded in datasets.row_count) joined with right (rightRows) above
+// limit. It matches ErrInvalid.
+func crossJoinError(left, right string, leftRows, rightRows, limit int64) error {
+	return fmt.Errorf("%w: %q (%d rows) and %q (%d rows) would produce about %d rows, above the limit of %d",
+		errCrossJoinTooLarge, left, leftRows, right, rightRows, leftRows*rightRows, limit)
 }
-
-// Is reports ErrUnsafeIdentifier.
-func (e *IdentifierError) Is(target error) bool { return target == ErrUnsafeIdentifier }
-
-// CrossJoinError is returned by the cross-join preflight. It matches
-// ErrCrossJoinTooLarge.
-type CrossJoinError struct {
-	Left, Right         string
-	LeftRows, RightRows int64 // recorded datasets.row_count
-	Limit               int64
-}
-
-func (e *CrossJoinError) Error() string {
-	return fmt.Sprintf("writestrategy: cross join of %q (%d rows) and %q (%d rows) would produce about %d rows, above the limit of %d",
-		e.Left, e.LeftRows, e.Right, e.RightRows, e.LeftRows*e.RightRows, e.Limit)
-}
-
-// Is reports ErrCrossJoinTooLarge.
-func (e *CrossJoinError) Is(target error) bool { return target == errCrossJoinTooLarge }
 
 // QueryError is a failure of a statement lakewrite ran for a strategy
 // (bad step SQL, a runtime error such as division by zero, ...), on either
@@ -57,7 +43,7 @@ func (e *CrossJoinError) Is(target error) bool { return target == errCrossJoinTo
 // Position stays the server's, in the generated statement); on the Iceberg
 // sink it wraps the *cursor.QueryError that streamed the rows.
 type QueryError struct {
-	Op string
+	op string // the statement's part in the write ("compute", ...)
 	// Output is the dataset being written; empty when the statement served
 	// the two outputs of a Split.
 	Output string
@@ -70,7 +56,8 @@ type QueryError struct {
 	// SQL (a Split's Predicate, a Query's SQL): 1-based, in characters; 0
 	// when unknown.
 	Position int
-	Err      error
+
+	err error // the driver's error
 }
 
 func (e *QueryError) Error() string {
@@ -84,34 +71,25 @@ func (e *QueryError) Error() string {
 	if e.Position > 0 {
 		fmt.Fprintf(&where, "at position %d of its SQL: ", e.Position)
 	}
-	return "writestrategy: " + where.String() + e.Op + ": " + e.Err.Error()
+	return "writestrategy: " + where.String() + e.op + ": " + e.err.Error()
 }
 
 // Unwrap returns the driver's error.
-func (e *QueryError) Unwrap() error { return e.Err }
+func (e *QueryError) Unwrap() error { return e.err }
 
 func queryError(op string, err error) error {
 	var qe *QueryError
 	if errors.As(err, &qe) {
 		return err
 	}
-	return &QueryError{Op: op, Err: err}
+	return &QueryError{op: op, err: err}
 }
 
-// BucketTypeError is returned when an output's bucket[N] partition column
-// has a Postgres type the SQL bucket function does not hash (numeric,
-// uuid, boolean, char(n), a domain, ...), before anything is written. It
-// matches ErrInvalid.
-type BucketTypeError struct {
-	Dataset string
-	Column  string
-	Type    string // the column's Postgres type, as format_type gives it
+// bucketTypeError refuses column of dataset, a bucket[N] partition
+// column whose Postgres type typ (as format_type gives it) the SQL bucket
+// function does not hash (numeric, uuid, boolean, char(n), a domain, ...),
+// before anything is written. It matches ErrInvalid.
+func bucketTypeError(dataset, column, typ string) error {
+	return fmt.Errorf("%w: dataset %q: bucket partition column %q has type %s; bucket[N] is computed in SQL for smallint, integer, bigint, date, time, timestamp, timestamptz, text, varchar and bytea only",
+		ErrInvalid, dataset, column, typ)
 }
-
-func (e *BucketTypeError) Error() string {
-	return fmt.Sprintf("writestrategy: dataset %q: bucket partition column %q has type %s; bucket[N] is computed in SQL for smallint, integer, bigint, date, time, timestamp, timestamptz, text, varchar and bytea only",
-		e.Dataset, e.Column, e.Type)
-}
-
-// Is reports ErrInvalid.
-func (e *BucketTypeError) Is(target error) bool { return target == ErrInvalid }

@@ -7,11 +7,10 @@ type Query = queryStrategy
 var (
 	Apply = applyStrategy
 
-	ErrBatchSchema          = errBatchSchema
-	ErrNoSchema             = errNoSchema
-	ErrCrossJoinTooLarge    = errCrossJoinTooLarge
-	ErrRelationConflict     = errRelationConflict
-	ErrUnsupportedArrowType = errUnsupportedArrowType
+	ErrBatchSchema       = errBatchSchema
+	ErrNoSchema          = errNoSchema
+	ErrCrossJoinTooLarge = errCrossJoinTooLarge
+	ErrRelationConflict  = errRelationConflict
 )
 
 const (

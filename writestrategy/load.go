@@ -19,29 +19,15 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// Errors of loads.
-var (
-	// errUnsupportedArrowType: a column of the record batches has an Arrow
-	// type a load cannot store (see LoadRequest); nothing was written.
-	errUnsupportedArrowType = errors.New("writestrategy: Arrow type not supported by a load")
-	// errBatchSchema: a record batch's schema differs from the load's
-	// (LoadRequest.Schema, or else the first batch's); nothing was written.
-	errBatchSchema = errors.New("writestrategy: record batch schema differs from the load's")
-)
+// errBatchSchema: a record batch's schema differs from the load's
+// (LoadRequest.Schema, or else the first batch's); nothing was written.
+var errBatchSchema = errors.New("writestrategy: record batch schema differs from the load's")
 
-// ArrowTypeError names the column whose Arrow type a load refused. It
-// matches ErrUnsupportedArrowType.
-type ArrowTypeError struct {
-	Column string
-	Type   arrow.DataType
+// arrowTypeError refuses column col of a load, of Arrow type t. It matches
+// ErrUnsupportedType.
+func arrowTypeError(col string, t arrow.DataType) error {
+	return fmt.Errorf("%w by a load: column %q: Arrow type %s; cast it (to a string, say) first", ErrUnsupportedType, col, t)
 }
-
-func (e *ArrowTypeError) Error() string {
-	return fmt.Sprintf("writestrategy: column %q: Arrow type %s is not supported by a load; cast it (to a string, say) first", e.Column, e.Type)
-}
-
-// Is reports ErrUnsupportedArrowType.
-func (e *ArrowTypeError) Is(target error) bool { return target == errUnsupportedArrowType }
 
 // LoadRequest is one load of rows into a dataset: exactly one of SQL,
 // Batches and Reader is set.
@@ -99,7 +85,8 @@ type LoadRequest struct {
 // date64 -> date; timestamp -> timestamp, or timestamp with time zone when
 // it has a time zone; time32, time64 -> time; list of any of these -> an
 // array of it. Postgres keeps microseconds: finer timestamps and times are
-// truncated to them. Any other type is refused with an *ArrowTypeError.
+// truncated to them. Any other type is refused with an error matching ErrUnsupportedType
+// that names the column.
 //
 // Bad input (none or several of SQL, Batches and Reader; batches of
 // different schemas; an unsupported type; an error yielded by Batches or
@@ -255,7 +242,7 @@ func loadColumns(s *arrow.Schema) (defs, names []string, err error) {
 			return nil, nil, err
 		}
 		if prev, dup := seen[columnKey(f.Name)]; dup {
-			return nil, nil, &IdentifierError{What: "column", Name: f.Name, Reason: clashReason(prev, f.Name)}
+			return nil, nil, identifierError("column", f.Name, clashReason(prev, f.Name))
 		}
 		seen[columnKey(f.Name)] = f.Name
 		typ, err := pgTypeOf(f.Name, f.Type)
@@ -289,7 +276,7 @@ func pgTypeOf(col string, t arrow.DataType) (string, error) {
 		return "double precision", nil
 	case *arrow.Decimal128Type:
 		if t.Precision < 1 || t.Precision > 38 || t.Scale < 0 || t.Scale > t.Precision {
-			return "", &ArrowTypeError{Column: col, Type: t}
+			return "", arrowTypeError(col, t)
 		}
 		return fmt.Sprintf("numeric(%d,%d)", t.Precision, t.Scale), nil
 	case *arrow.StringType, *arrow.LargeStringType, *arrow.StringViewType:
@@ -313,14 +300,14 @@ func pgTypeOf(col string, t arrow.DataType) (string, error) {
 	case *arrow.ListType:
 		elem, err := pgTypeOf(col, t.Elem())
 		if err != nil {
-			return "", &ArrowTypeError{Column: col, Type: t}
+			return "", arrowTypeError(col, t)
 		}
 		if strings.HasSuffix(elem, "[]") {
-			return "", &ArrowTypeError{Column: col, Type: t} // Postgres arrays are not nested lists
+			return "", arrowTypeError(col, t) // Postgres arrays are not nested lists
 		}
 		return elem + "[]", nil
 	}
-	return "", &ArrowTypeError{Column: col, Type: t}
+	return "", arrowTypeError(col, t)
 }
 
 // loadRows adapts pulled record batches to pgx.CopyFromSource, numbering

@@ -67,7 +67,7 @@ func checkBucketKeys(dataset string, cols Schema, oids []uint32, keys []facade.O
 		}
 		for i, c := range cols.Columns {
 			if c.Name == k.Column && i < len(oids) && !bucketType(oids[i]) {
-				return &BucketTypeError{Dataset: dataset, Column: c.Name, Type: c.Type}
+				return bucketTypeError(dataset, c.Name, c.Type)
 			}
 		}
 	}

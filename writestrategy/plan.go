@@ -193,7 +193,7 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 			return nil, err
 		}
 		if seen[st.Name] {
-			return nil, &IdentifierError{What: "step", Name: st.Name, Reason: "used twice (or named \"source\")"}
+			return nil, identifierError("step", st.Name, "used twice (or named \"source\")")
 		}
 		if strings.TrimSpace(st.SQL) == "" {
 			return nil, fmt.Errorf("%w: step %q has no SQL", ErrInvalid, st.Name)
@@ -248,7 +248,7 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 		// row store (which reads 0 for a native dataset).
 		lr, rr := pc.rowCounts[j.Left], pc.rowCounts[j.Right]
 		if pc.maxCross > 0 && (lr > 0 && rr > pc.maxCross/lr || lr*rr > pc.maxCross) {
-			return nil, &CrossJoinError{Left: j.Left, Right: j.Right, LeftRows: lr, RightRows: rr, Limit: pc.maxCross}
+			return nil, crossJoinError(j.Left, j.Right, lr, rr, pc.maxCross)
 		}
 	}
 	sides := map[string]*relation{"left": left, "right": right}
@@ -280,7 +280,7 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 			return nil, err
 		}
 		if names[columnKey(as)] {
-			return nil, &IdentifierError{What: "join output column", Name: as, Reason: "appears twice (names are compared case-insensitively); rename one with As"}
+			return nil, identifierError("join output column", as, "appears twice (names are compared case-insensitively); rename one with As")
 		}
 		names[columnKey(as)] = true
 		sel = append(sel, alias[c.Side]+"."+quoteIdents([]string{c.Name})[0]+" AS "+quoteIdents([]string{as})[0])

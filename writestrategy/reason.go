@@ -22,49 +22,41 @@ import (
 // to retry as it is (the retry plans for the new storage).
 var ErrSinkChanged = errors.New("writestrategy: output changed storage while being written; retry")
 
-// ErrServerTimeout matches every *ServerTimeoutError.
-var ErrServerTimeout = errors.New("writestrategy: a server timeout ended the write")
-
-// ServerTimeoutError names the server setting that ended a write: one of
+// ErrServerTimeout: a server setting ended the write: one of
 // idle_in_transaction_session_timeout (SQLSTATE 25P03),
 // statement_timeout (57014), lock_timeout (55P03), idle_session_timeout
-// (57P05) or transaction_timeout (25P04). It matches ErrServerTimeout and
-// unwraps to the error the write failed with.
+// (57P05) or transaction_timeout (25P04). The error names the setting and
+// its SQLSTATE, and unwraps to the error the write failed with.
 //
 // When the server's message reached the client, the reason is certain.
 // When the server closed the session and its message was lost with the
 // connection (the write then fails with a transport error, e.g. a broken
 // pipe, or, when the session held the write's intent, with
-// ledger.ErrLostHold), the reason is inferred: Inferred is set, and Setting names a
-// session timeout of the server (as a new session of the dispatcher's
-// database sees it) that the write ran longer than. The Iceberg arm keeps
-// its compute transaction open, idle, while the client encodes and
-// uploads the rows it read: idle_in_transaction_session_timeout must be
-// longer than that (or off for the writers' role).
-type ServerTimeoutError struct {
-	Setting  string // the setting's name, e.g. "idle_in_transaction_session_timeout"
-	SQLState string // the SQLSTATE the server reports it with
-	Value    string // the setting's value as the server shows it ("2s"), when read
-	Inferred bool   // the server's message was lost: inferred from the settings
-	Err      error
-}
+// ledger.ErrLostHold), the reason is inferred: the error says the server
+// closed the session and names, with its value, a session timeout of the
+// server (as a new session of the dispatcher's database sees it) that the
+// write ran longer than. The Iceberg arm keeps its compute transaction
+// open, idle, while the client encodes and uploads the rows it read:
+// idle_in_transaction_session_timeout must be longer than that (or off
+// for the writers' role).
+var ErrServerTimeout = errors.New("writestrategy: a server timeout ended the write")
 
-func (e *ServerTimeoutError) Error() string {
-	what := "the server's " + e.Setting
-	if e.Value != "" {
-		what += " (" + e.Value + ")"
+// serverTimeoutError names setting, reported with SQLSTATE code, as what
+// ended the write that failed with err. value is the setting's value as
+// the server shows it ("2s"), when read; inferred says the server's
+// message was lost and the reason was inferred from the settings. It
+// matches ErrServerTimeout.
+func serverTimeoutError(setting, code, value string, inferred bool, err error) error {
+	what := "the server's " + setting
+	if value != "" {
+		what += " (" + value + ")"
 	}
-	if e.Inferred {
-		return fmt.Sprintf("writestrategy: the server closed the session; the write ran longer than %s (SQLSTATE %s), which likely ended it: raise it for the writers' role or database: %v",
-			what, e.SQLState, e.Err)
+	if inferred {
+		return fmt.Errorf("%w: the server closed the session; the write ran longer than %s (SQLSTATE %s), which likely ended it: raise it for the writers' role or database: %w",
+			ErrServerTimeout, what, code, err)
 	}
-	return fmt.Sprintf("writestrategy: %s ended the write (SQLSTATE %s): %v", what, e.SQLState, e.Err)
+	return fmt.Errorf("%w: %s ended the write (SQLSTATE %s): %w", ErrServerTimeout, what, code, err)
 }
-
-// Is reports ErrServerTimeout.
-func (e *ServerTimeoutError) Is(target error) bool { return target == ErrServerTimeout }
-
-func (e *ServerTimeoutError) Unwrap() error { return e.Err }
 
 // timeoutCodes are the SQLSTATEs of the server's timeouts, with the
 // settings they come from and the words of their messages (a code some
@@ -90,8 +82,8 @@ var sessionTimeouts = []struct{ setting, code string }{
 // error.
 const reasonWait = 2 * time.Second
 
-// nameReason returns err naming the server timeout that caused it (a
-// *ServerTimeoutError), when one did; err otherwise. started is when the
+// nameReason returns err naming the server timeout that caused it (an
+// error matching ErrServerTimeout), when one did; err otherwise. started is when the
 // write began. A busy dataset (ledger.ErrBusy) and the caller's own
 // context ending are never renamed.
 func (d *Dispatcher) nameReason(ctx context.Context, started time.Time, err error) error {
@@ -101,7 +93,7 @@ func (d *Dispatcher) nameReason(ctx context.Context, started time.Time, err erro
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		if c, ok := timeoutCodes[pgErr.Code]; ok && (c.says == "" || strings.Contains(pgErr.Message, c.says)) {
-			return &ServerTimeoutError{Setting: c.setting, SQLState: pgErr.Code, Err: err}
+			return serverTimeoutError(c.setting, pgErr.Code, "", false, err)
 		}
 		return err
 	}
@@ -144,7 +136,7 @@ func (d *Dispatcher) nameReason(ctx context.Context, started time.Time, err erro
 	}
 	for _, s := range sessionTimeouts {
 		if v := set[s.setting]; v.ms > 0 && time.Duration(v.ms)*time.Millisecond <= ran {
-			return &ServerTimeoutError{Setting: s.setting, SQLState: s.code, Value: v.shown, Inferred: true, Err: err}
+			return serverTimeoutError(s.setting, s.code, v.shown, true, err)
 		}
 	}
 	return err

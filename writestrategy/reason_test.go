@@ -58,10 +58,7 @@ func TestDispatchErrorNamesServerTimeout(t *testing.T) {
 
 	_, err = w.write(writestrategy.Transform{Output: "slow", Source: "orders"})
 	require.ErrorIs(t, err, writestrategy.ErrServerTimeout)
-	var ste *writestrategy.ServerTimeoutError
-	require.True(t, errors.As(err, &ste))
-	require.Equal(t, "idle_in_transaction_session_timeout", ste.Setting)
-	require.Equal(t, "25P03", ste.SQLState)
+	require.Contains(t, err.Error(), "the server closed the session", "inferred")
 	require.Contains(t, err.Error(), "idle_in_transaction_session_timeout (300ms)")
 	require.Contains(t, err.Error(), "SQLSTATE 25P03")
 	var open int
@@ -74,9 +71,7 @@ func TestDispatchErrorNamesServerTimeout(t *testing.T) {
 	w.pool.Reset() // new sessions take the role's setting
 	_, err = w.write(writestrategy.Transform{Output: "slow", Source: "orders", Steps: []writestrategy.Step{{Name: "s", SQL: "SELECT * FROM source WHERE (SELECT true FROM pg_sleep(1))"}}})
 	require.ErrorIs(t, err, writestrategy.ErrServerTimeout)
-	require.True(t, errors.As(err, &ste))
-	require.Equal(t, "statement_timeout", ste.Setting)
-	require.False(t, ste.Inferred)
+	require.NotContains(t, err.Error(), "the server closed the session", "named by the server's message")
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr))
 	require.Equal(t, "57014", pgErr.Code)

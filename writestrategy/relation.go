@@ -179,7 +179,7 @@ func parseQualifiedName(name string) ([]string, error) {
 			for {
 				j := strings.IndexByte(rest[i:], '"')
 				if j < 0 {
-					return nil, &IdentifierError{What: "relation", Name: name, Reason: "unterminated quoted identifier"}
+					return nil, identifierError("relation", name, "unterminated quoted identifier")
 				}
 				b.WriteString(rest[i : i+j])
 				i += j + 1
@@ -202,7 +202,7 @@ func parseQualifiedName(name string) ([]string, error) {
 				break
 			}
 			if i == 0 {
-				return nil, &IdentifierError{What: "relation", Name: name, Reason: "not a (schema-qualified) relation name or a query"}
+				return nil, identifierError("relation", name, "not a (schema-qualified) relation name or a query")
 			}
 			part, rest = strings.ToLower(rest[:i]), rest[i:]
 		}
@@ -214,12 +214,12 @@ func parseQualifiedName(name string) ([]string, error) {
 			break
 		}
 		if rest[0] != '.' || len(parts) == 3 {
-			return nil, &IdentifierError{What: "relation", Name: name, Reason: "not a (schema-qualified) relation name or a query"}
+			return nil, identifierError("relation", name, "not a (schema-qualified) relation name or a query")
 		}
 		rest = rest[1:]
 	}
 	if len(parts) > 2 {
-		return nil, &IdentifierError{What: "relation", Name: name, Reason: "at most schema.name"}
+		return nil, identifierError("relation", name, "at most schema.name")
 	}
 	return parts, nil
 }
@@ -248,7 +248,7 @@ func describeRelation(ctx context.Context, tx pgx.Tx, rel string) (Schema, error
 	if err != nil {
 		var qe *QueryError
 		if errors.As(err, &qe) {
-			return Schema{}, &QueryError{Op: "describe relation", Err: qe.Err}
+			return Schema{}, &QueryError{op: "describe relation", err: qe.err}
 		}
 		return Schema{}, err
 	}

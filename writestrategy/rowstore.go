@@ -2,6 +2,7 @@ package writestrategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,10 +33,12 @@ import (
 // rowMarker is merged into every new row: it tells new rows from old ones.
 const rowMarker = `'{"": 1}'::pg_catalog.jsonb`
 
-// ErrUnsupportedType: an output column's type cannot be stored in the row
-// store without loss (an anonymous record, a pseudo-type); nothing was
-// written. Cast the column in SQL.
-var ErrUnsupportedType = fmt.Errorf("writestrategy: column type not supported by the row store")
+// ErrUnsupportedType: a column's type cannot be stored: an output column's
+// type in the row store without loss (an anonymous record, a pseudo-type),
+// or a load's Arrow type (see Dispatcher.Load); nothing was written. Cast
+// the column in SQL, or the Arrow column before the load. The error names
+// the column and its type.
+var ErrUnsupportedType = errors.New("writestrategy: column type not supported")
 
 // pgTypeRow is the part of pg_type the encoding needs.
 type pgTypeRow struct {
@@ -191,7 +194,7 @@ func encodingFor(cols Schema, oids []uint32, types map[uint32]*pgTypeRow) (*rowE
 	for i, c := range cols.Columns {
 		r := resolveType(types, oids[i])
 		if r.pseudo {
-			return nil, fmt.Errorf("%w: column %q has type %s, which cannot be read back; cast it to a named type", ErrUnsupportedType, c.Name, c.Type)
+			return nil, fmt.Errorf("%w by the row store: column %q has type %s, which cannot be read back; cast it to a named type", ErrUnsupportedType, c.Name, c.Type)
 		}
 		q := pgx.Identifier{c.Name}.Sanitize()
 		if r.exact() {

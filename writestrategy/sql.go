@@ -28,13 +28,13 @@ func quoteIdent(what, name string) (string, error) {
 func checkIdent(what, name string) error {
 	switch {
 	case name == "":
-		return &IdentifierError{What: what, Name: name, Reason: "empty"}
+		return identifierError(what, name, "empty")
 	case len(name) > maxIdentLen:
-		return &IdentifierError{What: what, Name: name, Reason: fmt.Sprintf("longer than %d bytes (Postgres would truncate it)", maxIdentLen)}
+		return identifierError(what, name, fmt.Sprintf("longer than %d bytes (Postgres would truncate it)", maxIdentLen))
 	case !utf8.ValidString(name):
-		return &IdentifierError{What: what, Name: name, Reason: "not valid UTF-8"}
+		return identifierError(what, name, "not valid UTF-8")
 	case strings.ContainsRune(name, 0):
-		return &IdentifierError{What: what, Name: name, Reason: "contains a NUL byte"}
+		return identifierError(what, name, "contains a NUL byte")
 	}
 	return nil
 }
@@ -43,7 +43,7 @@ func checkIdent(what, name string) error {
 // which also reserves the identity columns' prefix) to one name.
 func checkColumnName(name string) error {
 	if p := vocab.ColumnNameProblem(name); p != "" {
-		return &IdentifierError{What: "column", Name: name, Reason: p}
+		return identifierError("column", name, p)
 	}
 	return nil
 }
@@ -54,7 +54,7 @@ var typeRE = regexp.MustCompile(`^[a-z][a-z0-9_ ]{0,62}(\(\d{1,4}(,\d{1,4})?\))?
 
 func checkType(col, typ string) error {
 	if !typeRE.MatchString(typ) {
-		return &IdentifierError{What: "type of column " + strconv.Quote(col), Name: typ, Reason: "not a plain Postgres type name"}
+		return identifierError("type of column "+strconv.Quote(col), typ, "not a plain Postgres type name")
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func ParseSchema(raw json.RawMessage) (Schema, error) {
 			return s, err
 		}
 		if prev, dup := seen[columnKey(c.Name)]; dup {
-			return s, &IdentifierError{What: "column", Name: c.Name, Reason: clashReason(prev, c.Name)}
+			return s, identifierError("column", c.Name, clashReason(prev, c.Name))
 		}
 		seen[columnKey(c.Name)] = c.Name
 	}

@@ -87,7 +87,7 @@ func whereError(err error, outs []string) error {
 		if !errors.As(err, &ce) {
 			return err
 		}
-		qe = &QueryError{Op: "compute: " + ce.Op, Err: err}
+		qe = &QueryError{op: "compute: " + ce.Op, err: err}
 		err = qe
 	}
 	if qe.Output == "" && len(outs) == 1 {
@@ -111,44 +111,44 @@ func (d *Dispatcher) writeError(ctx context.Context, started time.Time, outs []s
 	return connectionLost(err, outs)
 }
 
-// ErrConnectionLost matches every *ConnectionLostError.
+// ErrConnectionLost: the connection to Postgres went away during a write
+// (the server was stopped or restarted, the backend was terminated, the
+// network failed). The error names the outputs, says what became of the
+// write and unwraps to the error the write failed with.
+//
+// When it says "nothing was written", the write failed before anything of
+// it committed, and the next write of the outputs reconciles their intents
+// (aborted). When it says "the outcome is unknown", the write may have
+// landed (the connection went during its commit; the error also matches
+// ledger.ErrOutcomeUnknown): the next write or Dispatcher.Recover rolls it
+// forward or aborts it, and a retry with the same Request.IdempotencyKey
+// returns the landed result instead of writing again.
 var ErrConnectionLost = errors.New("writestrategy: connection to Postgres lost during the write")
 
-// ConnectionLostError is returned when the connection to Postgres went
-// away during a write (the server was stopped or restarted, the backend
-// was terminated, the network failed). It matches ErrConnectionLost and
-// unwraps to the error the write failed with.
-//
-// Unknown tells what became of the write. When false, nothing was written:
-// the write failed before anything of it committed, and the next write of
-// the outputs reconciles their intents (aborted). When true, the write may
-// have landed (the connection went during its commit; the error also
-// matches ledger.ErrOutcomeUnknown): the next write or
-// Dispatcher.Recover rolls it forward or aborts it, and a retry with the
-// same Request.IdempotencyKey returns the landed result instead of writing
-// again.
-type ConnectionLostError struct {
-	Outputs []string
-	Unknown bool
-	Err     error
+// connectionLostError is an error matching ErrConnectionLost.
+type connectionLostError struct {
+	outputs []string
+	unknown bool // the write may have landed
+	err     error
 }
 
-func (e *ConnectionLostError) Error() string {
+func (e *connectionLostError) Error() string {
 	outcome := "nothing was written"
-	if e.Unknown {
+	if e.unknown {
 		outcome = "the outcome is unknown (the next write or Recover reconciles it)"
 	}
 	return fmt.Sprintf("writestrategy: connection to Postgres lost while writing %s: %s: %v",
-		strings.Join(quoted(e.Outputs), ", "), outcome, e.Err)
+		strings.Join(quoted(e.outputs), ", "), outcome, e.err)
 }
 
 // Is reports ErrConnectionLost.
-func (e *ConnectionLostError) Is(target error) bool { return target == ErrConnectionLost }
+func (e *connectionLostError) Is(target error) bool { return target == ErrConnectionLost }
 
-// OutcomeUnknown reports Unknown (the ledger's convention).
-func (e *ConnectionLostError) OutcomeUnknown() bool { return e.Unknown }
+// OutcomeUnknown reports whether the write may have landed (the ledger's
+// convention).
+func (e *connectionLostError) OutcomeUnknown() bool { return e.unknown }
 
-func (e *ConnectionLostError) Unwrap() error { return e.Err }
+func (e *connectionLostError) Unwrap() error { return e.err }
 
 func quoted(ss []string) []string {
 	out := make([]string, len(ss))
@@ -163,10 +163,10 @@ func quoted(ss []string) []string {
 // cannot_connect_now.
 var lostCodes = map[string]bool{"57P01": true, "57P02": true, "57P03": true}
 
-// connectionLost returns err as a *ConnectionLostError when the write
-// failed because its connection went away, and err otherwise. A server
-// timeout that ended the session is named by its own error
-// (ServerTimeoutError) instead.
+// connectionLost returns err as an error matching ErrConnectionLost when
+// the write failed because its connection went away, and err otherwise. A
+// server timeout that ended the session is named by its own error
+// (ErrServerTimeout) instead.
 func connectionLost(err error, outs []string) error {
 	if err == nil || errors.Is(err, ErrServerTimeout) || errors.Is(err, ErrConnectionLost) {
 		return err
@@ -181,46 +181,35 @@ func connectionLost(err error, outs []string) error {
 		return err
 	}
 	unknown := errors.Is(err, ledger.ErrOutcomeUnknown) || errors.Is(err, facade.ErrCommitStateUnknown)
-	return &ConnectionLostError{Outputs: append([]string(nil), outs...), Unknown: unknown, Err: err}
+	return &connectionLostError{outputs: append([]string(nil), outs...), unknown: unknown, err: err}
 }
 
-// ErrPartitionKey matches every *PartitionKeyError.
-var ErrPartitionKey = errors.New("writestrategy: partition or sort key does not fit the output")
+// ErrPartitionKey: an Iceberg output's partition or sort declaration does
+// not fit the output's columns: a key naming no column, a year, month, day
+// or hour transform of a column that is not a date or timestamp (hour: not
+// a timestamp), or a truncate of a type Iceberg does not truncate. It is
+// returned before anything is computed; the error names the dataset, the
+// key and the column's type (or the output's columns), and also matches
+// ErrInvalid. (A bucket of an unsupported type matches ErrInvalid only.)
+var ErrPartitionKey = fmt.Errorf("%w: partition or sort key does not fit the output", ErrInvalid)
 
-// PartitionKeyError is returned before anything is computed when an
-// Iceberg output's partition or sort declaration does not fit the
-// output's columns: a key naming no column, a year, month, day or hour
-// transform of a column that is not a date or timestamp (hour: not a
-// timestamp), or a truncate of a type Iceberg does not truncate. It
-// matches ErrPartitionKey and ErrInvalid. (A bucket of an unsupported type
-// is a *BucketTypeError.)
-type PartitionKeyError struct {
-	Dataset   string
-	Column    string
-	Transform string // "identity", "day", "truncate[4]", ...
-	Type      string // the column's Postgres type; empty when there is no such column
-	Columns   []string
-}
-
-func (e *PartitionKeyError) Error() string {
-	if e.Type == "" {
-		return fmt.Sprintf("writestrategy: dataset %q: partition or sort key %s(%s) names no column of the output (columns: %s)",
-			e.Dataset, e.Transform, e.Column, strings.Join(e.Columns, ", "))
+// partitionKeyError refuses key transform(column) of dataset: typ is the
+// column's Postgres type, empty when the output (of columns) has no such
+// column. It matches ErrPartitionKey and ErrInvalid.
+func partitionKeyError(dataset, column, transform, typ string, columns []string) error {
+	if typ == "" {
+		return fmt.Errorf("%w: dataset %q: %s(%s) names no column of the output (columns: %s)",
+			ErrPartitionKey, dataset, transform, column, strings.Join(columns, ", "))
 	}
 	want := "a date, timestamp or timestamptz column"
 	switch {
-	case e.Transform == "hour":
+	case transform == "hour":
 		want = "a timestamp or timestamptz column"
-	case strings.HasPrefix(e.Transform, "truncate"):
+	case strings.HasPrefix(transform, "truncate"):
 		want = "an integer, numeric, text, varchar, char or bytea column"
 	}
-	return fmt.Sprintf("writestrategy: dataset %q: partition or sort key %s(%s): column %q has type %s; %s takes %s",
-		e.Dataset, e.Transform, e.Column, e.Column, e.Type, e.Transform, want)
-}
-
-// Is reports ErrPartitionKey and ErrInvalid.
-func (e *PartitionKeyError) Is(target error) bool {
-	return target == ErrPartitionKey || target == ErrInvalid
+	return fmt.Errorf("%w: dataset %q: %s(%s): column %q has type %s; %s takes %s",
+		ErrPartitionKey, dataset, transform, column, column, typ, transform, want)
 }
 
 // checkOrderKeys refuses the row-order keys of an Iceberg output (its
@@ -248,7 +237,7 @@ func checkOrderKeys(dataset string, cols Schema, oids []uint32, types map[uint32
 			tr = fmt.Sprintf("truncate[%d]", k.Width)
 		}
 		if idx < 0 {
-			return &PartitionKeyError{Dataset: dataset, Column: k.Column, Transform: tr, Columns: cols.names()}
+			return partitionKeyError(dataset, k.Column, tr, "", cols.names())
 		}
 		if idx >= len(oids) || (k.Unit == "" && k.Width <= 0) {
 			continue
@@ -270,7 +259,7 @@ func checkOrderKeys(dataset string, cols Schema, oids []uint32, types map[uint32
 				(t != nil && t.category == 'S')
 		}
 		if !ok {
-			return &PartitionKeyError{Dataset: dataset, Column: k.Column, Transform: tr, Type: cols.Columns[idx].Type}
+			return partitionKeyError(dataset, k.Column, tr, cols.Columns[idx].Type, nil)
 		}
 	}
 	return nil
