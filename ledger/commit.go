@@ -76,7 +76,7 @@ func (l *Ledger) Commit(ctx context.Context, in *Intent, o Outcome) error {
 }
 
 func (l *Ledger) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), l.cfg.cleanupTimeout)
 }
 
 // lostHold explains a commit that could not run on the writer's hold: the

@@ -67,8 +67,8 @@
 // With must be given the outcome, not a committed intent: fn returns the
 // outcome and With commits it (a fn that commits or aborts the intent itself
 // gets an error matching ErrInvalid). With and WithTx make their clean-up
-// context (context.WithoutCancel of the caller's, bounded by
-// Config.CleanupTimeout) when fn has returned, so a write that fails late,
+// context (context.WithoutCancel of the caller's, bounded to 30s) when fn
+// has returned, so a write that fails late,
 // or after its context was cancelled, is still aborted.
 //
 // # Writer liveness

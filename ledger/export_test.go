@@ -18,6 +18,12 @@ func WithID(p OpenParams, id string) OpenParams { p.id = id; return p }
 // WithLockTimeout sets the lock timeout of c and returns c.
 func WithLockTimeout(c *Config, d time.Duration) *Config { c.lockTimeout = d; return c }
 
+// WithCleanupTimeout sets the clean-up timeout of c and returns c.
+func WithCleanupTimeout(c *Config, d time.Duration) *Config { c.cleanupTimeout = d; return c }
+
+// AsIntent returns the intent t as an Intent value that holds nothing.
+func (t Txn) AsIntent() *Intent { return t.intent() }
+
 // WithMaxBackoff sets the longest backoff between Open attempts of c and
 // returns c.
 func WithMaxBackoff(c *Config, d time.Duration) *Config { c.maxBackoff = d; return c }

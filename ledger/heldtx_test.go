@@ -266,7 +266,7 @@ func TestCommitTxEnd(t *testing.T) {
 		// An operator aborts it through a value that holds nothing.
 		txn, err := l.Get(ctx, in.ID)
 		require.NoError(t, err)
-		other := txn.Intent()
+		other := txn.AsIntent()
 		require.NoError(t, l.Abort(ctx, other, nil))
 		_, err = l.CommitTxEnd(ctx, tx, in, ledger.Outcome{RowCount: 5, CommittedAt: time.Now()})
 		require.ErrorIs(t, err, ledger.ErrNotOpen)

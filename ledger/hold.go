@@ -102,7 +102,7 @@ func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) 
 // insert the intent, in the same round trip (tryOpen); until then the state
 // is lockPending. Without a session the state has no liveness.
 func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) {
-	st := &intentState{key: lockKey(l.cfg.Schema, id), table: l.table("pipeline_build_transactions"), cleanup: l.cfg.CleanupTimeout}
+	st := &intentState{key: lockKey(l.cfg.Schema, id), table: l.table("pipeline_build_transactions"), cleanup: l.cfg.cleanupTimeout}
 	conn, pooled, err := l.session(ctx)
 	if err != nil || conn == nil {
 		return st, err

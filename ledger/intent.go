@@ -413,7 +413,7 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 			return nil, fmt.Errorf("ledger: reopen intent %s: %w", id, err)
 		}
 	}
-	in := t.Intent()
+	in := t.intent()
 	in.st = st
 	return in, nil
 }

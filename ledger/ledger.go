@@ -69,12 +69,11 @@ type Config struct {
 	// pooler in transaction mode (PgBouncer pool_mode=transaction), which
 	// cannot hold a session lock.
 	Liveness Liveness
-	// CleanupTimeout bounds the clean-up calls the ledger makes after the
+	// cleanupTimeout bounds the clean-up calls the ledger makes after the
 	// caller's work is done or failed (the abort in With and WithTx,
 	// releasing a held connection). They run under context.WithoutCancel of
-	// the caller's context, so a cancelled context still cleans up. Default
-	// 30s.
-	CleanupTimeout time.Duration
+	// the caller's context, so a cancelled context still cleans up. 30s.
+	cleanupTimeout time.Duration
 	// ClientCheckInterval is set as client_connection_check_interval
 	// (PostgreSQL 14 and later) on the session of every intent that holds
 	// one: while a statement of the write runs on it, the server checks
@@ -142,8 +141,8 @@ func New(db DB, cfg *Config) (*Ledger, error) {
 	if c.maxBackoff <= 0 {
 		c.maxBackoff = time.Second
 	}
-	if c.CleanupTimeout <= 0 {
-		c.CleanupTimeout = 30 * time.Second
+	if c.cleanupTimeout <= 0 {
+		c.cleanupTimeout = 30 * time.Second
 	}
 	if c.ClientCheckInterval == 0 {
 		c.ClientCheckInterval = time.Second
@@ -445,10 +444,10 @@ func (l *Ledger) Get(ctx context.Context, id string) (Txn, error) {
 	return t, nil
 }
 
-// Intent returns the open intent t as an Intent value (for Commit/Abort).
-// It holds nothing: it is how a reconciler (or an operator) commits or
-// aborts an intent it did not open.
-func (t Txn) Intent() *Intent {
+// intent returns the open intent t as an Intent value (for Commit/Abort).
+// It holds nothing: it is how a reconciler commits or aborts an intent it
+// did not open.
+func (t Txn) intent() *Intent {
 	return &Intent{ID: t.ID, DatasetID: t.DatasetID, WriterID: t.WriterID, Sink: t.Sink,
 		WriteMode: t.WriteMode, idempotencyKey: t.idempotencyKey, actor: t.Actor, attempt: t.Attempt, CreatedAt: t.createdAt}
 }

@@ -60,16 +60,12 @@ func loadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	return ms, nil
 }
 
-// Beginner is what Migrate needs: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // Migrate applies every embedded migration not yet applied to schema (empty
 // means "lakewrite"), in one transaction. It is idempotent, and safe when
 // several processes call it at once: a transaction-scoped advisory lock keyed
 // on the schema name serializes them. It returns the versions it applied.
-func Migrate(ctx context.Context, db Beginner, schema string) ([]int, error) {
+// db is a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+func Migrate(ctx context.Context, db DB, schema string) ([]int, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}

@@ -147,12 +147,12 @@ func (l *Ledger) reconcileStale(ctx context.Context, p SweepParams, stale []hold
 			return rep, fmt.Errorf("ledger: sweep: take a session: %w", err)
 		}
 		if pooled != nil {
-			defer func() { giveBack(pooled, !sess.IsClosed(), l.cfg.CleanupTimeout) }()
+			defer func() { giveBack(pooled, !sess.IsClosed(), l.cfg.cleanupTimeout) }()
 		}
 	}
 	for _, h := range stale {
 		if h.live {
-			rep.Live = append(rep.Live, *h.txn.Intent())
+			rep.Live = append(rep.Live, *h.txn.intent())
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -296,7 +296,7 @@ type recResult struct {
 // unlocks it at the end. The returned error is for failures that stop the
 // caller (the claim's query failed); everything else is in the result.
 func (l *Ledger) reconcile(ctx context.Context, sess *pgx.Conn, t Txn, key *int64, lookup Lookup) (recResult, error) {
-	found := t.Intent()
+	found := t.intent()
 	if sess != nil && key != nil {
 		var ok bool
 		if err := sess.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, *key).Scan(&ok); err != nil {

@@ -11,8 +11,8 @@ import (
 // With opens an intent, runs fn, and commits fn's outcome; if fn returns an
 // error or panics, the intent is aborted (and the panic re-raised after the
 // abort). It is the ledger's pgx.BeginFunc. The abort runs under a fresh
-// context (context.WithoutCancel of ctx, bounded by Config.CleanupTimeout)
-// made when fn has returned, so a late failure or a cancelled ctx still
+// context (context.WithoutCancel of ctx, bounded to 30s) made when fn has
+// returned, so a late failure or a cancelled ctx still
 // aborts. With releases the hold in every case.
 //
 // When fn's error says the write's outcome is unknown (it matches
@@ -92,8 +92,8 @@ func (l *Ledger) misuse(ctx context.Context, in *Intent, op string) error {
 // after the abort. When committing the transaction fails, WithTx asks the
 // ledger which way it went: the intent committed means the transaction did
 // (nil is returned), the intent still open means it did not (it is
-// aborted). The clean-up runs under context.WithoutCancel of ctx bounded by
-// Config.CleanupTimeout. WithTx releases the hold in every case.
+// aborted). The clean-up runs under context.WithoutCancel of ctx bounded to
+// 30s. WithTx releases the hold in every case.
 //
 // fn must not commit or abort the intent itself (an error matching
 // ErrInvalid). With a pool as the ledger's DB, WithTx uses two connections

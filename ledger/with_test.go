@@ -29,12 +29,12 @@ func lastIntent(t *testing.T, l *ledger.Ledger, pool *pgxpool.Pool, ds string) l
 func TestWithLateFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, pool := newLedger(t, &ledger.Config{CleanupTimeout: 100 * time.Millisecond})
+	l, pool := newLedger(t, ledger.WithCleanupTimeout(&ledger.Config{}, 100*time.Millisecond))
 	ensure(t, l, "d")
 
 	late := errors.New("failed after a long write")
 	_, err := l.With(ctx, params("d"), func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
-		time.Sleep(300 * time.Millisecond) // longer than CleanupTimeout
+		time.Sleep(300 * time.Millisecond) // longer than the clean-up timeout
 		return ledger.Outcome{}, late
 	})
 	require.ErrorIs(t, err, late)

@@ -68,7 +68,7 @@ const beginWait = 30 * time.Second
 // pool too small for the writes running at once fails them with a clear
 // error instead of leaving them waiting on each other. A db without
 // BeginTx gets the settings in a statement of their own.
-func poolBegin(ctx context.Context, db ledger.Beginner, settings string) (pgx.Tx, error) {
+func poolBegin(ctx context.Context, db ledger.DB, settings string) (pgx.Tx, error) {
 	bctx, cancel := context.WithTimeout(ctx, beginWait)
 	defer cancel()
 	var tx pgx.Tx

@@ -72,7 +72,7 @@ type DispatchConfig struct {
 // write, commit (see the package documentation). It owns no goroutine and
 // no pool.
 type Dispatcher struct {
-	db     ledger.Beginner
+	db     ledger.DB
 	cfg    DispatchConfig
 	log    *slog.Logger
 	lostTx sync.Once // warnLostTxCommit
@@ -80,7 +80,7 @@ type Dispatcher struct {
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding
 // the row store and the control plane).
-func NewDispatcher(db ledger.Beginner, cfg *DispatchConfig) (*Dispatcher, error) {
+func NewDispatcher(db ledger.DB, cfg *DispatchConfig) (*Dispatcher, error) {
 	if db == nil || cfg == nil || cfg.Ledger == nil || cfg.Resolver == nil {
 		return nil, fmt.Errorf("%w: NewDispatcher needs a db, a Ledger and a Resolver", ErrInvalid)
 	}

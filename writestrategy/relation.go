@@ -54,7 +54,7 @@ var (
 // db may be a pgx.Tx: the registration then commits with the caller's
 // transaction (it runs in a savepoint of it). env may be nil (control-plane
 // schema "lakewrite"). It returns the declared schema.
-func RegisterRelation(ctx context.Context, db ledger.Beginner, env *Env, datasetID, relation string) (Schema, error) {
+func RegisterRelation(ctx context.Context, db ledger.DB, env *Env, datasetID, relation string) (Schema, error) {
 	var s Schema
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error

@@ -21,7 +21,7 @@ func bounded() (context.Context, context.CancelFunc) {
 
 // migrate applies the control-plane migrations to schema of db ("" means
 // the default, "lakewrite"). It is idempotent.
-func migrate(t testing.TB, db ledger.Beginner, schema string) {
+func migrate(t testing.TB, db ledger.DB, schema string) {
 	t.Helper()
 	ctx, cancel := bounded()
 	defer cancel()
