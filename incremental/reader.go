@@ -12,26 +12,13 @@ import (
 // clockSkew.
 const defaultClockSkew = time.Second
 
-// Ledger is what a [Reader] needs from the write-intent ledger; a
-// *ledger.Ledger satisfies it.
-type Ledger interface {
-	// Now returns the database clock.
-	Now(ctx context.Context) (time.Time, error)
-	// OldestOpen returns the created_at (database clock) of the dataset's
-	// oldest open intent, if any.
-	OldestOpen(ctx context.Context, datasetID string) (time.Time, bool, error)
-	// Committed returns the committed transactions with low < committed_at
-	// <= high (a zero low is unbounded), ordered by committed_at, id.
-	Committed(ctx context.Context, datasetID string, low, high time.Time) ([]ledger.Txn, error)
-}
-
 // Reader windows one upstream dataset's committed ledger transactions for a
 // delta reader so that no committed transaction is ever skipped: the union
 // of successive windows is exactly the committed set, without duplicates.
 // It holds no state between calls (the caller stores its watermark) and is
 // safe for concurrent use.
 type Reader struct {
-	l    Ledger
+	l    *ledger.Ledger
 	skew time.Duration
 }
 
@@ -40,7 +27,7 @@ type Reader struct {
 // database clock, plus the precision committed_at loses (1 ms for Iceberg):
 // windows stop this far below the database clock and below the oldest open
 // intent. 0 means the default, 1 s; negative is refused.
-func NewReader(l Ledger, clockSkew time.Duration) (*Reader, error) {
+func NewReader(l *ledger.Ledger, clockSkew time.Duration) (*Reader, error) {
 	if l == nil {
 		return nil, fmt.Errorf("incremental: NewReader: %w: ledger is nil; pass a *ledger.Ledger", errInvalidArgument)
 	}
