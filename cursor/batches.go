@@ -212,11 +212,11 @@ func (s *Stream) Schema() *arrow.Schema { return s.schema }
 // A streaming error is yielded once, after the connection has been cleaned
 // up, and ends the sequence. Rows yielded before an error are not a complete
 // result. The sequence is single-use: ranging it (or the Stream) again
-// yields ErrAlreadyConsumed.
+// yields errAlreadyConsumed.
 func (s *Stream) All() iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		if !s.used.CompareAndSwap(false, true) {
-			yield(nil, ErrAlreadyConsumed)
+			yield(nil, errAlreadyConsumed)
 			return
 		}
 		b := s.start()
@@ -343,7 +343,7 @@ func (b *batcher) next() (arrow.RecordBatch, error) {
 		for i, c := range cols {
 			if err := c.decode(raw[i]); err != nil {
 				sc := &b.s.cols[i]
-				return nil, &DecodeError{Column: sc.name, typeName: sc.typeName, row: b.r.n - 1, err: err}
+				return nil, &decodeError{column: sc.name, typeName: sc.typeName, row: b.r.n - 1, err: err}
 			}
 		}
 		count++

@@ -52,14 +52,14 @@
 // benchmarks below). Pick Staged when the consumer is slow or remote (an
 // object-store upload, a network catalog) and the query holds locks or
 // snapshots others wait for. Staged needs a session it owns, so it refuses a
-// pgx.Tx ([ErrStagedNeedsSession]). Rows keep the query's order: a fresh
+// pgx.Tx (an error). Rows keep the query's order: a fresh
 // temporary table is scanned by its own session in insertion order.
 //
 // # Lifecycle, errors and cleanup
 //
 // Nothing runs until a sequence is ranged (Batches only describes the query,
 // holding no connection afterwards). Sequences are single-use: ranging one
-// again yields [ErrAlreadyConsumed]. Errors known before streaming (invalid
+// again yields an error. Errors known before streaming (invalid
 // SQL as a [*QueryError], a column type without a mapping
 // ([ErrUnsupportedType]), bad options) are returned by Batches; an error
 // while streaming is yielded exactly once,
@@ -107,8 +107,8 @@
 // float), and counted ([Stream.Rounded]); with Options.Numeric =
 // [NumericStrict] it fails the stream instead. A value whose integer part
 // does not fit the precision (after rounding), NaN and ±Infinity fail with
-// a [*DecodeError] matching [ErrOutOfRange], as do ±infinity dates and
-// timestamps, timestamps after
+// an error matching [ErrOutOfRange] that names the column and the row,
+// as do ±infinity dates and timestamps, timestamps after
 // 294247-01-10 04:00:54.775807 UTC (the last Unix microsecond an int64
 // holds; Postgres goes on to 294276 AD) and arrays of more than one
 // dimension. A domain maps as its base type. Any other type fails

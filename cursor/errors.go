@@ -8,10 +8,6 @@ import (
 
 // Sentinel errors. Test for them with errors.Is.
 var (
-	// ErrAlreadyConsumed is yielded when a single-use sequence (Rows, or a
-	// Stream's All or RecordReader) is ranged a second time.
-	ErrAlreadyConsumed = errors.New("cursor: sequence already consumed (sequences are single-use)")
-
 	// ErrRunaway: the stream exceeded Options.MaxRows or
 	// Options.MaxDuration; the message names the limit.
 	ErrRunaway = errors.New("cursor: runaway stream")
@@ -21,18 +17,22 @@ var (
 	// column in SQL or set Options.UnknownAsText.
 	ErrUnsupportedType = errors.New("cursor: unsupported PostgreSQL type")
 
-	// ErrStagedNeedsSession is returned when Mode is Staged and the source is
-	// a transaction (or another Begin-er that is not a pool or connection):
-	// staged mode commits its own compute transaction, which it must not do to
-	// a transaction the caller owns.
-	ErrStagedNeedsSession = errors.New("cursor: staged mode needs a pool or a connection, not a transaction")
-
-	// ErrOutOfRange matches every *DecodeError caused by a value that has no
-	// representation in the column's Arrow type (numeric overflow, with
+	// ErrOutOfRange matches every decode error caused by a value that has
+	// no representation in the column's Arrow type (numeric overflow, with
 	// NumericStrict a value that would need rounding, NaN, ±Infinity dates
 	// or timestamps, multi-dimensional arrays).
 	ErrOutOfRange = errors.New("cursor: value out of range for its Arrow type")
 )
+
+// errAlreadyConsumed is yielded when a single-use sequence (Rows, or a
+// Stream's All or RecordReader) is ranged a second time.
+var errAlreadyConsumed = errors.New("cursor: sequence already consumed (sequences are single-use)")
+
+// errStagedNeedsSession is returned when Mode is Staged and the source is a
+// transaction (or another Begin-er that is not a pool or connection): staged
+// mode commits its own compute transaction, which it must not do to a
+// transaction the caller owns.
+var errStagedNeedsSession = errors.New("cursor: staged mode needs a pool or a connection, not a transaction")
 
 // errConnInTransaction is returned when the source is a *pgx.Conn or a
 // *pgxpool.Conn that is already inside a transaction; pass the pgx.Tx
@@ -84,20 +84,21 @@ func (e *limitError) Error() string {
 // Is makes errors.Is(err, ErrRunaway) true.
 func (e *limitError) Is(target error) bool { return target == ErrRunaway }
 
-// DecodeError reports a value that could not be decoded into its Arrow
+// decodeError reports a value that could not be decoded into its Arrow
 // column. Its message names the column, its type (MetaPGType), the 0-based
-// row number in the stream and why; Unwrap gives the cause.
-type DecodeError struct {
-	Column   string
+// row number in the stream and why; it unwraps to the cause (matching
+// ErrOutOfRange for a value without a representation).
+type decodeError struct {
+	column   string
 	typeName string
 	row      int64
 	err      error
 }
 
-func (e *DecodeError) Error() string {
-	return fmt.Sprintf("cursor: column %q (%s) row %d: %v", e.Column, e.typeName, e.row, e.err)
+func (e *decodeError) Error() string {
+	return fmt.Sprintf("cursor: column %q (%s) row %d: %v", e.column, e.typeName, e.row, e.err)
 }
-func (e *DecodeError) Unwrap() error { return e.err }
+func (e *decodeError) Unwrap() error { return e.err }
 
 func outOfRange(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrOutOfRange}, a...)...)

@@ -33,6 +33,18 @@ func Fields(c ColumnIssue) IssueFields {
 		Refused: c.Refused, Refusal: c.refusal, RefusedRow: c.refusedRow}
 }
 
-// DecodeErrorRow and DecodeErrorTypeName return e's row and type name.
+// The sentinels of a sequence ranged twice and of a staged stream over a
+// transaction, for the external tests.
+var (
+	ErrAlreadyConsumed    = errAlreadyConsumed
+	ErrStagedNeedsSession = errStagedNeedsSession
+)
+
+// DecodeError is the error of a value that could not be decoded.
+type DecodeError = decodeError
+
+// DecodeErrorColumn, DecodeErrorRow and DecodeErrorTypeName return e's
+// column, row and type name.
+func DecodeErrorColumn(e *DecodeError) string   { return e.column }
 func DecodeErrorRow(e *DecodeError) int64       { return e.row }
 func DecodeErrorTypeName(e *DecodeError) string { return e.typeName }

@@ -150,7 +150,7 @@ func TestNumericStrict(t *testing.T) {
 	require.ErrorIs(t, gotErr, cursor.ErrOutOfRange)
 	var de *cursor.DecodeError
 	require.ErrorAs(t, gotErr, &de)
-	require.Equal(t, "n", de.Column)
+	require.Equal(t, "n", cursor.DecodeErrorColumn(de))
 	require.Equal(t, int64(1), cursor.DecodeErrorRow(de))
 	require.Contains(t, de.Error(), "numeric value has more than 18 fractional digits")
 	require.Zero(t, s.Rounded())

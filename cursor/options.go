@@ -50,8 +50,8 @@ const (
 	// even last digit) to the column's scale, exactly on its decimal
 	// digits, and counts it (Stream.Rounded, ColumnIssue.Rounded).
 	NumericRound
-	// NumericStrict refuses the value: the stream fails with a
-	// *DecodeError matching ErrOutOfRange.
+	// NumericStrict refuses the value: the stream fails with an
+	// error matching ErrOutOfRange.
 	NumericStrict
 )
 

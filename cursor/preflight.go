@@ -49,7 +49,7 @@ func (c ColumnIssue) String() string {
 // All; Rounded counts the values it rounded.
 func (s *Stream) Preflight() ([]ColumnIssue, error) {
 	if !s.used.CompareAndSwap(false, true) {
-		return nil, ErrAlreadyConsumed
+		return nil, errAlreadyConsumed
 	}
 	r := &run{o: s.o, db: s.db, sql: s.sql, args: s.args}
 	issues := make([]ColumnIssue, len(s.cols))
@@ -81,7 +81,7 @@ func (s *Stream) Preflight() ([]ColumnIssue, error) {
 				}
 				c := &s.cols[i]
 				if !errors.Is(err, ErrOutOfRange) {
-					return &DecodeError{Column: c.name, typeName: c.typeName, row: r.n - 1, err: err}
+					return &decodeError{column: c.name, typeName: c.typeName, row: r.n - 1, err: err}
 				}
 				is := &issues[i]
 				if is.Refused == 0 {

@@ -20,7 +20,7 @@ func (s *Stream) RecordReader() array.RecordReader {
 	r := &reader{schema: s.schema}
 	r.refs.Add(1)
 	if !s.used.CompareAndSwap(false, true) {
-		r.err, r.done = ErrAlreadyConsumed, true
+		r.err, r.done = errAlreadyConsumed, true
 		return r
 	}
 	r.b = s.start()

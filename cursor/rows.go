@@ -17,14 +17,14 @@ import (
 // Nothing happens until the sequence is ranged. An error (invalid query,
 // mapping error, server error mid-stream, runaway guard, cancelled context)
 // is yielded once, after cleanup, and ends the sequence. The sequence is
-// single-use: ranging it again yields ErrAlreadyConsumed. Options.BatchSize
+// single-use: ranging it again yields an error. Options.BatchSize
 // and UnknownAsText do not apply.
 func Rows[T any](ctx context.Context, db DB, sql string, args []any, mapper pgx.RowToFunc[T], opts *Options) iter.Seq2[T, error] {
 	var used atomic.Bool
 	return func(yield func(T, error) bool) {
 		var zero T
 		if !used.CompareAndSwap(false, true) {
-			yield(zero, ErrAlreadyConsumed)
+			yield(zero, errAlreadyConsumed)
 			return
 		}
 		o, err := opts.resolve()

@@ -50,7 +50,7 @@ func acquire(ctx context.Context, db DB, mode StreamMode) (*session, error) {
 	switch v := db.(type) {
 	case pgx.Tx:
 		if mode == Staged {
-			return nil, ErrStagedNeedsSession
+			return nil, errStagedNeedsSession
 		}
 		return &session{conn: v.Conn(), callerTx: v}, nil
 	case *pgx.Conn:
@@ -71,7 +71,7 @@ func acquire(ctx context.Context, db DB, mode StreamMode) (*session, error) {
 		return &session{conn: pc.Conn(), poolConn: pc}, nil
 	default:
 		if mode == Staged {
-			return nil, ErrStagedNeedsSession
+			return nil, errStagedNeedsSession
 		}
 		return &session{beginner: db}, nil
 	}

@@ -103,9 +103,7 @@ func TestDispatchTPCHQ1BothSinks(t *testing.T) {
 	require.NoError(t, err)
 	_, err = strict.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: tpchQ1("q1_ice")})
 	require.ErrorIs(t, err, cursor.ErrOutOfRange)
-	var de *cursor.DecodeError
-	require.ErrorAs(t, err, &de)
-	require.Equal(t, "avg_disc", de.Column)
+	require.ErrorContains(t, err, `column "avg_disc"`)
 	require.Contains(t, err.Error(), "more than 18 fractional digits")
 	empty, err := w.lake.Checksum(ctx, "q1_ice", 0) // the table exists, with no snapshot
 	require.NoError(t, err)
