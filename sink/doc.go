@@ -12,7 +12,7 @@
 // its default stays Postgres makes the flip opt-in per dataset. [Flags] is the operator API
 // (migration 002_writer_flags.sql of package ledger holds the tables):
 //
-//	check    Flags.Check / Flags.Writer / Flags.Overrides / Flags.Writers
+//	check    Flags.Check / Flags.Writer / Flags.Overrides
 //	set      Flags.SetWriter (default, max), Flags.SetOverride (canary)
 //	revert   Flags.ClearOverride, effective within the resolver TTL
 //

@@ -107,8 +107,8 @@ func (f *Flags) Writer(ctx context.Context, writerID string) (WriterFlags, error
 	return ws[0], nil
 }
 
-// Writers lists every writer's flags row, ordered by writer id.
-func (f *Flags) Writers(ctx context.Context) ([]WriterFlags, error) {
+// writers lists every writer's flags row, ordered by writer id.
+func (f *Flags) writers(ctx context.Context) ([]WriterFlags, error) {
 	rows, err := f.db.Query(ctx, `SELECT writer_id, default_mode, max_mode, updated_at FROM `+f.flags+` ORDER BY writer_id`)
 	if err != nil {
 		return nil, f.dbErr("list writers", err)

@@ -134,7 +134,7 @@ func TestRunbookSetListClear(t *testing.T) {
 	all, err := f.Overrides(ctx, "")
 	require.NoError(t, err)
 	assert.Len(t, all, 3)
-	ws, err := f.Writers(ctx)
+	ws, err := f.writers(ctx)
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	assert.Equal(t, "ingest.api", ws[0].WriterID)
