@@ -370,7 +370,13 @@ func TestLiveSlowWriterNotSwept(t *testing.T) {
 	first := w.mustWrite(copyOrders)[0]
 	before := w.checksum("out")
 
-	slow := facadefault.Wrap(w.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 100, Times: 1, Action: facadefault.Block()})
+	reached := make(chan struct{})
+	slow := facadefault.Wrap(w.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 100, Times: 1,
+		Action: facadefault.Call(func(ctx context.Context) error {
+			close(reached)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})})
 	dA, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Lakehouse: slow, Workspace: "test"})
 	require.NoError(t, err)
 	ctxA, cancelA := context.WithCancelCause(ctx)
@@ -384,12 +390,10 @@ func TestLiveSlowWriterNotSwept(t *testing.T) {
 		_, err := dA.Write(ctxA, writestrategy.Request{WriterID: writer, Strategy: copyOrders})
 		doneA <- err
 	}()
-	for slow.Hits(facadefault.MidStream) == 0 {
-		select {
-		case err := <-doneA:
-			t.Fatalf("the slow writer ended before its fault point: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
+	select {
+	case err := <-doneA:
+		t.Fatalf("the slow writer ended before its fault point: %v", err)
+	case <-reached:
 	}
 	held := openIntent(t, w, "out")
 	time.Sleep(300 * time.Millisecond) // the intent is now older than B's RecoverAfter

@@ -171,13 +171,13 @@ func TestTxCommitFailureLeavesNothing(t *testing.T) {
 	t.Parallel()
 	split := writestrategy.Split{Source: "orders", Predicate: "amount >= $1", Args: []any{20}, Matched: "big", Unmatched: "small"}
 	transform := writestrategy.Transform{Output: "out", Source: "orders"}
-	fence := func(pool *pgxpool.Pool, dataset string) facadefault.Action {
-		return facadefault.Call(func(ctx context.Context) error {
+	fence := func(pool *pgxpool.Pool, dataset string) func(context.Context) error {
+		return func(ctx context.Context) error {
 			// A sweeper claims the intent while the swap waits uncommitted.
 			_, err := pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET attempt = attempt + 1
 				WHERE dataset_id = $1 AND status = 'open'`, dataset)
 			return err
-		})
+		}
 	}
 	cases := []struct {
 		name     string
@@ -219,15 +219,17 @@ func TestTxCommitFailureLeavesNothing(t *testing.T) {
 			files := parquetFiles(t, w.warehouse)
 
 			injected := errors.New("injected after the swap")
-			action := facadefault.Fail(injected)
+			action := func(context.Context) error { return injected }
 			switch c.kind {
 			case "fence":
 				action = fence(w.pool, c.dataset)
 			case "veto":
 				veto.Store(true)
-				action = facadefault.Call(func(context.Context) error { return nil })
+				action = func(context.Context) error { return nil }
 			}
-			lake := facadefault.Wrap(w.f, facadefault.Fault{Point: facadefault.AfterCommit, Dataset: c.dataset, Times: 1, Action: action})
+			var hits atomic.Int32
+			lake := facadefault.Wrap(w.f, facadefault.Fault{Point: facadefault.AfterCommit, Dataset: c.dataset, Times: 1,
+				Action: facadefault.Call(func(ctx context.Context) error { hits.Add(1); return action(ctx) })})
 			_, err := w.dispatcher(lake).Write(ctx, writestrategy.Request{WriterID: writer, Strategy: c.strategy})
 			require.Error(t, err)
 			require.NotErrorIs(t, err, ledger.ErrOutcomeUnknown)
@@ -239,7 +241,7 @@ func TestTxCommitFailureLeavesNothing(t *testing.T) {
 			case "veto":
 				require.ErrorIs(t, err, ledger.ErrVetoed)
 			}
-			require.Equal(t, 1, lake.Hits(facadefault.AfterCommit))
+			require.Equal(t, int32(1), hits.Load())
 			for _, o := range outs {
 				require.Equal(t, before[o], w.head(o), "%s: head unchanged", o)
 				require.Equal(t, sums[o], w.checksum(o), "%s: contents unchanged", o)

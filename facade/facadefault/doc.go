@@ -29,8 +29,9 @@
 // Fail returns an error; Block waits until the call's context is done and
 // returns its cause (stop here, and let the test cancel the call or kill
 // the process); Call runs any hook (signal a parent process, then block;
-// or exit); Panic panics. Fault.Dataset limits a fault to one dataset and
-// Fault.Times to its first n matches; Hits tells how often a point fired.
+// or exit, or count how often the point fired); Panic panics.
+// Fault.Dataset limits a fault to one dataset and Fault.Times to its first
+// n matches.
 //
 // # Crash tests
 //

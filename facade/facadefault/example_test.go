@@ -54,13 +54,11 @@ func Example() {
 	res, found, _ := lh.FindTxn(ctx, "orders", "txn-2")
 	fmt.Println("txn-2 landed:", found, res.Rows)
 
-	fmt.Println("hits:", lh.Hits(facadefault.MidStream), lh.Hits(facadefault.AfterCommit))
 	fmt.Println("third write:", write("txn-3"))
 	// Output:
 	// mid-stream: producer died
 	// txn-1 landed: false
 	// after commit, state unknown: true
 	// txn-2 landed: true 5
-	// hits: 1 1
 	// third write: <nil>
 }

@@ -129,12 +129,12 @@ func TestBeforeStage(t *testing.T) {
 	require.ErrorIs(t, err, errBoom)
 	require.False(t, read, "the rows were not read")
 	require.Empty(t, inner.Snapshots("a"))
-	require.Equal(t, 1, lh.Hits(facadefault.BeforeStage))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.BeforeStage))
 
 	res, err := lh.Write(ctx, target("a"), req) // Times: 1
 	require.NoError(t, err)
 	require.Equal(t, int64(12), res.Rows)
-	require.Equal(t, 1, lh.Hits(facadefault.BeforeStage))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.BeforeStage))
 }
 
 func TestMidStreamFailsAfterRows(t *testing.T) {
@@ -149,7 +149,7 @@ func TestMidStreamFailsAfterRows(t *testing.T) {
 			_, err := lh.Write(ctx, target("a"), request(input(t, mem), "t1"))
 			require.ErrorIs(t, err, errBoom)
 			require.Equal(t, after, c.rows.Load(), "rows handed over before the fault")
-			require.Equal(t, 1, lh.Hits(facadefault.MidStream))
+			require.Equal(t, 1, facadefault.Hits(lh, facadefault.MidStream))
 			require.Empty(t, inner.Snapshots("a"))
 			_, found, err := lh.FindTxn(ctx, "a", "t1")
 			require.NoError(t, err)
@@ -166,7 +166,7 @@ func TestMidStreamNotReached(t *testing.T) {
 	res, err := lh.Write(context.Background(), target("a"), request(input(t, mem), "t1"))
 	require.NoError(t, err)
 	require.Equal(t, int64(12), res.Rows)
-	require.Equal(t, 0, lh.Hits(facadefault.MidStream))
+	require.Equal(t, 0, facadefault.Hits(lh, facadefault.MidStream))
 }
 
 // A Call that returns nil lets the stream go on: the rows cut at the fault
@@ -187,7 +187,7 @@ func TestMidStreamCallContinues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, res.Checksum)
 	require.Equal(t, 2, seen)
-	require.Equal(t, 2, lh.Hits(facadefault.MidStream))
+	require.Equal(t, 2, facadefault.Hits(lh, facadefault.MidStream))
 	var idx []int64
 	for b, err := range lh.Scan(ctx, "a", facade.ScanOptions{Columns: []string{"id"}}) {
 		require.NoError(t, err)
@@ -226,12 +226,12 @@ func TestMidStreamReleasesProducer(t *testing.T) {
 
 // cancelWhenHit calls cancel once a fault fired at p (its Block is then
 // waiting), or after a minute; the returned channel closes after the call.
-func cancelWhenHit(lh *facadefault.Lakehouse, p facadefault.Point, cancel func()) <-chan struct{} {
+func cancelWhenHit(lh facade.Lakehouse, p facadefault.Point, cancel func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer cancel()
-		for deadline := time.Now().Add(time.Minute); lh.Hits(p) == 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(time.Minute); facadefault.Hits(lh, p) == 0 && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -251,7 +251,7 @@ func TestMidStreamBlock(t *testing.T) {
 	_, err := lh.Write(ctx, target("a"), request(input(t, mem), "t1"))
 	<-done
 	require.ErrorIs(t, err, cause)
-	require.Equal(t, 1, lh.Hits(facadefault.MidStream))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.MidStream))
 	require.Empty(t, inner.Snapshots("a"))
 }
 
@@ -280,7 +280,7 @@ func TestMidStreamPanic(t *testing.T) {
 		b.Release()
 	}
 	mem.AssertSize(t, 0) // the cut slice was released
-	require.Equal(t, 1, lh.Hits(facadefault.MidStream))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.MidStream))
 }
 
 func TestBeforeCommit(t *testing.T) {
@@ -303,7 +303,7 @@ func TestBeforeCommit(t *testing.T) {
 
 	_, err = lh.Write(ctx, target("a"), request(bs, "t2")) // every time (Times: 0)
 	require.ErrorIs(t, err, errBoom)
-	require.Equal(t, 2, lh.Hits(facadefault.BeforeCommit))
+	require.Equal(t, 2, facadefault.Hits(lh, facadefault.BeforeCommit))
 	_, err = lh.Write(ctx, target("b"), request(bs, "t3")) // another dataset
 	require.NoError(t, err)
 	require.Empty(t, inner.Snapshots("a"))
@@ -341,11 +341,11 @@ func TestAfterCommit(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, int64(12), res.Rows)
 	require.Len(t, inner.Snapshots("a"), 1)
-	require.Equal(t, 1, lh.Hits(facadefault.AfterCommit))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.AfterCommit))
 
 	got, err := lh.Write(ctx, target("a"), request(bs, "t2"))
 	require.NoError(t, err)
-	require.Equal(t, 1, lh.Hits(facadefault.AfterCommit))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.AfterCommit))
 	require.Len(t, inner.Snapshots("a"), 2)
 	require.Equal(t, "t2", got.TxnID)
 }
@@ -383,7 +383,7 @@ func TestAfterCommitActions(t *testing.T) {
 	_, err = call.Write(context.Background(), target("a"), request(bs, "t3"))
 	require.ErrorIs(t, err, facade.ErrCommitStateUnknown)
 	require.ErrorIs(t, err, errBoom)
-	require.Equal(t, 2, call.Hits(facadefault.AfterCommit))
+	require.Equal(t, 2, facadefault.Hits(call, facadefault.AfterCommit))
 	require.Len(t, inner.Snapshots("a"), 3)
 }
 
@@ -396,7 +396,7 @@ func TestAfterCommitNotReachedOnCommitError(t *testing.T) {
 	_, err := lh.Write(context.Background(), target("a"), request(input(t, mem), "t1"))
 	require.ErrorIs(t, err, facade.ErrCommitConflict)
 	require.NotErrorIs(t, err, errBoom)
-	require.Equal(t, 0, lh.Hits(facadefault.AfterCommit))
+	require.Equal(t, 0, facadefault.Hits(lh, facadefault.AfterCommit))
 }
 
 func TestBeforeAbort(t *testing.T) {
@@ -411,7 +411,7 @@ func TestBeforeAbort(t *testing.T) {
 	require.ErrorIs(t, st.Abort(ctx), facade.ErrAlreadyFinished)
 	_, err = st.Commit(ctx)
 	require.ErrorIs(t, err, facade.ErrAlreadyFinished)
-	require.Equal(t, 1, lh.Hits(facadefault.BeforeAbort))
+	require.Equal(t, 1, facadefault.Hits(lh, facadefault.BeforeAbort))
 	require.Empty(t, inner.Snapshots("a"))
 }
 
@@ -426,7 +426,7 @@ func TestPanicAndZeroAction(t *testing.T) {
 	require.ErrorIs(t, err, facadefault.ErrInjected)
 	_, err = lh.Write(context.Background(), target("z"), request(bs, "t3"))
 	require.ErrorIs(t, err, facadefault.ErrInjected)
-	require.Equal(t, 3, lh.Hits(facadefault.BeforeStage))
+	require.Equal(t, 3, facadefault.Hits(lh, facadefault.BeforeStage))
 }
 
 func TestWrapRefusesBadFaults(t *testing.T) {
@@ -464,6 +464,6 @@ func TestConcurrentTimes(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int64(5), failed.Load())
-	require.Equal(t, 3, lh.Hits(facadefault.BeforeStage))
-	require.Equal(t, 2, lh.Hits(facadefault.MidStream))
+	require.Equal(t, 3, facadefault.Hits(lh, facadefault.BeforeStage))
+	require.Equal(t, 2, facadefault.Hits(lh, facadefault.MidStream))
 }

@@ -82,7 +82,7 @@ func TestRealFacade(t *testing.T) {
 			lh := facadefault.Wrap(f, fault)
 			_, werr := lh.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Append, Schema: contract.Schema(), Rows: contract.Seq(second), TxnID: "txn-1"})
 			require.ErrorIs(t, werr, errBoom)
-			require.Equal(t, 1, lh.Hits(c.fault.Point))
+			require.Equal(t, 1, facadefault.Hits(lh, c.fault.Point))
 			tbl, err := f.LoadTable(ctx, "orders")
 			require.NoError(t, err)
 			found, ok, err := f.FindTxn(ctx, "orders", "txn-1")

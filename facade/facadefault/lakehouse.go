@@ -12,12 +12,9 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// Lakehouse wraps a facade.Lakehouse and fires the armed faults at their
-// points. Everything else is forwarded unchanged. It implements
-// facade.Lakehouse only: a caller that looks for another interface on the
-// wrapped value by type assertion does not find it through the wrapper. It
-// is safe for concurrent use and starts no goroutine.
-type Lakehouse struct {
+// lakehouse wraps a facade.Lakehouse and fires the armed faults at their
+// points. Everything else is forwarded unchanged.
+type lakehouse struct {
 	lh     facade.Lakehouse
 	faults []Fault
 
@@ -26,14 +23,21 @@ type Lakehouse struct {
 	hits  map[Point]int
 }
 
-var _ facade.Lakehouse = (*Lakehouse)(nil)
+var _ facade.Lakehouse = (*lakehouse)(nil)
 
-// Wrap returns lh with faults armed. When several faults match a call at
-// the same point, the first one in the list that has not used up its Times
-// fires (at MidStream: the one with the lowest AfterRows). Wrap panics on a
-// fault with an unknown Point or a negative Times or AfterRows: that is a
-// mistake in the test, not a condition to handle.
-func Wrap(lh facade.Lakehouse, faults ...Fault) *Lakehouse {
+// Wrap returns lh with faults armed; everything else is forwarded
+// unchanged. When several faults match a call at the same point, the first
+// one in the list that has not used up its Times fires (at MidStream: the
+// one with the lowest AfterRows). Wrap panics on a fault with an unknown
+// Point or a negative Times or AfterRows: that is a mistake in the test,
+// not a condition to handle.
+//
+// The wrapper is safe for concurrent use and starts no goroutine. Its
+// staged writes implement facade.TxStaged whenever the wrapped ones do, so
+// a caller keeps the one-transaction commit, and it implements
+// facade.Maintainer (errors.ErrUnsupported when the wrapped lakehouse has
+// none). Any other interface of the wrapped value is not found through it.
+func Wrap(lh facade.Lakehouse, faults ...Fault) facade.Lakehouse {
 	if lh == nil {
 		panic("facadefault: Wrap(nil)")
 	}
@@ -42,16 +46,16 @@ func Wrap(lh facade.Lakehouse, faults ...Fault) *Lakehouse {
 			panic(err)
 		}
 	}
-	return &Lakehouse{
+	return &lakehouse{
 		lh: lh, faults: append([]Fault(nil), faults...),
 		fired: make([]int, len(faults)), hits: map[Point]int{},
 	}
 }
 
-// Hits returns how many times a fault fired at p so far. A fault counts as
-// fired when its action starts, so a Block or Panic that never returns is
-// counted too.
-func (l *Lakehouse) Hits(p Point) int {
+// hitsAt returns how many times a fault fired at p so far. A fault counts
+// as fired when its action starts, so a Block or Panic that never returns
+// is counted too.
+func (l *lakehouse) hitsAt(p Point) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.hits[p]
@@ -62,7 +66,7 @@ func (f Fault) matches(p Point, dataset string) bool {
 }
 
 // take claims fault i if it still has a firing left.
-func (l *Lakehouse) take(i int) bool {
+func (l *lakehouse) take(i int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t := l.faults[i].Times; t > 0 && l.fired[i] >= t {
@@ -74,7 +78,7 @@ func (l *Lakehouse) take(i int) bool {
 }
 
 // available reports whether fault i has a firing left (without claiming).
-func (l *Lakehouse) available(i int) bool {
+func (l *lakehouse) available(i int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.faults[i].Times
@@ -83,7 +87,7 @@ func (l *Lakehouse) available(i int) bool {
 
 // fire runs the first matching fault at p that has a firing left; nil when
 // none fired or its action let the call go on.
-func (l *Lakehouse) fire(ctx context.Context, p Point, dataset string) error {
+func (l *lakehouse) fire(ctx context.Context, p Point, dataset string) error {
 	for i, f := range l.faults {
 		if f.matches(p, dataset) && l.take(i) {
 			return f.Action.run(ctx)
@@ -95,7 +99,7 @@ func (l *Lakehouse) fire(ctx context.Context, p Point, dataset string) error {
 // Stage fires BeforeStage, arms MidStream on the rows and stages through
 // the wrapped lakehouse. The staged write fires BeforeCommit, AfterCommit
 // and BeforeAbort.
-func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
+func (l *lakehouse) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
 	if err := l.fire(ctx, BeforeStage, target.DatasetID); err != nil {
 		return nil, err
 	}
@@ -115,7 +119,7 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 
 // Write is Stage followed by Commit, both through the wrapper, so every
 // point fires as it does for a caller that stages itself.
-func (l *Lakehouse) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
+func (l *lakehouse) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
 	st, err := l.Stage(ctx, target, req)
 	if err != nil {
 		return facade.CommitResult{}, err
@@ -124,24 +128,24 @@ func (l *Lakehouse) Write(ctx context.Context, target facade.Target, req facade.
 }
 
 // FindTxn is forwarded.
-func (l *Lakehouse) FindTxn(ctx context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
+func (l *lakehouse) FindTxn(ctx context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
 	return l.lh.FindTxn(ctx, datasetID, txnID)
 }
 
 // Scan is forwarded.
-func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+func (l *lakehouse) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return l.lh.Scan(ctx, datasetID, opts)
 }
 
 // Checksum is forwarded.
-func (l *Lakehouse) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
+func (l *lakehouse) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
 	return l.lh.Checksum(ctx, datasetID, snapshotID)
 }
 
 // Maintain forwards to the wrapped lakehouse's table lifecycle
 // (facade.Maintainer) with no fault; a wrapped lakehouse without one
 // reports errors.ErrUnsupported.
-func (l *Lakehouse) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
+func (l *lakehouse) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
 	m, ok := l.lh.(facade.Maintainer)
 	if !ok {
 		return facade.MaintenanceReport{}, fmt.Errorf("facadefault: %T has no Maintain: %w", l.lh, errors.ErrUnsupported)

@@ -15,7 +15,7 @@ const abortTimeout = 30 * time.Second
 
 // staged wraps a staged write of the wrapped lakehouse.
 type staged struct {
-	l       *Lakehouse
+	l       *lakehouse
 	inner   facade.Staged
 	dataset string
 

@@ -13,7 +13,7 @@ import (
 // says; a batch cut at a fault's row count is handed over as a slice that
 // is released after its yield. The source stops (its deferred cleanup
 // runs) as soon as a fault fails the stream.
-func (l *Lakehouse) stream(ctx context.Context, dataset string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+func (l *lakehouse) stream(ctx context.Context, dataset string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 	var cands []int
 	for i, f := range l.faults {
 		if f.matches(MidStream, dataset) {
