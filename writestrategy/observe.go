@@ -98,14 +98,13 @@ type Observer interface {
 	PhaseEnd(ctx context.Context, ev PhaseEvent)
 }
 
-// ProgressEvent reports a streaming output's progress: the rows and
-// batches handed to the lakehouse so far and the time since its
-// PhaseStream began.
+// ProgressEvent reports a streaming output's progress: the rows handed to
+// the lakehouse so far and the time since its PhaseStream began. It comes
+// once per batch, under the context PhaseStart returned for that
+// PhaseStream (whose PhaseEvent names the writer and the sink).
 type ProgressEvent struct {
-	WriterID  string
 	DatasetID string
 	Rows      int64
-	Batches   int64
 	Elapsed   time.Duration
 }
 
@@ -170,14 +169,14 @@ type writeInfo struct {
 
 // progress wraps an output's borrowed batches so that a progressObserver
 // sees the rows so far; without one it returns rows unchanged.
-func (d *Dispatcher) progress(ctx context.Context, w *writeInfo, datasetID string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+func (d *Dispatcher) progress(ctx context.Context, datasetID string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 	po, ok := d.cfg.Observer.(progressObserver)
 	if !ok {
 		return rows
 	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		t0 := time.Now()
-		ev := ProgressEvent{WriterID: w.writerID, DatasetID: datasetID}
+		ev := ProgressEvent{DatasetID: datasetID}
 		for rec, err := range rows {
 			var n int64
 			if err == nil && rec != nil {
@@ -188,7 +187,6 @@ func (d *Dispatcher) progress(ctx context.Context, w *writeInfo, datasetID strin
 			}
 			if err == nil && rec != nil {
 				ev.Rows += n
-				ev.Batches++
 				ev.Elapsed = time.Since(t0)
 				po.Progress(ctx, ev)
 			}
