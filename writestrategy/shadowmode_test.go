@@ -97,8 +97,7 @@ func TestShadowRuns(t *testing.T) {
 		require.Equal(t, sink.Iceberg, res[0].Sink)
 	}
 	require.Equal(t, w.checksum("orders"), w.checksum("sb"))
-	var e *writestrategy.PromoteError
-	require.ErrorAs(t, w.d.Promote(ctx, writer, "st"), &e, "already on Iceberg")
+	require.ErrorIs(t, w.d.Promote(ctx, writer, "st"), writestrategy.ErrNotPromoted, "already on Iceberg")
 }
 
 // mangler is a Lakehouse whose writes of one dataset replace every value of
@@ -189,10 +188,10 @@ func TestShadowMismatchBlocksPromotion(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, sink.Postgres, ds.Sink, "not promoted")
 	}
-	var pe *writestrategy.PromoteError
-	require.ErrorAs(t, d.Promote(ctx, writer, "out"), &pe)
-	require.Contains(t, pe.Reason, "mismatch")
-	require.Contains(t, pe.Reason, "name")
+	err = d.Promote(ctx, writer, "out")
+	require.ErrorIs(t, err, writestrategy.ErrNotPromoted)
+	require.ErrorContains(t, err, "mismatch")
+	require.ErrorContains(t, err, "name")
 
 	m.on.Store(false)
 	w.mustWrite(copyOrders)
@@ -353,8 +352,7 @@ func TestShadowTimeout(t *testing.T) {
 		WHERE dataset_id = 'out' AND status = 'open'`).Scan(&open))
 	require.Zero(t, open, "the shadow's intent is withdrawn")
 	require.Equal(t, before, lakeChecksum(t, base, "out"), "nothing of the shadow is visible")
-	var pe *writestrategy.PromoteError
-	require.ErrorAs(t, base.d.Promote(ctx, writer, "out"), &pe, "a failed shadow run blocks promotion")
+	require.ErrorIs(t, base.d.Promote(ctx, writer, "out"), writestrategy.ErrNotPromoted, "a failed shadow run blocks promotion")
 
 	base.mustWrite(copyOrders) // the next write shadows again, unhindered
 	require.Equal(t, "matched", base.shadowStatus("out").Last.Status)
@@ -388,9 +386,9 @@ func TestShadowSchemaChangeRefused(t *testing.T) {
 	require.Equal(t, res[0].TxnID, st.Last.TxnID)
 	require.Contains(t, st.Last.Error, "name")
 	require.Equal(t, before, lakeChecksum(t, w, "out"), "the table is left as it was")
-	var pe *writestrategy.PromoteError
-	require.ErrorAs(t, w.d.Promote(ctx, writer, "out"), &pe)
-	require.Contains(t, pe.Reason, "failed")
+	perr := w.d.Promote(ctx, writer, "out")
+	require.ErrorIs(t, perr, writestrategy.ErrNotPromoted)
+	require.ErrorContains(t, perr, "failed")
 	ds, err := w.ledger.Dataset(ctx, "out")
 	require.NoError(t, err)
 	require.Equal(t, sink.Postgres, ds.Sink)

@@ -13,19 +13,11 @@ import (
 	"github.com/lakewrite/lakewrite/sink"
 )
 
-// PromoteError refuses a promotion: the dataset's Iceberg table does not
+// ErrNotPromoted refuses a promotion: the dataset's Iceberg table does not
 // hold its latest write of record, or the dataset is not in shadow on
-// Postgres. Nothing was changed.
-type PromoteError struct {
-	// DatasetID is the dataset refused.
-	DatasetID string
-	// Reason says why, in words for operators.
-	Reason string
-}
-
-func (e *PromoteError) Error() string {
-	return fmt.Sprintf("writestrategy: dataset %q not promoted: %s", e.DatasetID, e.Reason)
-}
+// Postgres. The error names the dataset and says why, in words for
+// operators. Nothing was changed.
+var ErrNotPromoted = errors.New("not promoted")
 
 // Promote makes Iceberg the sink of record of datasets written in shadow
 // (writer flag sink.Shadow), in one Postgres transaction (pass both
@@ -37,8 +29,8 @@ func (e *PromoteError) Error() string {
 // write in flight as any write does) and promotes only when the table
 // already holds the latest write of record: the last shadow run of the
 // dataset's latest committed write matched, and the table's current
-// snapshot still has that run's checksum. Otherwise it returns a
-// *PromoteError and changes nothing; an error matching
+// snapshot still has that run's checksum. Otherwise it returns an
+// error matching ErrNotPromoted and changes nothing; one matching
 // sink.ErrAboveCeiling when the writer's max sink is below Iceberg.
 //
 // Writers still resolving from a cached decision keep writing Postgres
@@ -129,7 +121,7 @@ func (d *Dispatcher) promoteHeld(ctx context.Context, writerID string, ids []str
 	return nil
 }
 
-// checkPromotable refuses, with a *PromoteError, a dataset whose Iceberg
+// checkPromotable refuses, with ErrNotPromoted, a dataset whose Iceberg
 // table does not hold its latest write of record; it locks its datasets
 // row in tx.
 func (d *Dispatcher) checkPromotable(ctx context.Context, tx pgx.Tx, datasetID string) error {
@@ -147,7 +139,7 @@ func (d *Dispatcher) checkPromotable(ctx context.Context, tx pgx.Tx, datasetID s
 		return queryError("promote: read the dataset", err)
 	}
 	refuse := func(format string, args ...any) error {
-		return &PromoteError{DatasetID: datasetID, Reason: fmt.Sprintf(format, args...)}
+		return fmt.Errorf("writestrategy: dataset %q %w: %s", datasetID, ErrNotPromoted, fmt.Sprintf(format, args...))
 	}
 	if lives != string(sink.Postgres) || latest == nil {
 		return refuse("it lives on %q, not on Postgres with a committed write", lives)

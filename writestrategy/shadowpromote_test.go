@@ -161,8 +161,7 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 	promotions := 0
 	waitFor("a promotion", func() bool {
 		err := d.Promote(ctx, writer, "out")
-		var pe *writestrategy.PromoteError
-		if err != nil && !errors.As(err, &pe) { // not promotable yet: retried
+		if err != nil && !errors.Is(err, writestrategy.ErrNotPromoted) { // not promotable yet: retried
 			require.NoError(t, err)
 		}
 		promotions++

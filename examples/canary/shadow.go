@@ -107,8 +107,7 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
 func cmdPromote(ctx context.Context, c *cli, datasetID string) error {
 	e := c.env
 	err := e.dispatcher.Promote(ctx, writerID, datasetID)
-	var pe *writestrategy.PromoteError
-	if errors.As(err, &pe) {
+	if errors.Is(err, writestrategy.ErrNotPromoted) {
 		_ = printStatus(ctx, c, datasetID)
 	}
 	if err != nil {
