@@ -13,7 +13,6 @@ import (
 
 // DropReport is what Dispatcher.Drop removed.
 type DropReport struct {
-	DatasetID string
 	// Resumed is true when the dataset was marked dropped already: an
 	// earlier Drop was interrupted and this one completed it.
 	Resumed bool
@@ -48,7 +47,7 @@ type tableDropper interface {
 // ledger.ErrDatasetNotFound. A Lakehouse that cannot drop tables (not a
 // *facade.Facade) is refused for a dataset that has lived on Iceberg.
 func (d *Dispatcher) Drop(ctx context.Context, datasetID string) (DropReport, error) {
-	rep := DropReport{DatasetID: datasetID}
+	var rep DropReport
 	if err := checkDatasetID("dropped", datasetID); err != nil {
 		return rep, err
 	}

@@ -1,5 +1,7 @@
 package writestrategy
 
+import "time"
+
 // Names the external tests use.
 type Query = queryStrategy
 
@@ -39,3 +41,9 @@ func Replayed(r WriteResult) bool { return r.replayed }
 
 // ResultColumns is r.columns.
 func ResultColumns(r WriteResult) Schema { return r.columns }
+
+// RunSnapshotID is r.snapshotID.
+func RunSnapshotID(r *ShadowRun) int64 { return r.snapshotID }
+
+// RunFinishedAt is r.finishedAt.
+func RunFinishedAt(r *ShadowRun) time.Time { return r.finishedAt }

@@ -71,11 +71,11 @@ func TestShadowRuns(t *testing.T) {
 			require.Nil(t, st.LastMismatch)
 			require.Equal(t, res[0].TxnID, st.Last.TxnID)
 			require.Equal(t, "matched", st.Last.Status)
-			require.NotZero(t, st.Last.SnapshotID)
+			require.NotZero(t, writestrategy.RunSnapshotID(st.Last))
 			require.Equal(t, w.checksum(out), st.Last.Postgres, "%s run %d: the row store", out, i)
 			require.Equal(t, st.Last.Postgres, st.Last.Iceberg)
 			require.Equal(t, st.Last.Postgres, lakeChecksum(t, w, out), "the table's current snapshot")
-			require.False(t, st.Last.FinishedAt.Before(st.Last.StartedAt))
+			require.False(t, writestrategy.RunFinishedAt(st.Last).Before(st.Last.StartedAt))
 			if out == "sb" {
 				require.Equal(t, w.checksum("orders"), st.Last.Postgres, "append_new: every row once")
 			}

@@ -21,20 +21,15 @@ type ShadowRun struct {
 	// TxnID is the ledger transaction of the write of record, also
 	// recorded in the summary of the snapshot the shadow committed.
 	TxnID string
-	// WriterID is the writer of the write of record.
-	WriterID string
 	// Status: "running" (in flight, or its writer died: the next shadow
 	// write of the dataset records it "aborted"), "matched", "mismatch",
 	// "failed", "aborted", or "superseded" (a later write of record took
 	// the dataset first; nothing was written).
 	Status string
 	// Postgres is the checksum of the row store at TxnID, Iceberg the one
-	// of the snapshot the shadow committed (SnapshotID): the checksum of
-	// Verify, numerics rounded as the Iceberg write rounds them.
+	// of the snapshot the shadow committed: the checksum of Verify,
+	// numerics rounded as the Iceberg write rounds them.
 	Postgres, Iceberg facade.Checksum
-	// SnapshotID is the Iceberg snapshot the shadow committed (0 when it
-	// committed none).
-	SnapshotID int64
 	// Rounded counts the numeric values the Iceberg write rounded.
 	Rounded int64
 	// Columns are the columns whose values differ on a mismatch.
@@ -46,15 +41,19 @@ type ShadowRun struct {
 	Examples []string
 	// Error says why a failed or aborted run failed.
 	Error string
-	// StartedAt and FinishedAt are the database's clock; FinishedAt is
-	// zero while running.
-	StartedAt, FinishedAt time.Time
+	// StartedAt is when the run began, by the database's clock.
+	StartedAt time.Time
+
+	// snapshotID is the Iceberg snapshot the shadow committed (0 when it
+	// committed none); finishedAt is when the run ended (zero while
+	// running).
+	snapshotID int64
+	finishedAt time.Time
 }
 
 // ShadowStatus sums up the shadow runs of a dataset: how long its two
 // sinks have agreed.
 type ShadowStatus struct {
-	DatasetID string
 	// Runs counts every recorded run; Failed those failed or aborted.
 	Runs, Failed int64
 	// Matching counts the matched runs since the last mismatch, failure or
@@ -66,7 +65,7 @@ type ShadowStatus struct {
 	First, Last, LastMismatch *ShadowRun
 }
 
-const shadowRunCols = `txn_id::text, writer_id, status, coalesce(pg_rows, 0), coalesce(pg_sum, 0), coalesce(pg_sum2, 0),
+const shadowRunCols = `txn_id::text, status, coalesce(pg_rows, 0), coalesce(pg_sum, 0), coalesce(pg_sum2, 0),
 	coalesce(iceberg_rows, 0), coalesce(iceberg_sum, 0), coalesce(iceberg_sum2, 0), coalesce(snapshot_id, 0),
 	coalesce(rounded, 0), mismatch, coalesce(error, ''), started_at, finished_at`
 
@@ -75,13 +74,13 @@ func scanShadowRun(row pgx.CollectableRow) (*ShadowRun, error) {
 	var ps, ps2, is, is2 int64
 	var cols []byte
 	var fin *time.Time
-	if err := row.Scan(&r.TxnID, &r.WriterID, &r.Status, &r.Postgres.Rows, &ps, &ps2, &r.Iceberg.Rows, &is, &is2,
-		&r.SnapshotID, &r.Rounded, &cols, &r.Error, &r.StartedAt, &fin); err != nil {
+	if err := row.Scan(&r.TxnID, &r.Status, &r.Postgres.Rows, &ps, &ps2, &r.Iceberg.Rows, &is, &is2,
+		&r.snapshotID, &r.Rounded, &cols, &r.Error, &r.StartedAt, &fin); err != nil {
 		return nil, err
 	}
 	r.Postgres.Sum, r.Postgres.Sum2, r.Iceberg.Sum, r.Iceberg.Sum2 = uint64(ps), uint64(ps2), uint64(is), uint64(is2)
 	if fin != nil {
-		r.FinishedAt = *fin
+		r.finishedAt = *fin
 	}
 	if cols != nil {
 		var m mismatchDetail
@@ -100,7 +99,7 @@ func (d *Dispatcher) ShadowStatus(ctx context.Context, datasetID string) (Shadow
 	if err := checkDatasetID("shadowed", datasetID); err != nil {
 		return ShadowStatus{}, err
 	}
-	st := ShadowStatus{DatasetID: datasetID}
+	var st ShadowStatus
 	err := d.readTx(ctx, func(tx pgx.Tx) error {
 		t := d.env().ctlSchema() + ".shadow_runs"
 		var since *time.Time
