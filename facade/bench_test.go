@@ -71,7 +71,7 @@ const benchBatchRows = 65536
 // tables it creates, to compare codecs.
 func newBenchFacade(tb testing.TB, mem memory.Allocator, workers int) (*facade.Facade, string) {
 	wh := tb.TempDir()
-	cat, err := facade.OpenSQLCatalog(context.Background(), facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(tb), Warehouse: wh})
+	cat, err := facade.OpenSQLCatalog(context.Background(), facade.CatalogConfig{DatabaseURL: pgtest.URL(tb), Warehouse: wh})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { cat.Close() })
 	f, err := facade.New(cat, &facade.Config{Allocator: mem, Compression: os.Getenv("LW_CODEC"), WriteWorkers: workers})

@@ -18,13 +18,15 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// SQLCatalogConfig configures the embedded default backend: iceberg-go's
-// SQL catalog in a Postgres database (through the pgx database/sql driver)
-// with a warehouse directory or bucket.
-type SQLCatalogConfig struct {
+// CatalogConfig configures a catalog in a Postgres database with a
+// warehouse directory or bucket: NewPostgresCatalog (on a pool the caller
+// gives) and OpenSQLCatalog (iceberg-go's SQL catalog, through the pgx
+// database/sql driver, on a database it connects to).
+type CatalogConfig struct {
 	// DatabaseURL of the Postgres database holding the catalog tables
 	// (iceberg_tables, iceberg_namespace_properties), e.g. the same
-	// database as the ledger.
+	// database as the ledger. OpenSQLCatalog only, where it is required;
+	// NewPostgresCatalog uses its pool and rejects it.
 	DatabaseURL string
 	// Warehouse is the root of the table data: a local directory (made
 	// absolute, file:// URL) or an object-store URL such as s3://bucket/path
@@ -63,7 +65,7 @@ func catalogProps(name, warehouse string, extra iceberg.Properties) (string, ice
 }
 
 // OpenSQLCatalog opens (and initializes, idempotently) the SQL catalog.
-func OpenSQLCatalog(ctx context.Context, cfg SQLCatalogConfig) (*SQLCatalog, error) {
+func OpenSQLCatalog(ctx context.Context, cfg CatalogConfig) (*SQLCatalog, error) {
 	if cfg.DatabaseURL == "" || cfg.Warehouse == "" {
 		return nil, errors.New("facade: OpenSQLCatalog needs DatabaseURL and Warehouse")
 	}
@@ -136,7 +138,7 @@ type S3Config struct {
 }
 
 // S3Properties returns the iceberg-go IO properties for cfg, for
-// SQLCatalogConfig.Props or rest.WithAdditionalProps. The s3 scheme is
+// CatalogConfig.Props or rest.WithAdditionalProps. The s3 scheme is
 // registered by importing iceberg-go's gocloud IO:
 //
 //	import _ "github.com/apache/iceberg-go/io/gocloud/s3"

@@ -14,7 +14,7 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
 
-// Stage on a PostgresCatalog whose pool has no free connection (the
+// Stage on the catalog of NewPostgresCatalog whose pool has no free connection (the
 // caller holds them all, as writes holding their intents' sessions do)
 // does not wait as long as the caller's context: its load of the table
 // fails within Config.CatalogWait with ErrCatalogTimeout, having written
@@ -29,7 +29,7 @@ func TestStageCatalogWaitBounded(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: t.TempDir()})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	f, err := facade.New(cat, &facade.Config{CatalogWait: 200 * time.Millisecond})
 	require.NoError(t, err)

@@ -97,7 +97,7 @@ type compactEnv struct {
 func newCompactEnv(t *testing.T, tune ...func(*Config)) *compactEnv {
 	t.Helper()
 	wh := t.TempDir()
-	sqlcat, err := OpenSQLCatalog(context.Background(), SQLCatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
+	sqlcat, err := OpenSQLCatalog(context.Background(), CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
 	require.NoError(t, err)
 	t.Cleanup(func() { sqlcat.Close() })
 	mem := &peakAllocator{CheckedAllocator: memory.NewCheckedAllocator(memory.NewGoAllocator())}

@@ -43,7 +43,7 @@ type Config struct {
 	// CatalogWait bounds each load (or creation) of a table in the catalog
 	// that a write makes before its commit: Stage's, WriteOrder's, Scan's
 	// (not the reading of its data files) and FindTxn's. A catalog that has
-	// not answered within it (say a PostgresCatalog on a pool with no free
+	// not answered within it (say the catalog of NewPostgresCatalog on a pool with no free
 	// connection, all held by the writes running) fails the call with an
 	// error matching ErrCatalogTimeout instead of waiting as long as the
 	// caller's context. Default 10s.

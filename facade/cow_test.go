@@ -355,7 +355,7 @@ func TestMergeCoWConflict(t *testing.T) {
 // copy-on-write merge lands as one overwrite snapshot, on v2 and v3.
 func TestMergeCoWPostgresCatalog(t *testing.T) {
 	t.Parallel()
-	pc, err := NewPostgresCatalog(context.Background(), pgtest.Pool(t), PostgresCatalogConfig{Warehouse: t.TempDir()})
+	pc, err := NewPostgresCatalog(context.Background(), pgtest.Pool(t), CatalogConfig{Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	for _, v := range []int{2, 3} {
 		ds := "cowpg_v" + strconv.Itoa(v)

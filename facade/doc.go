@@ -318,7 +318,7 @@
 // warehouse; the program registers the s3 scheme by importing iceberg-go's
 // gocloud IO (import _ "github.com/apache/iceberg-go/io/gocloud/s3"). With
 // a catalog that commits several tables atomically (SupportsAtomicCommit:
-// REST, PostgresCatalog), CommitAll commits the staged writes of several
+// REST, NewPostgresCatalog), CommitAll commits the staged writes of several
 // datasets, e.g. a split pair, in one transaction. Config.Naming maps
 // dataset ids to table identifiers (default: namespace "lakewrite", table =
 // id, ids limited to [A-Za-z0-9_-]). The REST path is tested through

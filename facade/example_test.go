@@ -43,7 +43,7 @@ func Example() {
 	}
 	defer os.RemoveAll(warehouse)
 
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	if err != nil {
 		panic(err)
 	}
@@ -135,7 +135,7 @@ func ExampleFacade_FindTxn() {
 		panic(err)
 	}
 	defer os.RemoveAll(warehouse)
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	if err != nil {
 		panic(err)
 	}

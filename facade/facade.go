@@ -93,8 +93,8 @@ func validateRequest(req WriteRequest) error {
 // Stage writes the data files of req and prepares its snapshot. Input
 // errors, a failing stream and context cancellation leave the table
 // untouched and delete the files written so far. The first write of a
-// dataset creates its table (with no snapshot) before writing; on a
-// PostgresCatalog its commit creates it, with its snapshot.
+// dataset creates its table (with no snapshot) before writing; on the
+// catalog of NewPostgresCatalog its commit creates it, with its snapshot.
 func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (Staged, error) {
 	ident, err := f.s.Naming(target.DatasetID)
 	if err != nil {
@@ -111,7 +111,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		return nil, fmt.Errorf("%w: no business columns", ErrInvalidRequest)
 	}
 	var tbl *table.Table
-	var create *PostgresCatalog
+	var create *postgresCatalog
 	var createNS string
 	err = f.withCatalogWait(ctx, func(ctx context.Context) (err error) {
 		tbl, create, createNS, err = f.loadOrCreate(ctx, target.DatasetID, ident, cols)
@@ -286,10 +286,10 @@ func (f *Facade) loadWithin(ctx context.Context, datasetID string) (tbl *table.T
 }
 
 // loadOrCreate loads the dataset's table or creates it. On a
-// PostgresCatalog a new table is only pending (see pendingTable): create
+// postgresCatalog a new table is only pending (see pendingTable): create
 // is then the catalog and createNS the namespace key its commit needs.
-func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (tbl *table.Table, create *PostgresCatalog, createNS string, err error) {
-	pc, _ := f.cat.(*PostgresCatalog)
+func (f *Facade) loadOrCreate(ctx context.Context, datasetID string, ident table.Identifier, cols []identity.Column) (tbl *table.Table, create *postgresCatalog, createNS string, err error) {
+	pc, _ := f.cat.(*postgresCatalog)
 	var probe *namespaceProbe // the namespace, read with the table's row
 	if pc != nil {
 		tbl, probe, err = pc.loadOrProbe(ctx, ident)

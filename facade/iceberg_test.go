@@ -77,7 +77,7 @@ func newIcebergEnv(t *testing.T, tune ...func(*facade.Config)) *icebergEnv {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	wh := t.TempDir()
-	sqlcat, err := facade.OpenSQLCatalog(context.Background(), facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
+	sqlcat, err := facade.OpenSQLCatalog(context.Background(), facade.CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
 	require.NoError(t, err)
 	t.Cleanup(func() { sqlcat.Close() })
 	fc := &faultCatalog{Catalog: sqlcat, kind: map[string]error{}, n: map[string]int{}, land: map[string]bool{}}

@@ -51,7 +51,7 @@ func longHistory(b *testing.B, pol facade.Lifecycle) {
 	ctx := context.Background()
 	mem := memory.NewGoAllocator()
 	wh := b.TempDir()
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: wh})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: wh})
 	require.NoError(b, err)
 	defer cat.Close()
 	f, err := facade.New(cat, &facade.Config{Allocator: mem, Lifecycle: pol})

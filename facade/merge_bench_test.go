@@ -85,7 +85,7 @@ func mergeShareRows(n, perMille, v int, preserved *int64) iter.Seq2[arrow.Record
 // snapshot_replace: the probe, the filter, the writes and the commit).
 func BenchmarkMerge1M(b *testing.B) {
 	const rows, every = 1 << 20, 1 << 10
-	cat, err := OpenSQLCatalog(context.Background(), SQLCatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
+	cat, err := OpenSQLCatalog(context.Background(), CatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
 	require.NoError(b, err)
 	b.Cleanup(func() { cat.Close() })
 	f, err := New(cat, nil)
@@ -129,7 +129,7 @@ var (
 //	go test ./facade/ -run '^$' -bench BenchmarkMergeCrossover -benchtime 1x [-args -merge-crossover-format 3]
 func BenchmarkMergeCrossover(b *testing.B) {
 	rows := *crossoverRows
-	cat, err := OpenSQLCatalog(context.Background(), SQLCatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
+	cat, err := OpenSQLCatalog(context.Background(), CatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
 	require.NoError(b, err)
 	b.Cleanup(func() { cat.Close() })
 	version := *crossoverFormat

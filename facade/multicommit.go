@@ -15,7 +15,7 @@ import (
 // SupportsAtomicCommit reports whether the facade's catalog commits several
 // tables in one atomic request (iceberg-go's catalog.TransactionalCatalog:
 // the REST catalog's POST /v1/{prefix}/transactions/commit, or one
-// Postgres transaction on PostgresCatalog), so that
+// Postgres transaction on the catalog of NewPostgresCatalog), so that
 // CommitAll is available.
 func (f *Facade) SupportsAtomicCommit() bool {
 	_, ok := f.cat.(catalog.TransactionalCatalog)
@@ -48,7 +48,7 @@ func (f *Facade) CommitAll(ctx context.Context, staged ...Staged) ([]CommitResul
 		return nil, fmt.Errorf("%w: catalog %T has no multi-table commits", ErrInvalidRequest, f.cat)
 	}
 	// A staged write that can also commit into a transaction (on a
-	// PostgresCatalog) is committed here as a plain one.
+	// postgresCatalog) is committed here as a plain one.
 	staged = slices.Clone(staged)
 	for i, st := range staged {
 		if ts, ok := st.(*icebergTxStaged); ok {

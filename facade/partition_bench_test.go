@@ -30,7 +30,7 @@ func BenchmarkWritePartitioned1M(b *testing.B) {
 			x.Release()
 		}
 	}()
-	cat, err := facade.OpenSQLCatalog(context.Background(), facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
+	cat, err := facade.OpenSQLCatalog(context.Background(), facade.CatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
 	require.NoError(b, err)
 	b.Cleanup(func() { cat.Close() })
 	f, err := facade.New(cat, &facade.Config{Allocator: mem, PartitionFor: func(id string) (facade.Partitioning, bool) {

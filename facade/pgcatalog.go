@@ -26,7 +26,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// CatalogDB is what PostgresCatalog needs of a database handle: a
+// CatalogDB is what postgresCatalog needs of a database handle: a
 // *pgxpool.Pool satisfies it. It must be safe for concurrent use; the
 // catalog never closes it.
 type CatalogDB interface {
@@ -39,7 +39,7 @@ type CatalogDB interface {
 // txCatalog is a catalog that can commit a table change inside a caller's
 // Postgres transaction: the pointer swap then commits, or rolls back, with
 // whatever else the transaction writes (the ledger commit). The facade
-// finds the ability by type assertion; PostgresCatalog has it.
+// finds the ability by type assertion; postgresCatalog has it.
 type txCatalog interface {
 	catalog.Catalog
 	// CommitTableTx is CommitTable inside tx: it writes the new metadata
@@ -50,33 +50,8 @@ type txCatalog interface {
 	CommitTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error)
 }
 
-// PostgresCatalogConfig configures NewPostgresCatalog.
-type PostgresCatalogConfig struct {
-	// Warehouse is the root of the table data: a local directory (made
-	// absolute, file:// URL) or an object-store URL such as s3://bucket/path.
-	// Required.
-	Warehouse string
-	// Name of the catalog (the catalog_name column). Default "lakewrite".
-	Name string
-	// Props are extra catalog properties (e.g. S3Properties(...)).
-	Props iceberg.Properties
-}
-
-// PostgresCatalog is an Iceberg catalog kept in Postgres through pgx, on a
-// database handle the caller owns (the ledger's pool). It keeps the tables
-// of iceberg-go's SQL catalog, the Java JDBC catalog and pyiceberg's
-// SqlCatalog (iceberg_tables and iceberg_namespace_properties in the
-// connection's current schema, scoped by catalog_name, namespaces encoded
-// the same way), so those catalogs, configured with the same name and
-// database, read and write the same tables. A commit is the same optimistic
-// compare-and-swap of metadata_location; a lost race is
-// table.ErrCommitFailed.
-//
-// Unlike iceberg-go's SQL catalog it can commit inside a caller's
-// transaction, which lets a writer commit
-// the snapshot and its own bookkeeping atomically. Views are not supported
-// (rows of type VIEW are ignored).
-type PostgresCatalog struct {
+// postgresCatalog is the catalog NewPostgresCatalog returns.
+type postgresCatalog struct {
 	db    CatalogDB
 	name  string
 	props iceberg.Properties
@@ -87,7 +62,7 @@ type PostgresCatalog struct {
 	metas metaCache
 }
 
-// metaCacheSize bounds the metadata files a PostgresCatalog keeps parsed.
+// metaCacheSize bounds the metadata files a postgresCatalog keeps parsed.
 const metaCacheSize = 16
 
 // metaCache is a small FIFO cache of parsed table metadata by location.
@@ -121,9 +96,10 @@ func (m *metaCache) put(loc string, meta table.Metadata) {
 }
 
 var (
-	_ catalog.Catalog        = (*PostgresCatalog)(nil)
-	_ catalog.PurgeableTable = (*PostgresCatalog)(nil)
-	_ txCatalog              = (*PostgresCatalog)(nil)
+	_ catalog.Catalog              = (*postgresCatalog)(nil)
+	_ catalog.PurgeableTable       = (*postgresCatalog)(nil)
+	_ catalog.TransactionalCatalog = (*postgresCatalog)(nil)
+	_ txCatalog                    = (*postgresCatalog)(nil)
 )
 
 const (
@@ -149,17 +125,38 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
 	property_value VARCHAR,
 	PRIMARY KEY (catalog_name, namespace, property_key))`
 
-// NewPostgresCatalog returns the catalog on db, creating its two tables
-// when they do not exist (idempotent, safe to run concurrently).
-func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg PostgresCatalogConfig) (*PostgresCatalog, error) {
+// NewPostgresCatalog returns an Iceberg catalog kept in Postgres through
+// pgx, on a database handle the caller owns (the ledger's pool), creating
+// its two tables when they do not exist (idempotent, safe to run
+// concurrently). cfg.Warehouse is required; cfg.DatabaseURL must be empty
+// (the catalog uses db).
+//
+// It keeps the tables of iceberg-go's SQL catalog, the Java JDBC catalog
+// and pyiceberg's SqlCatalog (iceberg_tables and
+// iceberg_namespace_properties in the connection's current schema, scoped
+// by catalog_name, namespaces encoded the same way), so those catalogs,
+// configured with the same name and database, read and write the same
+// tables. A commit is the same optimistic compare-and-swap of
+// metadata_location; a lost race is table.ErrCommitFailed. The catalog
+// also implements catalog.PurgeableTable and catalog.TransactionalCatalog
+// (several tables in one Postgres transaction).
+//
+// Unlike iceberg-go's SQL catalog it can commit inside a caller's
+// transaction: a Facade on it stages TxStaged writes, which lets a writer
+// commit the snapshot and its own bookkeeping atomically. Views are not
+// supported (rows of type VIEW are ignored).
+func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg CatalogConfig) (catalog.Catalog, error) {
 	if db == nil || cfg.Warehouse == "" {
 		return nil, errors.New("facade: NewPostgresCatalog needs a database handle and a Warehouse")
+	}
+	if cfg.DatabaseURL != "" {
+		return nil, errors.New("facade: NewPostgresCatalog uses the database handle it is given: CatalogConfig.DatabaseURL must be empty")
 	}
 	name, props, err := catalogProps(cfg.Name, cfg.Warehouse, cfg.Props)
 	if err != nil {
 		return nil, err
 	}
-	c := &PostgresCatalog{db: db, name: name, props: props}
+	c := &postgresCatalog{db: db, name: name, props: props}
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		// Concurrent CREATE TABLE IF NOT EXISTS can still collide.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakewrite.iceberg-catalog-ddl', 0))`); err != nil {
@@ -183,10 +180,10 @@ func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg PostgresCatalogCo
 }
 
 // CatalogType is catalog.SQL: the catalog keeps the SQL catalog's tables.
-func (c *PostgresCatalog) CatalogType() catalog.Type { return catalog.SQL }
+func (c *postgresCatalog) CatalogType() catalog.Type { return catalog.SQL }
 
 // typeFilter scopes a query on iceberg_tables to tables.
-func (c *PostgresCatalog) typeFilter() string {
+func (c *postgresCatalog) typeFilter() string {
 	if c.v0 {
 		return ""
 	}
@@ -202,7 +199,7 @@ type querier interface {
 
 // metadataLocation reads a table's metadata pointer; forUpdate locks the
 // row for the rest of the transaction.
-func (c *PostgresCatalog) metadataLocation(ctx context.Context, q querier, ident table.Identifier, forUpdate bool) (nsKey, loc string, err error) {
+func (c *postgresCatalog) metadataLocation(ctx context.Context, q querier, ident table.Identifier, forUpdate bool) (nsKey, loc string, err error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return "", "", err
 	}
@@ -227,7 +224,7 @@ func (c *PostgresCatalog) metadataLocation(ctx context.Context, q querier, ident
 	return nsKey, *ml, nil
 }
 
-func (c *PostgresCatalog) tableAt(ctx context.Context, ident table.Identifier, loc string) (*table.Table, error) {
+func (c *postgresCatalog) tableAt(ctx context.Context, ident table.Identifier, loc string) (*table.Table, error) {
 	fsF := iceio.LoadFSFunc(c.props, loc)
 	if meta := c.metas.get(loc); meta != nil {
 		return table.New(ident, meta, loc, fsF, c), nil
@@ -241,11 +238,11 @@ func (c *PostgresCatalog) tableAt(ctx context.Context, ident table.Identifier, l
 }
 
 // LoadTable loads a table.
-func (c *PostgresCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+func (c *postgresCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
 	return c.loadTable(ctx, c.db, ident)
 }
 
-func (c *PostgresCatalog) loadTable(ctx context.Context, q querier, ident table.Identifier) (*table.Table, error) {
+func (c *postgresCatalog) loadTable(ctx context.Context, q querier, ident table.Identifier) (*table.Table, error) {
 	_, loc, err := c.metadataLocation(ctx, q, ident, false)
 	if err != nil {
 		return nil, err
@@ -254,7 +251,7 @@ func (c *PostgresCatalog) loadTable(ctx context.Context, q querier, ident table.
 }
 
 // CheckTableExists reports whether the table has a row in the catalog.
-func (c *PostgresCatalog) CheckTableExists(ctx context.Context, ident table.Identifier) (bool, error) {
+func (c *postgresCatalog) CheckTableExists(ctx context.Context, ident table.Identifier) (bool, error) {
 	_, _, err := c.metadataLocation(ctx, c.db, ident, false)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
 		return false, nil
@@ -264,7 +261,7 @@ func (c *PostgresCatalog) CheckTableExists(ctx context.Context, ident table.Iden
 
 // CreateTable writes the first metadata file of a new table and registers
 // it.
-func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (*table.Table, error) {
+func (c *postgresCatalog) CreateTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (*table.Table, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, err
 	}
@@ -277,7 +274,7 @@ func (c *PostgresCatalog) CreateTable(ctx context.Context, ident table.Identifie
 
 // registerTable writes meta as the first metadata file of table ident and
 // registers it.
-func (c *PostgresCatalog) registerTable(ctx context.Context, ident table.Identifier, nsKey string, meta table.Metadata) (*table.Table, error) {
+func (c *postgresCatalog) registerTable(ctx context.Context, ident table.Identifier, nsKey string, meta table.Metadata) (*table.Table, error) {
 	name := catalog.TableNameFromIdent(ident)
 	provider, err := table.LoadLocationProvider(meta.Location(), meta.Properties())
 	if err != nil {
@@ -311,7 +308,7 @@ type namespaceProbe struct {
 // metadata pointer, the namespace's properties and whether it holds
 // tables). With an ambiguous namespace encoding it returns neither and
 // the caller takes the general path.
-func (c *PostgresCatalog) loadOrProbe(ctx context.Context, ident table.Identifier) (*table.Table, *namespaceProbe, error) {
+func (c *postgresCatalog) loadOrProbe(ctx context.Context, ident table.Identifier) (*table.Table, *namespaceProbe, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, nil, err
 	}
@@ -367,7 +364,7 @@ func (c *PostgresCatalog) loadOrProbe(ctx context.Context, ident table.Identifie
 // newTableMetadata returns the namespace key and the first metadata of a
 // new table, as CreateTable writes it. probe, when not nil, is the
 // namespace as just read (loadOrProbe).
-func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
+func (c *postgresCatalog) newTableMetadata(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (string, table.Metadata, error) {
 	cfg := catalog.NewCreateTableCfg()
 	for _, o := range opts {
 		o(&cfg)
@@ -409,7 +406,7 @@ func (c *PostgresCatalog) newTableMetadata(ctx context.Context, ident table.Iden
 // one statement that inserts only while the namespace exists: an existing
 // row is catalog.ErrTableAlreadyExists, a missing namespace
 // catalog.ErrNoSuchNamespace.
-func (c *PostgresCatalog) insertTable(ctx context.Context, q querier, nsKey, name, metaLoc string, ident table.Identifier) error {
+func (c *postgresCatalog) insertTable(ctx context.Context, q querier, nsKey, name, metaLoc string, ident table.Identifier) error {
 	cols, typ := `catalog_name, table_namespace, table_name, metadata_location, iceberg_type`, `, 'TABLE'`
 	if c.v0 {
 		cols, typ = `catalog_name, table_namespace, table_name, metadata_location`, ``
@@ -437,7 +434,7 @@ func (c *PostgresCatalog) insertTable(ctx context.Context, q querier, nsKey, nam
 }
 
 // writeMetadata writes meta to loc with the table's metadata compression.
-func (c *PostgresCatalog) writeMetadata(ctx context.Context, meta table.Metadata, loc string) (err error) {
+func (c *postgresCatalog) writeMetadata(ctx context.Context, meta table.Metadata, loc string) (err error) {
 	ioProps := maps.Clone(c.props)
 	maps.Copy(ioProps, meta.Properties())
 	fs, err := iceio.LoadFSFunc(ioProps, loc)(ctx)
@@ -474,7 +471,7 @@ func (c *PostgresCatalog) writeMetadata(ctx context.Context, meta table.Metadata
 	return json.NewEncoder(w).Encode(meta)
 }
 
-func (c *PostgresCatalog) removeFile(loc string) {
+func (c *postgresCatalog) removeFile(loc string) {
 	fs, err := iceio.LoadFSFunc(c.props, loc)(context.Background())
 	if err == nil {
 		_ = fs.Remove(loc)
@@ -509,7 +506,7 @@ func parseMetadataVersion(loc string) int {
 }
 
 // DropTable removes the table's row (its files stay).
-func (c *PostgresCatalog) DropTable(ctx context.Context, ident table.Identifier) error {
+func (c *postgresCatalog) DropTable(ctx context.Context, ident table.Identifier) error {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return err
 	}
@@ -530,7 +527,7 @@ func (c *PostgresCatalog) DropTable(ctx context.Context, ident table.Identifier)
 
 // PurgeTable drops the table and then deletes its files (best effort,
 // skipped when the table's gc.enabled is false).
-func (c *PostgresCatalog) PurgeTable(ctx context.Context, ident table.Identifier) error {
+func (c *postgresCatalog) PurgeTable(ctx context.Context, ident table.Identifier) error {
 	tbl, err := c.LoadTable(ctx, ident)
 	if err != nil {
 		return err
@@ -544,7 +541,7 @@ func (c *PostgresCatalog) PurgeTable(ctx context.Context, ident table.Identifier
 
 // RenameTable moves a table to another identifier (its namespace must
 // exist) and loads it.
-func (c *PostgresCatalog) RenameTable(ctx context.Context, from, to table.Identifier) (*table.Table, error) {
+func (c *postgresCatalog) RenameTable(ctx context.Context, from, to table.Identifier) (*table.Table, error) {
 	if err := catalog.ValidateTableIdentifier(from); err != nil {
 		return nil, err
 	}
@@ -583,7 +580,7 @@ func (c *PostgresCatalog) RenameTable(ctx context.Context, from, to table.Identi
 }
 
 // ListTables lists the tables of a namespace.
-func (c *PostgresCatalog) ListTables(ctx context.Context, namespace table.Identifier) iter.Seq2[table.Identifier, error] {
+func (c *postgresCatalog) ListTables(ctx context.Context, namespace table.Identifier) iter.Seq2[table.Identifier, error] {
 	return func(yield func(table.Identifier, error) bool) {
 		ids, err := c.listTables(ctx, namespace)
 		if err != nil {
@@ -598,7 +595,7 @@ func (c *PostgresCatalog) ListTables(ctx context.Context, namespace table.Identi
 	}
 }
 
-func (c *PostgresCatalog) listTables(ctx context.Context, namespace table.Identifier) ([]table.Identifier, error) {
+func (c *postgresCatalog) listTables(ctx context.Context, namespace table.Identifier) ([]table.Identifier, error) {
 	ns := namespaceToString(namespace)
 	if len(namespace) > 0 {
 		var ok bool

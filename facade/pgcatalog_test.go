@@ -22,7 +22,7 @@ import (
 // same database and warehouse, each with a facade.
 type pgCatalogEnv struct {
 	pool   *pgxpool.Pool
-	pg     *facade.PostgresCatalog
+	pg     catalog.Catalog
 	sql    *facade.SQLCatalog
 	viaPG  *facade.Facade
 	viaSQL *facade.Facade
@@ -37,7 +37,7 @@ func newPGCatalogEnv(t *testing.T, sqlFirst bool) *pgCatalogEnv {
 	pool := pgtest.Pool(t)
 	wh := t.TempDir()
 	openSQL := func() *facade.SQLCatalog {
-		sqlcat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: pool.Config().ConnString(), Warehouse: wh})
+		sqlcat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: pool.Config().ConnString(), Warehouse: wh})
 		require.NoError(t, err)
 		t.Cleanup(func() { sqlcat.Close() })
 		return sqlcat
@@ -46,7 +46,7 @@ func newPGCatalogEnv(t *testing.T, sqlFirst bool) *pgCatalogEnv {
 	if sqlFirst {
 		sqlcat = openSQL()
 	}
-	pg, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: wh})
+	pg, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: wh})
 	require.NoError(t, err)
 	if !sqlFirst {
 		sqlcat = openSQL()
@@ -241,7 +241,7 @@ func TestPostgresCatalogConflict(t *testing.T) {
 func TestContractPostgresCatalog(t *testing.T) {
 	contract.Run(t, func(t *testing.T) *contract.Env {
 		pool := pgtest.Pool(t)
-		pg, err := facade.NewPostgresCatalog(context.Background(), pool, facade.PostgresCatalogConfig{Warehouse: t.TempDir()})
+		pg, err := facade.NewPostgresCatalog(context.Background(), pool, facade.CatalogConfig{Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		fc := &faultCatalog{Catalog: pg, kind: map[string]error{}, n: map[string]int{}, land: map[string]bool{}}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
@@ -281,14 +281,14 @@ func TestPostgresCatalogCommitTransaction(t *testing.T) {
 	}
 
 	a, b := load("a"), load("b")
-	require.NoError(t, e.pg.CommitTransaction(ctx, []table.TableCommit{commit(a, "k1"), commit(b, "k1")}))
+	require.NoError(t, e.pg.(catalog.TransactionalCatalog).CommitTransaction(ctx, []table.TableCommit{commit(a, "k1"), commit(b, "k1")}))
 	a2, b2 := load("a"), load("b")
 	require.Equal(t, "v", a2.Properties()["k1"])
 	require.Equal(t, "v", b2.Properties()["k1"])
 
 	// b moves under a stale commit: the transaction fails and a stays.
 	e.write(t, e.viaPG, "b", facade.Append, 10, 5)
-	err := e.pg.CommitTransaction(ctx, []table.TableCommit{commit(a2, "k2"), commit(b2, "k2")})
+	err := e.pg.(catalog.TransactionalCatalog).CommitTransaction(ctx, []table.TableCommit{commit(a2, "k2"), commit(b2, "k2")})
 	require.Error(t, err)
 	require.Equal(t, a2.MetadataLocation(), load("a").MetadataLocation())
 	require.NotContains(t, load("a").Properties(), "k2")

@@ -15,7 +15,7 @@ import (
 // CommitTable applies updates to the table after checking reqs, in a
 // transaction of its own. A failure of the final COMMIT leaves the outcome
 // unknown (the error is not table.ErrCommitFailed).
-func (c *PostgresCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+func (c *postgresCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	tx, err := c.db.Begin(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("facade: catalog commit %s: %w", strings.Join(ident, "."), err)
@@ -35,7 +35,7 @@ func (c *PostgresCatalog) CommitTable(ctx context.Context, ident table.Identifie
 // transaction (catalog.TransactionalCatalog): every table's requirements
 // are checked and every pointer swapped, or nothing is. With it a Facade on
 // this catalog reports SupportsAtomicCommit and CommitAll works.
-func (c *PostgresCatalog) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
+func (c *postgresCatalog) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
 	tx, err := c.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("facade: catalog commit transaction: %w", err)
@@ -58,7 +58,7 @@ func (c *PostgresCatalog) CommitTransaction(ctx context.Context, commits []table
 // metadata file and swaps the pointer (UPDATE ... WHERE metadata_location
 // = previous). A table without a row is created (no requirement may then
 // assume a table).
-func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+func (c *postgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	nsKey, curLoc, err := c.metadataLocation(ctx, tx, ident, true)
 	if err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
 		return nil, "", err
@@ -111,7 +111,7 @@ func (c *PostgresCatalog) CommitTableTx(ctx context.Context, tx pgx.Tx, ident ta
 // CommitTableTx's compare-and-swap without reading the pointer first: a
 // pointer that moved meanwhile is a clean conflict (table.ErrCommitFailed,
 // tx staying usable) and the new metadata file is removed.
-func (c *PostgresCatalog) commitAt(ctx context.Context, tx pgx.Tx, ident table.Identifier, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+func (c *postgresCatalog) commitAt(ctx context.Context, tx pgx.Tx, ident table.Identifier, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, "", err
 	}
@@ -128,7 +128,7 @@ func (c *PostgresCatalog) commitAt(ctx context.Context, tx pgx.Tx, ident table.I
 
 // swapAt is commitAt once the table's namespace key is known (in q: a
 // transaction or the pool).
-func (c *PostgresCatalog) swapAt(ctx context.Context, q querier, ident table.Identifier, nsKey, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+func (c *postgresCatalog) swapAt(ctx context.Context, q querier, ident table.Identifier, nsKey, loc string, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	version := parseMetadataVersion(loc)
 	if version < 0 {
 		return nil, "", fmt.Errorf("facade: catalog commit %s: invalid metadata location %s", strings.Join(ident, "."), loc)
@@ -175,12 +175,12 @@ func (c *PostgresCatalog) swapAt(ctx context.Context, q querier, ident table.Ide
 	return updated, newLoc, nil
 }
 
-// swappingCatalog commits onto a loaded table of a PostgresCatalog with
+// swappingCatalog commits onto a loaded table of a postgresCatalog with
 // commitAt (in tx when not nil): the pointer the table was loaded from is
 // the one swapped.
 type swappingCatalog struct {
 	catalog.Catalog
-	pc   *PostgresCatalog
+	pc   *postgresCatalog
 	tx   pgx.Tx
 	loc  string
 	base table.Metadata

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A new table on a PostgresCatalog is created by the first commit that
+// A new table on a postgresCatalog is created by the first commit that
 // writes it: Stage writes the data files against the table CreateTable
 // would create (pendingTable), and the commit registers the table with
 // that first snapshot (createTableTx), in the caller's transaction when
@@ -26,7 +26,7 @@ import (
 // pendingTable returns the table CreateTable would create, with nothing
 // written or registered; its metadata location is empty. probe, when not
 // nil, is its namespace as just read (loadOrProbe).
-func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (*table.Table, string, error) {
+func (c *postgresCatalog) pendingTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, probe *namespaceProbe, opts ...catalog.CreateTableOpt) (*table.Table, string, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, "", err
 	}
@@ -43,7 +43,7 @@ func (c *PostgresCatalog) pendingTable(ctx context.Context, ident table.Identifi
 // meanwhile is a clean conflict (table.ErrCommitFailed). The row is
 // inserted by one statement that also checks the namespace (insertTable):
 // the metadata file is written before it and removed when it fails.
-func (c *PostgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+func (c *postgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident table.Identifier, base table.Metadata, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	if err := catalog.ValidateTableIdentifier(ident); err != nil {
 		return nil, "", err
 	}
@@ -86,7 +86,7 @@ func (c *PostgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident ta
 // CommitTable creates the table (in tx, or in a transaction of its own).
 type creatingCatalog struct {
 	catalog.Catalog
-	pc   *PostgresCatalog
+	pc   *postgresCatalog
 	tx   pgx.Tx
 	base table.Metadata
 }

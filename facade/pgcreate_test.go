@@ -31,7 +31,7 @@ func (e *pgCatalogEnv) stage(t *testing.T, dataset string, mode facade.WriteMode
 
 func localPath(p string) string { return strings.TrimPrefix(p, "file://") }
 
-// TestPostgresCatalogFirstCommitCreatesTable: on a PostgresCatalog the
+// TestPostgresCatalogFirstCommitCreatesTable: on the catalog of NewPostgresCatalog the
 // first write's commit creates the table, with its snapshot in its first
 // metadata file; a write that rolls back or aborts leaves no table.
 func TestPostgresCatalogFirstCommitCreatesTable(t *testing.T) {

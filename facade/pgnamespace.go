@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func (c *PostgresCatalog) namespaceExists(ctx context.Context, q querier, ns string) (bool, error) {
+func (c *postgresCatalog) namespaceExists(ctx context.Context, q querier, ns string) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)
 		OR EXISTS (SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2)`, c.name, ns).Scan(&ok)
@@ -24,7 +24,7 @@ func (c *PostgresCatalog) namespaceExists(ctx context.Context, q querier, ns str
 
 // resolveNamespace returns the stored key of namespace and whether it
 // exists.
-func (c *PostgresCatalog) resolveNamespace(ctx context.Context, q querier, namespace table.Identifier) (string, bool, error) {
+func (c *postgresCatalog) resolveNamespace(ctx context.Context, q querier, namespace table.Identifier) (string, bool, error) {
 	keys := namespaceStorageKeys(namespace)
 	for _, k := range keys {
 		ok, err := c.namespaceExists(ctx, q, k)
@@ -41,7 +41,7 @@ func (c *PostgresCatalog) resolveNamespace(ctx context.Context, q querier, names
 // namespaceWithProps returns the stored key of namespace, its properties
 // and whether it exists, in one statement per candidate key: a namespace
 // exists when it has a property row or a table.
-func (c *PostgresCatalog) namespaceWithProps(ctx context.Context, q querier, namespace table.Identifier) (string, iceberg.Properties, bool, error) {
+func (c *postgresCatalog) namespaceWithProps(ctx context.Context, q querier, namespace table.Identifier) (string, iceberg.Properties, bool, error) {
 	keys := namespaceStorageKeys(namespace)
 	for _, k := range keys {
 		rows, err := q.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
@@ -71,7 +71,7 @@ func (c *PostgresCatalog) namespaceWithProps(ctx context.Context, q querier, nam
 
 // namespaceKey is the stored key of namespace (resolved only when the
 // encoding is ambiguous).
-func (c *PostgresCatalog) namespaceKey(ctx context.Context, q querier, namespace table.Identifier) (string, error) {
+func (c *postgresCatalog) namespaceKey(ctx context.Context, q querier, namespace table.Identifier) (string, error) {
 	keys := namespaceStorageKeys(namespace)
 	if len(keys) == 1 {
 		return keys[0], nil
@@ -81,7 +81,7 @@ func (c *PostgresCatalog) namespaceKey(ctx context.Context, q querier, namespace
 }
 
 // ListNamespaces lists the namespaces (under parent, when given).
-func (c *PostgresCatalog) ListNamespaces(ctx context.Context, parent table.Identifier) ([]table.Identifier, error) {
+func (c *postgresCatalog) ListNamespaces(ctx context.Context, parent table.Identifier) ([]table.Identifier, error) {
 	where, args := "", []any{c.name}
 	if len(parent) > 0 {
 		_, ok, err := c.resolveNamespace(ctx, c.db, parent)
@@ -122,7 +122,7 @@ func (c *PostgresCatalog) ListNamespaces(ctx context.Context, parent table.Ident
 }
 
 // CreateNamespace creates a namespace with props.
-func (c *PostgresCatalog) CreateNamespace(ctx context.Context, namespace table.Identifier, props iceberg.Properties) error {
+func (c *postgresCatalog) CreateNamespace(ctx context.Context, namespace table.Identifier, props iceberg.Properties) error {
 	if len(namespace) == 0 {
 		return fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
 	}
@@ -155,7 +155,7 @@ func (c *PostgresCatalog) CreateNamespace(ctx context.Context, namespace table.I
 }
 
 // DropNamespace drops an empty namespace.
-func (c *PostgresCatalog) DropNamespace(ctx context.Context, namespace table.Identifier) error {
+func (c *postgresCatalog) DropNamespace(ctx context.Context, namespace table.Identifier) error {
 	if len(namespace) == 0 {
 		return fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
 	}
@@ -181,13 +181,13 @@ func (c *PostgresCatalog) DropNamespace(ctx context.Context, namespace table.Ide
 }
 
 // CheckNamespaceExists reports whether the namespace exists.
-func (c *PostgresCatalog) CheckNamespaceExists(ctx context.Context, namespace table.Identifier) (bool, error) {
+func (c *postgresCatalog) CheckNamespaceExists(ctx context.Context, namespace table.Identifier) (bool, error) {
 	_, ok, err := c.resolveNamespace(ctx, c.db, namespace)
 	return ok, err
 }
 
 // LoadNamespaceProperties returns the namespace's properties.
-func (c *PostgresCatalog) LoadNamespaceProperties(ctx context.Context, namespace table.Identifier) (iceberg.Properties, error) {
+func (c *postgresCatalog) LoadNamespaceProperties(ctx context.Context, namespace table.Identifier) (iceberg.Properties, error) {
 	if len(namespace) == 0 {
 		return nil, fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)
 	}
@@ -202,7 +202,7 @@ func (c *PostgresCatalog) LoadNamespaceProperties(ctx context.Context, namespace
 }
 
 // namespaceProps returns the properties of the namespace stored as key.
-func (c *PostgresCatalog) namespaceProps(ctx context.Context, key string) (iceberg.Properties, error) {
+func (c *postgresCatalog) namespaceProps(ctx context.Context, key string) (iceberg.Properties, error) {
 	rows, err := c.db.Query(ctx, `SELECT property_key, coalesce(property_value, '') FROM iceberg_namespace_properties
 		WHERE catalog_name = $1 AND namespace = $2`, c.name, key)
 	if err != nil {
@@ -222,7 +222,7 @@ func (c *PostgresCatalog) namespaceProps(ctx context.Context, key string) (icebe
 }
 
 // UpdateNamespaceProperties removes and sets namespace properties.
-func (c *PostgresCatalog) UpdateNamespaceProperties(ctx context.Context, namespace table.Identifier, removals []string, updates iceberg.Properties) (catalog.PropertiesUpdateSummary, error) {
+func (c *postgresCatalog) UpdateNamespaceProperties(ctx context.Context, namespace table.Identifier, removals []string, updates iceberg.Properties) (catalog.PropertiesUpdateSummary, error) {
 	var sum catalog.PropertiesUpdateSummary
 	if len(namespace) == 0 {
 		return sum, fmt.Errorf("%w: empty namespace identifier", catalog.ErrNoSuchNamespace)

@@ -70,7 +70,7 @@ func TestPostgresCatalogSmallWriteStatements(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	pc, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: t.TempDir()})
+	pc, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -157,12 +157,12 @@ func TestPostgresCatalogFirstCommitIntoDroppedNamespace(t *testing.T) {
 }
 
 // BenchmarkPostgresCatalogSmallWrite: a 1-row write creating its table on
-// a PostgresCatalog, as the Dispatcher runs it (WriteOrder, Stage,
+// the catalog of NewPostgresCatalog, as the Dispatcher runs it (WriteOrder, Stage,
 // CommitTx in a transaction).
 func BenchmarkPostgresCatalogSmallWrite(b *testing.B) {
 	ctx := context.Background()
 	pool := pgtest.Pool(b)
-	pc, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: b.TempDir()})
+	pc, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: b.TempDir()})
 	require.NoError(b, err)
 	mem := memory.NewGoAllocator()
 	f, err := facade.New(pc, &facade.Config{Allocator: mem})

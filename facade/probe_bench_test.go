@@ -109,7 +109,7 @@ func tableBytes(tb testing.TB, f *Facade, ds string) int64 {
 // stored value as it is). Reports wall and CPU seconds per probe.
 func BenchmarkProbe1M(b *testing.B) {
 	rows := *probeBenchRows
-	cat, err := OpenSQLCatalog(context.Background(), SQLCatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
+	cat, err := OpenSQLCatalog(context.Background(), CatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
 	require.NoError(b, err)
 	b.Cleanup(func() { cat.Close() })
 	f, err := New(cat, &Config{TableProperties: map[string]string{dictColumnKey + hashField.Name: "false"}})
@@ -153,7 +153,7 @@ func BenchmarkProbe1M(b *testing.B) {
 // and the data file bytes.
 func BenchmarkHashColumn1M(b *testing.B) {
 	rows := *probeBenchRows
-	cat, err := OpenSQLCatalog(context.Background(), SQLCatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
+	cat, err := OpenSQLCatalog(context.Background(), CatalogConfig{DatabaseURL: pgtest.URL(b), Warehouse: b.TempDir()})
 	require.NoError(b, err)
 	b.Cleanup(func() { cat.Close() })
 	f, err := New(cat, &Config{TableProperties: map[string]string{dictColumnKey + hashField.Name: "false"}})

@@ -31,7 +31,7 @@ func TestS3Warehouse(t *testing.T) {
 	srv := httptest.NewServer(gofakes3.New(backend).Server())
 	t.Cleanup(srv.Close)
 
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{
 		DatabaseURL: pgtest.URL(t), Warehouse: "s3://lake/warehouse",
 		Props: facade.S3Properties(facade.S3Config{Endpoint: srv.URL, Region: "us-east-1",
 			AccessKeyID: "test-key", SecretAccessKey: "test-secret", PathStyle: true}),

@@ -72,7 +72,7 @@ type icebergStaged struct {
 
 	// create: base is a pending table (see pendingTable) that the commit
 	// creates, in the namespace createNS of this catalog.
-	create   *PostgresCatalog
+	create   *postgresCatalog
 	createNS string
 
 	mu   sync.Mutex
@@ -238,7 +238,7 @@ func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.
 		obs := &observedCatalog{Catalog: cat}
 		if s.create != nil && tbl == s.base {
 			obs.Catalog = creatingCatalog{Catalog: cat, pc: s.create, tx: tx, base: tbl.Metadata()}
-		} else if pc, ok := f.cat.(*PostgresCatalog); ok && tbl.MetadataLocation() != "" {
+		} else if pc, ok := f.cat.(*postgresCatalog); ok && tbl.MetadataLocation() != "" {
 			obs.Catalog = swappingCatalog{Catalog: cat, pc: pc, tx: tx, loc: tbl.MetadataLocation(), base: tbl.Metadata()}
 		}
 		t := table.New(s.ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)

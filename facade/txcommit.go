@@ -9,8 +9,8 @@ import (
 )
 
 // TxStaged is a staged write that can commit inside a caller's Postgres
-// transaction. Facade.Stage returns one when its catalog is a
-// PostgresCatalog, and for a replayed append with any catalog (a replay
+// transaction. Facade.Stage returns one when its catalog is the one
+// NewPostgresCatalog returns, and for a replayed append with any catalog (a replay
 // commits nothing). Find it by type assertion on the Staged.
 //
 // CommitTx is Commit inside tx: the new metadata (and the manifests the

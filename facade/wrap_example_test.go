@@ -74,7 +74,7 @@ func ExampleTxStaged_wrapping() {
 		panic(err)
 	}
 	defer os.RemoveAll(warehouse)
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Name: "wrap_example", Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Name: "wrap_example", Warehouse: warehouse})
 	if err != nil {
 		panic(err)
 	}

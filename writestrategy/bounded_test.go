@@ -60,7 +60,7 @@ func undersizedPool(t *testing.T, deadline, catalogWait time.Duration) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	warehouse := t.TempDir()
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	require.NoError(t, err)
 	f, err := facade.New(cat, &facade.Config{CatalogWait: catalogWait})
 	require.NoError(t, err)

@@ -100,7 +100,7 @@ func TestCrashChild(t *testing.T) {
 	pool, err := pgxpool.New(ctx, spec.url)
 	require.NoError(t, err)
 	defer pool.Close()
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: spec.url, Warehouse: spec.warehouse})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: spec.url, Warehouse: spec.warehouse})
 	require.NoError(t, err)
 	defer cat.Close()
 	loop := os.Getenv(envCrashLoop) != ""

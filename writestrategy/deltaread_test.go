@@ -77,7 +77,7 @@ func newDeltaWorld(t *testing.T) (*world, *readRecorder) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.URL(t)
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	f, err := facade.New(cat, nil)

@@ -36,7 +36,7 @@ type DispatchConfig struct {
 	// Lakehouse writes Iceberg outputs and reads native datasets. Required
 	// when any output resolves to Iceberg or any dataset read lives there.
 	// When its staged writes can commit into a transaction
-	// (facade.TxStaged: a facade on facade.PostgresCatalog), the catalog
+	// (facade.TxStaged: a facade on facade.NewPostgresCatalog), the catalog
 	// must live in the database of db: the snapshots and the ledger then
 	// commit in one transaction.
 	Lakehouse facade.Lakehouse

@@ -59,7 +59,7 @@ func newWorldOn(t *testing.T, url string, lake facade.Lakehouse, fc *facade.Conf
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	if lake == nil {
-		cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+		cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cat.Close() })
 		f, err := facade.New(cat, fc)

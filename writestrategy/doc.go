@@ -169,7 +169,7 @@
 // the watermark). A failing stream, staging error or veto in either output
 // of a split pair deletes the staged files of both and commits neither.
 // The snapshots of a split pair then land together: in one Postgres
-// transaction with the ledger on facade.PostgresCatalog, in one catalog
+// transaction with the ledger on facade.NewPostgresCatalog, in one catalog
 // request on a catalog with multi-table transactions (a REST catalog:
 // facade's SupportsAtomicCommit and CommitAll); only on other catalogs
 // (iceberg-go's SQL catalog) can a failure of the second snapshot commit

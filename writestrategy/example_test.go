@@ -59,7 +59,7 @@ func ExampleDispatcher() {
 	// pool (snapshots and ledger commit in one transaction). A REST
 	// catalog (facade.OpenRESTCatalog) or any iceberg-go catalog works
 	// with facade.New too.
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	if err != nil {
 		panic(err)
 	}
@@ -158,7 +158,7 @@ func ExampleCommitStaged() {
 	if err != nil {
 		panic(err)
 	}
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	if err != nil {
 		panic(err)
 	}

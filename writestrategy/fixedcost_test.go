@@ -164,7 +164,7 @@ func smallWriteRoundTrips(t *testing.T, arm sink.Sink, limit int) {
 	dc := &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Workspace: "test"}
 	var lake *facade.Facade
 	if arm == sink.Iceberg {
-		cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: t.TempDir()})
+		cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		lake, err = facade.New(cat, nil)
 		require.NoError(t, err)

@@ -105,7 +105,7 @@ func TestAppendNewKeyProbe(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	f, err := facade.New(cat, &facade.Config{TargetFileSize: 4 << 10}) // many small data files

@@ -57,7 +57,7 @@ func TestMergeCrashChild(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: wh})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: wh})
 	require.NoError(t, err)
 	defer cat.Close()
 	f, err := facade.New(cat, nil)

@@ -65,7 +65,7 @@ func ExampleObserver() {
 	if err != nil {
 		panic(err)
 	}
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	if err != nil {
 		panic(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -35,8 +36,9 @@ type OpenConfig struct {
 	// Resolver configures the flag resolution (cache TTL and size).
 	Resolver *sink.ResolverConfig
 	// Catalog configures the Iceberg catalog (its name, properties such as
-	// facade.S3Properties). Its Warehouse must be empty or equal Warehouse.
-	Catalog *facade.PostgresCatalogConfig
+	// facade.S3Properties). Its Warehouse must be empty or equal Warehouse,
+	// its DatabaseURL empty (the catalog is on the pool).
+	Catalog *facade.CatalogConfig
 	// Facade configures the Iceberg writes (lifecycle, partitioning,
 	// naming, workers).
 	Facade *facade.Config
@@ -54,7 +56,7 @@ type Stack struct {
 	Ledger     *ledger.Ledger
 	Flags      *sink.Flags
 	Resolver   *sink.Resolver
-	Catalog    *facade.PostgresCatalog
+	Catalog    catalog.Catalog // facade.NewPostgresCatalog's
 	Facade     *facade.Facade
 	Dispatcher *Dispatcher
 }
@@ -90,12 +92,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg *OpenConfig) (*Stack, err
 	if rc.Logger == nil {
 		rc.Logger = cfg.Logger
 	}
-	cc := facade.PostgresCatalogConfig{Warehouse: cfg.Warehouse}
+	cc := facade.CatalogConfig{Warehouse: cfg.Warehouse}
 	if cfg.Catalog != nil {
 		if cfg.Catalog.Warehouse != "" && cfg.Catalog.Warehouse != cfg.Warehouse {
 			return nil, fmt.Errorf("writestrategy: Open: Catalog.Warehouse %q differs from Warehouse %q", cfg.Catalog.Warehouse, cfg.Warehouse)
 		}
-		cc.Name, cc.Props = cfg.Catalog.Name, cfg.Catalog.Props
+		cc = *cfg.Catalog
+		cc.Warehouse = cfg.Warehouse
 	}
 	var fc facade.Config
 	if cfg.Facade != nil {

@@ -25,8 +25,10 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "Warehouse is required")
 	_, err = writestrategy.Open(ctx, nil, &writestrategy.OpenConfig{Warehouse: wh})
 	require.ErrorContains(t, err, "nil pool")
-	_, err = writestrategy.Open(ctx, pool, &writestrategy.OpenConfig{Warehouse: wh, Catalog: &facade.PostgresCatalogConfig{Warehouse: wh + "/other"}})
+	_, err = writestrategy.Open(ctx, pool, &writestrategy.OpenConfig{Warehouse: wh, Catalog: &facade.CatalogConfig{Warehouse: wh + "/other"}})
 	require.ErrorContains(t, err, "differs")
+	_, err = writestrategy.Open(ctx, pool, &writestrategy.OpenConfig{Warehouse: wh, Catalog: &facade.CatalogConfig{DatabaseURL: os.Getenv("DATABASE_URL")}})
+	require.ErrorContains(t, err, "DatabaseURL must be empty")
 	l, err := ledger.New(pool, nil)
 	require.NoError(t, err)
 	_, err = writestrategy.Open(ctx, pool, &writestrategy.OpenConfig{Warehouse: wh, Dispatch: &writestrategy.DispatchConfig{Ledger: l}})
@@ -41,7 +43,7 @@ func TestOpenLeavesConfigsAlone(t *testing.T) {
 	lc, fc, dc := &ledger.Config{}, &facade.Config{}, &writestrategy.DispatchConfig{Workspace: "w"}
 	st, err := writestrategy.Open(ctx, pool, &writestrategy.OpenConfig{
 		Warehouse: t.TempDir(), Migrate: true, Logger: slog.New(slog.DiscardHandler),
-		Ledger: lc, Facade: fc, Dispatch: dc, Catalog: &facade.PostgresCatalogConfig{Name: "open_test"}})
+		Ledger: lc, Facade: fc, Dispatch: dc, Catalog: &facade.CatalogConfig{Name: "open_test"}})
 	require.NoError(t, err)
 	require.NotNil(t, st.Ledger)
 	require.NotNil(t, st.Flags)

@@ -46,7 +46,7 @@ func TestDispatchErrorNamesServerTimeout(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	f, err := facade.New(cat, nil)

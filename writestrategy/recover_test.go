@@ -41,7 +41,7 @@ func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 			pool, err := pgxpool.New(ctx, pgtest.PgBouncer(t, url, "transaction"))
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
-			cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+			cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = cat.Close() })
 			f, err := facade.New(cat, nil)

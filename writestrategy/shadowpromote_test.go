@@ -42,7 +42,7 @@ func TestPromoteRevertUnderConcurrentWriters(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	f, err := facade.New(cat, nil)

@@ -26,7 +26,7 @@ var soakConcurrentRounds = flag.Int("soak.concurrent.rounds", 3, "rounds of Test
 // database at url and the warehouse wh: what a second process sees.
 func sharedFacade(t *testing.T, url, wh string) *facade.Facade {
 	t.Helper()
-	cat, err := facade.OpenSQLCatalog(context.Background(), facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: wh})
+	cat, err := facade.OpenSQLCatalog(context.Background(), facade.CatalogConfig{DatabaseURL: url, Warehouse: wh})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	f, err := facade.New(cat, nil)

@@ -58,8 +58,8 @@ func (p *pauseAt) Progress(_ context.Context, ev writestrategy.ProgressEvent) {
 // fails with ErrConnectionLost. On the SQL catalog, stopped at the ledger
 // commit, its snapshot has landed: the table holds the merge's rows, each
 // key once, and the next write rolls the intent forward. Mid-stream, or on
-// facade.PostgresCatalog (whose snapshot commit is the ledger commit's
-// transaction), nothing is visible and the next write aborts the intent.
+// facade.NewPostgresCatalog's catalog (whose snapshot commit is the ledger
+// commit's transaction), nothing is visible and the next write aborts the intent.
 // Either way the next write merges: its rows, counts and checksum are a
 // full rebuild's, and it writes only the changed rows.
 func TestSoakPostgresRestartDuringMerge(t *testing.T) {
@@ -68,7 +68,7 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 		name     string
 		restart  bool // a crash restart of a cluster of the test's own, else pg_terminate_backend
 		atLedger bool // paused at the ledger commit, else at the first streamed batch
-		// pgCatalog: the Iceberg catalog is facade.PostgresCatalog on the
+		// pgCatalog: the Iceberg catalog is facade.NewPostgresCatalog's on the
 		// ledger's pool, whose snapshot commit is the ledger commit's
 		// transaction: nothing lands when the sessions end before it.
 		pgCatalog bool

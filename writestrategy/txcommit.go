@@ -12,8 +12,8 @@ import (
 )
 
 // allTxStaged returns the staged writes as facade.TxStaged when every one
-// of them can commit into a transaction (the facade's catalog is a
-// facade.PostgresCatalog in the database of the ledger).
+// of them can commit into a transaction (the facade's catalog is
+// facade.NewPostgresCatalog's, in the database of the ledger).
 func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 	out := make([]facade.TxStaged, len(staged))
 	for i, st := range staged {

@@ -41,7 +41,7 @@ func newPGWorldOn(t *testing.T, url, warehouse string, fc *facade.Config, lc *le
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	require.NoError(t, err)
 	f, err := facade.New(cat, fc)
 	require.NoError(t, err)

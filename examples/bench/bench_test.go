@@ -120,7 +120,7 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, "active", ds.Status)
 
 	// The snapshot exists in the catalog, carries the txn id and the rows.
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: warehouse})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: warehouse})
 	require.NoError(t, err)
 	defer cat.Close()
 	fac, err := facade.New(cat, nil)

@@ -34,7 +34,7 @@ type stage struct {
 var stages = []stage{
 	{Name: "ledger", match: []string{"/lakewrite/ledger."}},
 	{Name: "catalog commit", match: []string{
-		"table.(*Transaction).Commit", "/catalog/sql.", "CommitTable", "facade.(*PostgresCatalog)",
+		"table.(*Transaction).Commit", "/catalog/sql.", "CommitTable", "facade.(*postgresCatalog)",
 		"facade.(*icebergStaged).Commit", "facade.(*icebergTxStaged).Commit",
 	}},
 	{Name: "manifests", match: []string{

@@ -280,7 +280,7 @@ func (b *bench) prepareDatasetID(ctx context.Context, id string) error {
 // entry when its metadata is unreadable (a run on the same database with
 // another warehouse).
 func (b *bench) dropTable(ctx context.Context, ident table.Identifier) error {
-	if err := b.env.Catalog.PurgeTable(ctx, ident); err == nil || errors.Is(err, catalog.ErrNoSuchTable) ||
+	if err := b.env.Catalog.(catalog.PurgeableTable).PurgeTable(ctx, ident); err == nil || errors.Is(err, catalog.ErrNoSuchTable) ||
 		errors.Is(err, catalog.ErrNoSuchNamespace) {
 		return nil
 	}

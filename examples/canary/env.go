@@ -92,7 +92,7 @@ func openEnv(ctx context.Context, o envOptions) (_ *env, err error) {
 	if err := os.MkdirAll(wh, 0o755); err != nil {
 		return nil, fmt.Errorf("warehouse: %w", err)
 	}
-	if e.catalog, err = facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: o.databaseURL, Warehouse: wh}); err != nil {
+	if e.catalog, err = facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: o.databaseURL, Warehouse: wh}); err != nil {
 		return nil, err
 	}
 	if e.lake, err = facade.New(e.catalog, &facade.Config{Logger: o.logger}); err != nil {

@@ -41,7 +41,7 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(warehouse)
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: warehouse})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: warehouse})
 	if err != nil {
 		log.Fatal(err)
 	}

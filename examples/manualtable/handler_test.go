@@ -79,7 +79,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Cleanup(e.double.Close)
 		lh = e.double
 	} else {
-		cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
+		cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, cat.Close()) })
 		e.facade, err = facade.New(cat, &facade.Config{Allocator: mem, PartitionFor: o.partitionFor})

@@ -303,7 +303,7 @@ func dropTables(ctx context.Context, env *embedded.Env, outputs []output, purge 
 				return err
 			}
 			if purge {
-				err = env.Catalog.PurgeTable(ctx, ident)
+				err = env.Catalog.(catalog.PurgeableTable).PurgeTable(ctx, ident)
 			} else {
 				err = env.Catalog.DropTable(ctx, ident)
 			}

@@ -57,7 +57,7 @@ func TestRealFacade(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
 			wh := t.TempDir()
-			cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
+			cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
 			require.NoError(t, err)
 			defer cat.Close()
 			// Small files, so that a stream stopped in the middle has written
@@ -117,7 +117,7 @@ func TestRealFacadeBeforeAbort(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	wh := t.TempDir()
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
 	require.NoError(t, err)
 	defer cat.Close()
 	f, err := facade.New(cat, &facade.Config{Allocator: mem})

@@ -1,7 +1,7 @@
 // Package embedded wires lakewrite on its embedded default for the example
 // programs: Postgres from DATABASE_URL or a throwaway local cluster, the
 // control-plane schema migrated, the Iceberg catalog in the same database
-// on the same pool (facade.PostgresCatalog, so a write's snapshots and its
+// on the same pool (facade.NewPostgresCatalog, so a write's snapshots and its
 // ledger commit land in one transaction) with a local warehouse directory,
 // and a write dispatcher: writestrategy.Open on a pool of its own.
 package embedded
@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -54,7 +55,7 @@ type Env struct {
 	Ledger     *ledger.Ledger
 	Flags      *sink.Flags
 	Resolver   *sink.Resolver
-	Catalog    *facade.PostgresCatalog
+	Catalog    catalog.Catalog
 	Facade     *facade.Facade
 	Dispatcher *writestrategy.Dispatcher
 	Warehouse  string

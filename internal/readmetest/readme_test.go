@@ -105,7 +105,7 @@ func TestREADMEEmbedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	warehouse := filepath.Join(work, "lakewrite-data")
-	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.PostgresCatalogConfig{Warehouse: warehouse})
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: warehouse})
 	if err != nil {
 		t.Fatal(err)
 	}

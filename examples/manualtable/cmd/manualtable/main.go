@@ -64,7 +64,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cat, err := facade.OpenSQLCatalog(ctx, facade.SQLCatalogConfig{DatabaseURL: *dbURL, Warehouse: *warehouse})
+	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: *dbURL, Warehouse: *warehouse})
 	if err != nil {
 		return err
 	}
