@@ -17,7 +17,7 @@ import (
 	"github.com/lakewrite/lakewrite/sink"
 )
 
-// appendedScanner is a NativeReader that can read only the rows a window
+// appendedScanner is a nativeReader that can read only the rows a window
 // of append snapshots added (*facade.Facade).
 type appendedScanner interface {
 	ScanAppended(ctx context.Context, datasetID string, txnIDs []string, opts facade.ScanOptions) (iter.Seq2[arrow.RecordBatch, error], bool, error)

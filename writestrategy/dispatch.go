@@ -21,8 +21,8 @@ import (
 	"github.com/lakewrite/lakewrite/sink"
 )
 
-// Resolver decides where an output goes; *sink.Resolver satisfies it.
-type Resolver interface {
+// resolver decides where an output goes; *sink.Resolver satisfies it.
+type resolver interface {
 	Resolve(ctx context.Context, writerID, datasetID string) (sink.Decision, error)
 	ResolvePair(ctx context.Context, writerID, firstDatasetID, secondDatasetID string) (sink.PairDecision, error)
 }
@@ -31,8 +31,8 @@ type Resolver interface {
 type DispatchConfig struct {
 	// Ledger records the intents. Required.
 	Ledger *ledger.Ledger
-	// Resolver decides the sink per output. Required.
-	Resolver Resolver
+	// Resolver decides the sink per output: a *sink.Resolver. Required.
+	Resolver resolver
 	// Lakehouse writes Iceberg outputs and reads native datasets. Required
 	// when any output resolves to Iceberg or any dataset read lives there.
 	// When its staged writes can commit into a transaction
@@ -212,7 +212,7 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	})
 }
 
-// prefetcher is a Resolver that can read the flags of a resolution in a
+// prefetcher is a resolver that can read the flags of a resolution in a
 // batch of other queries; *sink.Resolver is one.
 type prefetcher interface {
 	Prefetch(writerID string, datasetIDs ...string) func(b *pgx.Batch) func(pgx.BatchResults) error

@@ -20,9 +20,10 @@ const defaultMaxCrossJoinRows = 10_000_000
 type Env struct {
 	// Schema is the control-plane schema. Default "lakewrite".
 	Schema string
-	// Lakehouse reads native (Iceberg) datasets: sources, and targets of
-	// Tier B strategies. Required only when one is read.
-	Lakehouse NativeReader
+	// Lakehouse (a facade.Lakehouse) reads native (Iceberg) datasets:
+	// sources, and targets of Tier B strategies. Required only when one is
+	// read.
+	Lakehouse nativeReader
 	// delta maps a source dataset id to the ledger transactions of its delta
 	// window: the source is read as only the rows those transactions wrote
 	// (the row store records the writing transaction of each row; on

@@ -3,7 +3,10 @@ package writestrategy
 import "time"
 
 // Names the external tests use.
-type Query = queryStrategy
+type (
+	Query    = queryStrategy
+	Resolver = resolver
+)
 
 // Unexported API the external tests use under its former names.
 var (

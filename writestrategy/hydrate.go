@@ -16,10 +16,10 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// NativeReader reads a native (Iceberg) dataset as Arrow batches.
+// nativeReader reads a native (Iceberg) dataset as Arrow batches.
 // facade.Lakehouse (the Iceberg facade and its in-memory double) satisfies
 // it.
-type NativeReader interface {
+type nativeReader interface {
 	Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error]
 }
 

@@ -68,7 +68,7 @@ func (e *Env) incremental(dep Deploy, ds map[string]datasetRow, flip bool) incre
 // mergesByKey reports whether lh writes a merge by key (see mergeBatch):
 // the Iceberg facade itself. Any other lakehouse (a wrapper, the in-memory
 // double) gets the whole target hydrated, as before.
-func mergesByKey(lh NativeReader) bool {
+func mergesByKey(lh nativeReader) bool {
 	_, ok := lh.(*facade.Facade)
 	return ok
 }

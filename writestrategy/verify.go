@@ -21,10 +21,6 @@ type Parity struct {
 	// sink.Relation for a registered relation (read as it is now); empty when
 	// the output has never been written (Stored is then zero).
 	Sink sink.Sink
-	// Mode of the output: facade.Replace or facade.Append. An
-	// append output accumulates its writes, so a fresh compute (the rows
-	// one more write would add) is not expected to equal its contents.
-	Mode facade.WriteMode
 	// Stored is the checksum of the current contents.
 	Stored facade.Checksum
 	// Computed is the checksum of the output as the strategy computes it
@@ -57,7 +53,10 @@ func (p Parity) String() string {
 // round unconstrained numerics as an Iceberg write does, so an output
 // written to either sink compares equal at the written scale.
 //
-// A mismatch is reported in the result (Parity.OK), not as an error. The
+// A mismatch is reported in the result (Parity.OK), not as an error. An
+// append output (facade.Append) accumulates its writes, so its fresh
+// compute (the rows one more write would add) is not expected to equal its
+// contents. The
 // compute and a row store read share one repeatable-read snapshot; an
 // Iceberg table is read at its current snapshot, so verify while no writer
 // of the sources or outputs runs.
@@ -86,7 +85,7 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 			if err != nil {
 				return fmt.Errorf("verify %s: compute: %w", c.DatasetID, whereError(err, []string{c.DatasetID}))
 			}
-			out[i] = Parity{DatasetID: c.DatasetID, Mode: c.Mode, Computed: sum}
+			out[i] = Parity{DatasetID: c.DatasetID, Computed: sum}
 		}
 		for i := range out {
 			p := &out[i]

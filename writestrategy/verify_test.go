@@ -9,8 +9,6 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/writestrategy"
 
-	"github.com/lakewrite/lakewrite/facade"
-
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -43,7 +41,6 @@ func TestVerifyParityOnBothSinks(t *testing.T) {
 			require.Len(t, ps, len(s.Outputs()))
 			for i, p := range ps {
 				require.Equal(t, s.Outputs()[i], p.DatasetID)
-				require.Equal(t, facade.Replace, p.Mode)
 				out[p.DatasetID] = p
 			}
 		}
