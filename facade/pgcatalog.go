@@ -23,18 +23,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/klauspost/compress/zstd"
 )
-
-// CatalogDB is what postgresCatalog needs of a database handle: a
-// *pgxpool.Pool satisfies it. It must be safe for concurrent use; the
-// catalog never closes it.
-type CatalogDB interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // txCatalog is a catalog that can commit a table change inside a caller's
 // Postgres transaction: the pointer swap then commits, or rolls back, with
@@ -52,7 +43,7 @@ type txCatalog interface {
 
 // postgresCatalog is the catalog NewPostgresCatalog returns.
 type postgresCatalog struct {
-	db    CatalogDB
+	db    *pgxpool.Pool
 	name  string
 	props iceberg.Properties
 	v0    bool // legacy layout without iceberg_type
@@ -126,10 +117,10 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
 	PRIMARY KEY (catalog_name, namespace, property_key))`
 
 // NewPostgresCatalog returns an Iceberg catalog kept in Postgres through
-// pgx, on a database handle the caller owns (the ledger's pool), creating
-// its two tables when they do not exist (idempotent, safe to run
-// concurrently). cfg.Warehouse is required; cfg.DatabaseURL must be empty
-// (the catalog uses db).
+// pgx, on a pool the caller owns (the ledger's) and the catalog never
+// closes, creating its two tables when they do not exist (idempotent, safe
+// to run concurrently). cfg.Warehouse is required; cfg.DatabaseURL must be
+// empty (the catalog uses pool).
 //
 // It keeps the tables of iceberg-go's SQL catalog, the Java JDBC catalog
 // and pyiceberg's SqlCatalog (iceberg_tables and
@@ -145,19 +136,19 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
 // transaction: a Facade on it stages TxStaged writes, which lets a writer
 // commit the snapshot and its own bookkeeping atomically. Views are not
 // supported (rows of type VIEW are ignored).
-func NewPostgresCatalog(ctx context.Context, db CatalogDB, cfg CatalogConfig) (catalog.Catalog, error) {
-	if db == nil || cfg.Warehouse == "" {
-		return nil, errors.New("facade: NewPostgresCatalog needs a database handle and a Warehouse")
+func NewPostgresCatalog(ctx context.Context, pool *pgxpool.Pool, cfg CatalogConfig) (catalog.Catalog, error) {
+	if pool == nil || cfg.Warehouse == "" {
+		return nil, errors.New("facade: NewPostgresCatalog needs a pool and a Warehouse")
 	}
 	if cfg.DatabaseURL != "" {
-		return nil, errors.New("facade: NewPostgresCatalog uses the database handle it is given: CatalogConfig.DatabaseURL must be empty")
+		return nil, errors.New("facade: NewPostgresCatalog uses the pool it is given: CatalogConfig.DatabaseURL must be empty")
 	}
 	name, props, err := catalogProps(cfg.Name, cfg.Warehouse, cfg.Props)
 	if err != nil {
 		return nil, err
 	}
-	c := &postgresCatalog{db: db, name: name, props: props}
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	c := &postgresCatalog{db: pool, name: name, props: props}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// Concurrent CREATE TABLE IF NOT EXISTS can still collide.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lakewrite.iceberg-catalog-ddl', 0))`); err != nil {
 			return err
