@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -57,8 +57,8 @@ type crashSpec struct {
 	warehouse string // warehouse of the child's facade
 	dataset   string
 	kind      writestrategy.Kind
-	point     facadefault.Point
-	afterRows int64 // for facadefault.MidStream
+	point     facadetest.Point
+	afterRows int64 // for facadetest.MidStream
 	// loop > 0: the child writes in a loop (maintenance after every write)
 	// and is killed this long after its first write, wherever it is.
 	loop time.Duration
@@ -91,7 +91,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	spec := crashSpec{url: url, warehouse: os.Getenv(envCrashWarehouse), dataset: os.Getenv(envCrashDataset),
-		kind: writestrategy.Kind(os.Getenv(envCrashKind)), point: facadefault.Point(os.Getenv(envCrashPoint))}
+		kind: writestrategy.Kind(os.Getenv(envCrashKind)), point: facadetest.Point(os.Getenv(envCrashPoint))}
 	if s := os.Getenv(envCrashAfterRows); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		require.NoError(t, err)
@@ -127,12 +127,12 @@ func TestCrashChild(t *testing.T) {
 			}
 		}
 	}
-	stop := facadefault.Call(func(ctx context.Context) error {
+	stop := func(ctx context.Context) error {
 		fmt.Println(crashMarker) // the test binary's stdout is the parent's pipe
 		<-ctx.Done()             // the write's context never ends: wait for SIGKILL
 		return context.Cause(ctx)
-	})
-	lh := facadefault.Wrap(f, facadefault.Fault{Point: spec.point, Dataset: spec.dataset, AfterRows: spec.afterRows, Times: 1, Action: stop})
+	}
+	lh := facadetest.Wrap(f, facadetest.Fault{Point: spec.point, Dataset: spec.dataset, AfterRows: spec.afterRows, Times: 1, Do: stop})
 	d, err := writestrategy.NewDispatcher(pool, &writestrategy.DispatchConfig{Ledger: l, Resolver: res, Lakehouse: lh, Workspace: "test"})
 	require.NoError(t, err)
 	_, err = d.Write(ctx, writestrategy.Request{WriterID: writer, Strategy: crashStrategy(spec.kind, spec.dataset)})
@@ -271,7 +271,7 @@ func TestKillAfterIcebergCommit(t *testing.T) {
 			require.NoError(t, err)
 
 			crashWriter(t, crashSpec{url: w.pool.Config().ConnString(), warehouse: t.TempDir(),
-				dataset: "out", kind: c.kind, point: facadefault.AfterCommit})
+				dataset: "out", kind: c.kind, point: facadetest.AfterCommit})
 			dead := openIntent(t, w, "out")
 			landed, ok, err := w.lake.FindTxn(ctx, "out", dead.ID)
 			require.NoError(t, err)
@@ -283,7 +283,7 @@ func TestKillAfterIcebergCommit(t *testing.T) {
 			// dataset row shows what the roll-forward alone stamped.
 			probe := errors.New("probe: stop before staging")
 			d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
-				Lakehouse: facadefault.Wrap(w.lake, facadefault.Fault{Point: facadefault.BeforeStage, Times: 1, Action: facadefault.Fail(probe)}),
+				Lakehouse: facadetest.Wrap(w.lake, facadetest.Fault{Point: facadetest.BeforeStage, Times: 1, Err: probe}),
 				Workspace: "test"})
 			require.NoError(t, err)
 			_, took, err := timedWrite(d, crashStrategy(c.kind, "out"))
@@ -334,7 +334,7 @@ func TestKillMidStream(t *testing.T) {
 	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 600)
 
 	crashWriter(t, crashSpec{url: w.pool.Config().ConnString(), warehouse: t.TempDir(),
-		dataset: "out", kind: writestrategy.KindTransform, point: facadefault.MidStream, afterRows: 100})
+		dataset: "out", kind: writestrategy.KindTransform, point: facadetest.MidStream, afterRows: 100})
 	dead := openIntent(t, w, "out")
 	_, ok, err := w.lake.FindTxn(ctx, "out", dead.ID)
 	require.NoError(t, err)
@@ -371,12 +371,12 @@ func TestLiveSlowWriterNotSwept(t *testing.T) {
 	before := w.checksum("out")
 
 	reached := make(chan struct{})
-	slow := facadefault.Wrap(w.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 100, Times: 1,
-		Action: facadefault.Call(func(ctx context.Context) error {
+	slow := facadetest.Wrap(w.lake, facadetest.Fault{Point: facadetest.MidStream, Dataset: "out", AfterRows: 100, Times: 1,
+		Do: func(ctx context.Context) error {
 			close(reached)
 			<-ctx.Done()
 			return context.Cause(ctx)
-		})})
+		}})
 	dA, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Lakehouse: slow, Workspace: "test"})
 	require.NoError(t, err)
 	ctxA, cancelA := context.WithCancelCause(ctx)

@@ -96,6 +96,12 @@ func (w *world) write(s writestrategy.WriteStrategy) ([]writestrategy.WriteResul
 	return w.d.Write(context.Background(), writestrategy.Request{WriterID: writer, Strategy: s})
 }
 
+// writeThrough writes with a dispatcher of the world on lake (e.g. the
+// world's lakehouse wrapped with faults).
+func (w *world) writeThrough(lake facade.Lakehouse, s writestrategy.WriteStrategy) ([]writestrategy.WriteResult, error) {
+	return w.dispatcher(lake).Write(context.Background(), writestrategy.Request{WriterID: writer, Strategy: s})
+}
+
 func (w *world) mustWrite(s writestrategy.WriteStrategy) []writestrategy.WriteResult {
 	w.t.Helper()
 	res, err := w.write(s)
@@ -301,8 +307,7 @@ func TestDispatchSplitPairStagesBoth(t *testing.T) {
 		require.Zero(t, open, msg)
 	}
 	for _, id := range []string{"m", "u"} {
-		lake.InjectFault(id, facadetest.Fault{FailAtBatch: 1})
-		_, err := w.write(split)
+		_, err := w.writeThrough(facadetest.Wrap(lake, facadetest.Fault{Point: facadetest.MidStream, Dataset: id}), split)
 		require.ErrorIs(t, err, facadetest.ErrInjected, id)
 		unchanged("write of " + id + " failed")
 	}
@@ -395,22 +400,19 @@ func TestDispatchFailures(t *testing.T) {
 	unchanged("compute error")
 
 	// Write error at batch 1.
-	lake.InjectFault("out", facadetest.Fault{FailAtBatch: 1})
-	_, err = w.write(good)
+	_, err = w.writeThrough(facadetest.Wrap(lake, facadetest.Fault{Point: facadetest.MidStream}), good)
 	require.ErrorIs(t, err, facadetest.ErrInjected)
 	require.Equal(t, ledger.StatusAborted, lastTxn().Status)
 	unchanged("write error")
 
 	// A clean commit conflict: aborted.
-	lake.InjectFault("out", facadetest.Fault{Commit: facade.ErrCommitConflict})
-	_, err = w.write(good)
+	_, err = w.writeThrough(facadetest.Wrap(lake, facadetest.Fault{Point: facadetest.BeforeCommit, Err: facade.ErrCommitConflict}), good)
 	require.ErrorIs(t, err, facade.ErrCommitConflict)
 	require.Equal(t, ledger.StatusAborted, lastTxn().Status)
 	unchanged("commit conflict")
 
 	// Commit state unknown, not landed: left open, then Recover aborts it.
-	lake.InjectFault("out", facadetest.Fault{Commit: facade.ErrCommitStateUnknown})
-	_, err = w.write(good)
+	_, err = w.writeThrough(facadetest.Wrap(lake, facadetest.Fault{Point: facadetest.BeforeCommit, Err: facade.ErrCommitStateUnknown}), good)
 	require.ErrorIs(t, err, ledger.ErrOutcomeUnknown)
 	require.Equal(t, ledger.StatusOpen, lastTxn().Status)
 	unchanged("commit unknown")
@@ -419,8 +421,8 @@ func TestDispatchFailures(t *testing.T) {
 	require.Len(t, rep.Aborted, 1)
 
 	// Commit state unknown but landed: Recover rolls it forward.
-	lake.InjectFault("out", facadetest.Fault{Commit: facade.ErrCommitStateUnknown, Landed: true})
-	_, err = w.write(good)
+	// The snapshot lands, but the dispatcher hears "commit state unknown".
+	_, err = w.writeThrough(facadetest.Wrap(lake, facadetest.Fault{Point: facadetest.AfterCommit}), good)
 	require.ErrorIs(t, err, ledger.ErrOutcomeUnknown)
 	open := lastTxn()
 	require.Equal(t, ledger.StatusOpen, open.Status)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/internal/pgcluster"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
@@ -48,12 +48,12 @@ func TestPostgresRestartDuringWrite(t *testing.T) {
 	before := w.checksum("out")
 
 	reached, resume := make(chan struct{}), make(chan struct{})
-	lake := facadefault.Wrap(w.lake, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 100, Times: 1,
-		Action: facadefault.Call(func(ctx context.Context) error {
+	lake := facadetest.Wrap(w.lake, facadetest.Fault{Point: facadetest.MidStream, AfterRows: 100, Times: 1,
+		Do: func(ctx context.Context) error {
 			close(reached)
 			<-resume
 			return nil // go on streaming, from a server that restarted
-		})})
+		}})
 	dA, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Lakehouse: lake, Workspace: "test"})
 	require.NoError(t, err)
 	done := make(chan error, 1)

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -219,7 +219,7 @@ func TestShadowFailure(t *testing.T) {
 	base.shadow("out")
 	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
 	for _, fatal := range []bool{false, true} {
-		lh := facadefault.Wrap(base.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 10, Action: facadefault.Fail(boom)})
+		lh := facadetest.Wrap(base.lake, facadetest.Fault{Point: facadetest.MidStream, Dataset: "out", AfterRows: 10, Err: boom})
 		d, err := writestrategy.NewDispatcher(base.pool, &writestrategy.DispatchConfig{Ledger: base.ledger, Resolver: base.resolver,
 			Lakehouse: lh, Workspace: "test", Shadow: writestrategy.ShadowConfig{Fatal: fatal}})
 		require.NoError(t, err)
@@ -264,7 +264,7 @@ func TestShadowKilledMidStream(t *testing.T) {
 	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 600)
 
 	crashWriter(t, crashSpec{url: w.pool.Config().ConnString(), warehouse: t.TempDir(),
-		dataset: "out", kind: writestrategy.KindTransform, point: facadefault.MidStream, afterRows: 100})
+		dataset: "out", kind: writestrategy.KindTransform, point: facadetest.MidStream, afterRows: 100})
 	ds, err := w.ledger.Dataset(ctx, "out")
 	require.NoError(t, err)
 	require.Equal(t, sink.Postgres, ds.Sink)
@@ -333,7 +333,7 @@ func TestShadowTimeout(t *testing.T) {
 	before := lakeChecksum(t, base, "out")
 	seedRowStore(t, base.pool, "orders", ordersSchema, ordersSQL, 40)
 
-	lh := facadefault.Wrap(base.lake, facadefault.Fault{Point: facadefault.MidStream, Dataset: "out", AfterRows: 10, Action: facadefault.Block()})
+	lh := facadetest.Wrap(base.lake, facadetest.Fault{Point: facadetest.MidStream, Dataset: "out", AfterRows: 10, Do: facadetest.Block})
 	d, err := writestrategy.NewDispatcher(base.pool, &writestrategy.DispatchConfig{Ledger: base.ledger, Resolver: base.resolver,
 		Lakehouse: lh, Workspace: "test", Shadow: writestrategy.ShadowConfig{Timeout: time.Second}})
 	require.NoError(t, err)

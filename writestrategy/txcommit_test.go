@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
@@ -49,7 +49,7 @@ func newPGWorldOn(t *testing.T, url, warehouse string, fc *facade.Config, lc *le
 }
 
 // dispatcher returns a dispatcher of the world writing through lake.
-func (w *pgWorld) dispatcher(lake facade.Lakehouse) *writestrategy.Dispatcher {
+func (w *world) dispatcher(lake facade.Lakehouse) *writestrategy.Dispatcher {
 	w.t.Helper()
 	d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Lakehouse: lake, Workspace: "test"})
 	require.NoError(w.t, err)
@@ -228,8 +228,8 @@ func TestTxCommitFailureLeavesNothing(t *testing.T) {
 				action = func(context.Context) error { return nil }
 			}
 			var hits atomic.Int32
-			lake := facadefault.Wrap(w.f, facadefault.Fault{Point: facadefault.AfterCommit, Dataset: c.dataset, Times: 1,
-				Action: facadefault.Call(func(ctx context.Context) error { hits.Add(1); return action(ctx) })})
+			lake := facadetest.Wrap(w.f, facadetest.Fault{Point: facadetest.AfterCommit, Dataset: c.dataset, Times: 1,
+				Do: func(ctx context.Context) error { hits.Add(1); return action(ctx) }})
 			_, err := w.dispatcher(lake).Write(ctx, writestrategy.Request{WriterID: writer, Strategy: c.strategy})
 			require.Error(t, err)
 			require.NotErrorIs(t, err, ledger.ErrOutcomeUnknown)

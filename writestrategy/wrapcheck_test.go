@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -29,7 +29,7 @@ func (h hidingLake) Stage(ctx context.Context, t facade.Target, req facade.Write
 
 // A wrapper that hides the one-transaction commit is detected and logged
 // at Warn once per Dispatcher (the writes still land, in two commits); the
-// shipped wrapper (facadefault) keeps it and logs nothing.
+// shipped wrapper (facadetest.Wrap) keeps it and logs nothing.
 func TestDispatchWarnsWrapperLosingTxCommit(t *testing.T) {
 	t.Parallel()
 	w := newPGWorld(t, nil, nil)
@@ -41,9 +41,9 @@ func TestDispatchWarnsWrapperLosingTxCommit(t *testing.T) {
 		lake  facade.Lakehouse
 		warns int
 	}{
-		"hiding":      {hidingLake{w.f}, 1},
-		"facadefault": {facadefault.Wrap(w.f), 0},
-		"bare":        {w.f, 0},
+		"hiding":          {hidingLake{w.f}, 1},
+		"facadetest.Wrap": {facadetest.Wrap(w.f), 0},
+		"bare":            {w.f, 0},
 	} {
 		var logs syncBuffer
 		d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver, Lakehouse: c.lake,

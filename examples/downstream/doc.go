@@ -10,10 +10,11 @@
 //
 // Its tests (downstream_test.go) show the test kit:
 //
-//   - facade/facadetest: the in-memory Lakehouse with fault injection
-//     (InjectFault), and assertions on what landed (RequireRows,
-//     RequireRowCount, RequireSnapshotCount, RequireTxnLanded,
-//     RequireTxnAbsent, RequireChecksumEqual);
+//   - facade/facadetest: the in-memory Lakehouse, fault injection over
+//     any Lakehouse (Wrap, with a Fault at a point of the write: mid-stream,
+//     before the commit, after it), and assertions on what landed
+//     (RequireRows, RequireRowCount, RequireSnapshotCount,
+//     RequireTxnLanded, RequireTxnAbsent);
 //   - ledger/ledgertest: a migrated schema per test on the team's test
 //     database (NewSchema, NewLedger), finding a failed write's intent
 //     (LastTxn), and assertions on intents and datasets (RequireCommitted,

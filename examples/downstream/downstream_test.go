@@ -30,6 +30,7 @@ const dataset = downstream.DefaultDatasetID
 type fixture struct {
 	pool *pgxpool.Pool
 	l    *ledger.Ledger
+	mem  memory.Allocator
 	lake *facadetest.Lakehouse
 	p    *downstream.Publisher
 }
@@ -44,11 +45,21 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	lake := facadetest.New(&facadetest.Config{Allocator: mem})
 	t.Cleanup(lake.Close)
-	p, err := downstream.New(downstream.Config{Lakehouse: lake, Ledger: l, Allocator: mem})
+	f := &fixture{pool: pool, l: l, mem: mem, lake: lake}
+	f.p = f.publisher(t)
+	return f
+}
+
+// publisher returns a Publisher on the fixture's lakehouse and ledger whose
+// writes go through facadetest.Wrap with faults: the way to make a write
+// fail where the test wants it to.
+func (f *fixture) publisher(t *testing.T, faults ...facadetest.Fault) *downstream.Publisher {
+	t.Helper()
+	p, err := downstream.New(downstream.Config{Lakehouse: facadetest.Wrap(f.lake, faults...), Ledger: f.l, Allocator: f.mem})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{pool: pool, l: l, lake: lake, p: p}
+	return p
 }
 
 var orders = []downstream.Order{
@@ -107,8 +118,9 @@ func TestPublishCommitStateUnknown(t *testing.T) {
 	}
 
 	t.Run("not landed", func(t *testing.T) {
-		f.lake.InjectFault(dataset, facadetest.Fault{Commit: facade.ErrCommitStateUnknown})
-		_, err := f.p.Publish(ctx, orders[:1])
+		// The commit request is lost: nothing lands.
+		p := f.publisher(t, facadetest.Fault{Point: facadetest.BeforeCommit, Err: facade.ErrCommitStateUnknown})
+		_, err := p.Publish(ctx, orders[:1])
 		if !errors.Is(err, facade.ErrCommitStateUnknown) || !errors.Is(err, ledger.ErrOutcomeUnknown) {
 			t.Fatalf("want an unknown outcome, got %v", err)
 		}
@@ -127,8 +139,10 @@ func TestPublishCommitStateUnknown(t *testing.T) {
 	})
 
 	t.Run("landed", func(t *testing.T) {
-		f.lake.InjectFault(dataset, facadetest.Fault{Commit: facade.ErrCommitStateUnknown, Landed: true})
-		_, err := f.p.Publish(ctx, orders[:1])
+		// The commit's response is lost: the snapshot lands, the caller
+		// hears facade.ErrCommitStateUnknown.
+		p := f.publisher(t, facadetest.Fault{Point: facadetest.AfterCommit})
+		_, err := p.Publish(ctx, orders[:1])
 		if !errors.Is(err, ledger.ErrOutcomeUnknown) {
 			t.Fatalf("want an unknown outcome, got %v", err)
 		}
@@ -157,11 +171,10 @@ func TestPublishFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, fault := range map[string]facadetest.Fault{
-		"commit conflict": {Commit: facade.ErrCommitConflict},
-		"input failure":   {FailAtBatch: 1},
+		"commit conflict": {Point: facadetest.BeforeCommit, Err: facade.ErrCommitConflict},
+		"input failure":   {Point: facadetest.MidStream},
 	} {
-		f.lake.InjectFault(dataset, fault)
-		if _, err := f.p.Publish(ctx, orders[:1]); err == nil {
+		if _, err := f.publisher(t, fault).Publish(ctx, orders[:1]); err == nil {
 			t.Fatalf("%s: no error", name)
 		}
 		ledgertest.RequireAborted(t, f.l, ledgertest.LastTxn(t, f.pool, f.l, dataset).ID)

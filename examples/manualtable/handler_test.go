@@ -41,6 +41,9 @@ type env struct {
 	facade *facade.Facade        // nil with a double
 	double *facadetest.Lakehouse // nil with the real facade
 	srv    *httptest.Server
+
+	mu    sync.Mutex
+	armed map[facadetest.Point]error // the double's next failure at a point
 }
 
 type envOptions struct {
@@ -77,7 +80,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.double {
 		e.double = facadetest.New(&facadetest.Config{Allocator: mem})
 		t.Cleanup(e.double.Close)
-		lh = e.double
+		// The handler writes through the double wrapped with a fault at
+		// each point that fails as armed (arm), once, and otherwise lets
+		// the write go on.
+		var faults []facadetest.Fault
+		for _, p := range []facadetest.Point{facadetest.MidStream, facadetest.BeforeCommit, facadetest.AfterCommit} {
+			faults = append(faults, facadetest.Fault{Point: p, AfterRows: 2, Do: func(context.Context) error { return e.take(p) }})
+		}
+		lh = facadetest.Wrap(e.double, faults...)
 	} else {
 		cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: url, Warehouse: t.TempDir()})
 		require.NoError(t, err)
@@ -99,6 +109,26 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// arm makes the next write through the double fail with err at p
+// (mid-stream: after 2 rows; after the commit: landed, reported as
+// facade.ErrCommitStateUnknown).
+func (e *env) arm(p facadetest.Point, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.armed == nil {
+		e.armed = map[facadetest.Point]error{}
+	}
+	e.armed[p] = err
+}
+
+func (e *env) take(p facadetest.Point) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.armed[p]
+	delete(e.armed, p)
+	return err
 }
 
 type response struct {
@@ -572,16 +602,17 @@ func TestWriteFailure(t *testing.T) {
 	body := "id\n4\n5\n6\n7\n"
 
 	cases := []struct {
-		fault  facadetest.Fault
+		at     facadetest.Point
+		err    error
 		status int
 		code   string
 		want   ledger.Status
 	}{
-		{facadetest.Fault{FailAtBatch: 2}, http.StatusInternalServerError, manualtable.CodeWriteFailed, ledger.StatusAborted},
-		{facadetest.Fault{Commit: facade.ErrCommitConflict}, http.StatusConflict, manualtable.CodeConflict, ledger.StatusAborted},
+		{facadetest.MidStream, facadetest.ErrInjected, http.StatusInternalServerError, manualtable.CodeWriteFailed, ledger.StatusAborted},
+		{facadetest.BeforeCommit, facade.ErrCommitConflict, http.StatusConflict, manualtable.CodeConflict, ledger.StatusAborted},
 	}
 	for _, c := range cases {
-		e.double.InjectFault("w", c.fault)
+		e.arm(c.at, c.err)
 		eb := e.uploadCSV("w", "", body).error(t, c.status, c.code)
 		assert.Equal(t, c.want, e.txn(eb.TxnID).Status, c.code)
 		assert.Equal(t, first.SnapshotID, e.currentSnapshot("w"))
@@ -601,14 +632,14 @@ func TestWriteFailure(t *testing.T) {
 		require.NoError(t, err)
 		return rep
 	}
-	e.double.InjectFault("w", facadetest.Fault{Commit: facade.ErrCommitStateUnknown})
+	e.arm(facadetest.BeforeCommit, facade.ErrCommitStateUnknown)
 	eb := e.uploadCSV("w", "", body).error(t, http.StatusServiceUnavailable, manualtable.CodeOutcomeUnknown)
 	assert.Equal(t, ledger.StatusOpen, e.txn(eb.TxnID).Status)
 	assert.Len(t, reconcile().Aborted, 1)
 	assert.Equal(t, ledger.StatusAborted, e.txn(eb.TxnID).Status)
 	assert.Equal(t, first.SnapshotID, e.currentSnapshot("w"))
 
-	e.double.InjectFault("w", facadetest.Fault{Commit: facade.ErrCommitStateUnknown, Landed: true})
+	e.arm(facadetest.AfterCommit, facadetest.ErrInjected)
 	eb = e.uploadCSV("w", "", body).error(t, http.StatusServiceUnavailable, manualtable.CodeOutcomeUnknown)
 	assert.Equal(t, ledger.StatusOpen, e.txn(eb.TxnID).Status)
 	assert.Len(t, reconcile().RolledForward, 1)
@@ -620,7 +651,7 @@ func TestWriteFailure(t *testing.T) {
 
 	// Without any Recover call, the next upload reconciles an intent left
 	// open by an unknown outcome (here: landed) by itself, then lands.
-	e.double.InjectFault("w", facadetest.Fault{Commit: facade.ErrCommitStateUnknown, Landed: true})
+	e.arm(facadetest.AfterCommit, facadetest.ErrInjected)
 	eb = e.uploadCSV("w", "", body).error(t, http.StatusServiceUnavailable, manualtable.CodeOutcomeUnknown)
 	assert.Equal(t, ledger.StatusOpen, e.txn(eb.TxnID).Status)
 	e.uploadCSV("w", "", body).result(t)

@@ -14,18 +14,13 @@ func TestContract(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		pols := &contract.Policies{}
 		lh := facadetest.New(&facadetest.Config{Allocator: mem, SchemaPolicyFor: pols.For})
+		commits, fail := facadetest.FailingCommits()
 		return &contract.Env{
-			LH:       lh,
-			Mem:      mem,
-			Policies: pols,
-			FailCommits: func(id string, kind error, n int) {
-				if n == 0 {
-					lh.InjectFault(id, facadetest.Fault{})
-					return
-				}
-				lh.InjectFault(id, facadetest.Fault{Commit: kind})
-			},
-			Cleanup: lh.Close,
+			LH:          facadetest.Wrap(lh, commits),
+			Mem:         mem,
+			Policies:    pols,
+			FailCommits: fail,
+			Cleanup:     lh.Close,
 		}
 	})
 }

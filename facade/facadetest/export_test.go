@@ -1,6 +1,9 @@
 package facadetest
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
 
 	"github.com/lakewrite/lakewrite/facade"
@@ -28,5 +31,35 @@ func RequireChecksumEqual(t testing.TB, want, got facade.Checksum) {
 	t.Helper()
 	if want != got {
 		t.Fatalf("facadetest: checksums differ: want %s (%d rows), got %s (%d rows)", want, want.Rows, got, got.Rows)
+	}
+}
+
+// Hits returns how many times a fault of the wrapper lh (from Wrap) fired
+// at p so far.
+func Hits(lh facade.Lakehouse, p Point) int { return lh.(*faulty).hitsAt(p) }
+
+// FailingCommits returns a BeforeCommit fault and the contract suite's
+// FailCommits for it: fail(id, kind, n) makes the next n commits fail with
+// kind, without committing (the suite writes one dataset, so id is not
+// checked).
+func FailingCommits() (Fault, func(id string, kind error, n int)) {
+	var (
+		mu   sync.Mutex
+		err  error
+		left int
+	)
+	f := Fault{Point: BeforeCommit, Do: func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		left--
+		return err
+	}}
+	return f, func(id string, kind error, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		err, left = &facade.CommitError{Dataset: id, Attempts: 1, Kind: kind, Err: errors.New("injected by the test")}, n
 	}
 }

@@ -33,22 +33,6 @@ type Config struct {
 	SchemaPolicyFor func(datasetID string) (policy facade.SchemaPolicy, ok bool)
 }
 
-// Fault is a one-shot failure for the next write of a dataset.
-type Fault struct {
-	// FailAtBatch makes the input stream fail when batch N (1-based) is
-	// reached, as a failing producer would.
-	FailAtBatch int
-	// Commit makes the commit fail with facade.ErrCommitConflict or
-	// facade.ErrCommitStateUnknown (or any other error, returned as is).
-	Commit error
-	// Landed, with Commit = ErrCommitStateUnknown, commits the snapshot
-	// anyway before reporting the unknown state (a lost response).
-	Landed bool
-}
-
-// ErrInjected is the error of an injected input failure.
-var ErrInjected = errors.New("facadetest: injected failure")
-
 // Snapshot is one committed snapshot of a dataset: its id and its summary
 // (the facade.Summary* keys).
 type Snapshot struct {
@@ -84,7 +68,6 @@ type Lakehouse struct {
 
 	mu       sync.Mutex
 	datasets map[string]*dataset
-	faults   map[string]Fault
 	nextID   int64
 	writes   int64
 }
@@ -111,14 +94,7 @@ func New(cfg *Config) *Lakehouse {
 		pol.EveryCommits = identity.DefaultEveryCommits
 	}
 	return &Lakehouse{mem: c.Allocator, now: time.Now, pol: pol, schema: c.SchemaPolicy, schemaFor: c.SchemaPolicyFor,
-		datasets: map[string]*dataset{}, faults: map[string]Fault{}}
-}
-
-// InjectFault arms a one-shot fault for the next write of datasetID.
-func (l *Lakehouse) InjectFault(datasetID string, f Fault) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.faults[datasetID] = f
+		datasets: map[string]*dataset{}}
 }
 
 // Snapshots returns the dataset's snapshots, oldest first.
@@ -151,14 +127,6 @@ func (l *Lakehouse) Close() {
 	l.datasets = map[string]*dataset{}
 }
 
-func (l *Lakehouse) takeFault(id string) Fault {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f := l.faults[id]
-	delete(l.faults, id)
-	return f
-}
-
 // Write is Stage then Commit.
 func (l *Lakehouse) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
 	st, err := l.Stage(ctx, target, req)
@@ -179,7 +147,6 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	case req.Schema == nil || req.Rows == nil:
 		return nil, fmt.Errorf("%w: schema and rows are required", facade.ErrInvalidRequest)
 	}
-	fault := l.takeFault(target.DatasetID)
 	if req.Mode == facade.Append && req.TxnID != "" {
 		res, found, err := l.FindTxn(ctx, target.DatasetID, req.TxnID)
 		if err != nil {
@@ -229,14 +196,9 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 			b.Release()
 		}
 	}
-	n := 0
 	for rec, err := range req.Rows {
 		if err == nil {
 			err = context.Cause(ctx)
-		}
-		n++
-		if err == nil && fault.FailAtBatch > 0 && n >= fault.FailAtBatch {
-			err = fmt.Errorf("%w at batch %d", ErrInjected, n)
 		}
 		if err != nil {
 			release()
@@ -261,7 +223,7 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	if sum.Rows > 0 {
 		files = append(files, facade.DataFile{Path: "mem://" + target.DatasetID + "/" + writeID, Rows: sum.Rows})
 	}
-	return &staged{l: l, target: target, req: req, batches: out, fault: fault, base: base, next: st.Next(), schema: sc,
+	return &staged{l: l, target: target, req: req, batches: out, base: base, next: st.Next(), schema: sc,
 		from: cur, change: facade.SchemaChange(plan),
 		info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID, Mode: req.Mode,
 			Rows: sum.Rows, BaseSnapshotID: baseSnap, DataFiles: files, Schema: sc, Checksum: sum, CreatedAt: createdAt}}, nil
@@ -272,7 +234,6 @@ type staged struct {
 	target  facade.Target
 	req     facade.WriteRequest
 	batches []arrow.RecordBatch
-	fault   Fault
 	base    int64
 	next    int64
 	schema  *arrow.Schema
@@ -323,10 +284,6 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 		drop()
 		return facade.CommitResult{}, err
 	}
-	if f := s.fault.Commit; f != nil && !(errors.Is(f, facade.ErrCommitStateUnknown) && s.fault.Landed) {
-		drop()
-		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: kindOf(f), Err: f}
-	}
 	l := s.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -376,17 +333,7 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	d.nextIndex = s.next
 	res := result(s.target.DatasetID, snap)
 	res.MaintenanceDue = !l.pol.Disabled && len(d.snapshots)-l.pol.KeepLast >= l.pol.EveryCommits
-	if s.fault.Commit != nil { // landed, but the caller hears "unknown"
-		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: facade.ErrCommitStateUnknown, Err: s.fault.Commit}
-	}
 	return res, nil
-}
-
-func kindOf(err error) error {
-	if errors.Is(err, facade.ErrCommitStateUnknown) {
-		return facade.ErrCommitStateUnknown
-	}
-	return facade.ErrCommitConflict
 }
 
 func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, change facade.SchemaChange) map[string]string {

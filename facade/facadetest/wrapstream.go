@@ -1,4 +1,4 @@
-package facadefault
+package facadetest
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // says; a batch cut at a fault's row count is handed over as a slice that
 // is released after its yield. The source stops (its deferred cleanup
 // runs) as soon as a fault fails the stream.
-func (l *lakehouse) stream(ctx context.Context, dataset string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+func (l *faulty) stream(ctx context.Context, dataset string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 	var cands []int
 	for i, f := range l.faults {
 		if f.matches(MidStream, dataset) {
@@ -38,7 +38,7 @@ func (l *lakehouse) stream(ctx context.Context, dataset string, rows iter.Seq2[a
 				if !l.take(i) {
 					continue
 				}
-				if err := l.faults[i].Action.run(ctx); err != nil {
+				if err := l.faults[i].run(ctx); err != nil {
 					yield(nil, err)
 					return false
 				}

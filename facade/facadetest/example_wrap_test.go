@@ -1,4 +1,4 @@
-package facadefault_test
+package facadetest_test
 
 import (
 	"context"
@@ -9,11 +9,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
 	"github.com/lakewrite/lakewrite/facade/facadetest"
 )
 
-func Example() {
+func ExampleWrap() {
 	ctx := context.Background()
 	mem := facadetest.New(nil)
 	defer mem.Close()
@@ -21,11 +20,11 @@ func Example() {
 	// The first write of "orders" fails after two rows of its stream; the
 	// next one lands, but the caller hears "commit state unknown", as if the
 	// process had lost the catalog's answer.
-	lh := facadefault.Wrap(mem,
-		facadefault.Fault{Point: facadefault.MidStream, Dataset: "orders", AfterRows: 2, Times: 1,
-			Action: facadefault.Fail(errors.New("producer died"))},
-		facadefault.Fault{Point: facadefault.AfterCommit, Dataset: "orders", Times: 1,
-			Action: facadefault.Fail(errors.New("process died"))},
+	lh := facadetest.Wrap(mem,
+		facadetest.Fault{Point: facadetest.MidStream, Dataset: "orders", AfterRows: 2, Times: 1,
+			Err: errors.New("producer died")},
+		facadetest.Fault{Point: facadetest.AfterCommit, Dataset: "orders", Times: 1,
+			Err: errors.New("process died")},
 	)
 
 	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)

@@ -1,4 +1,4 @@
-package facadefault_test
+package facadetest_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
 	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/facade/internal/contract"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
@@ -92,23 +91,18 @@ func TestContractWithoutFaults(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		pols := &contract.Policies{}
 		inner := facadetest.New(&facadetest.Config{Allocator: mem, SchemaPolicyFor: pols.For})
-		var faults []facadefault.Fault
-		for _, p := range []facadefault.Point{facadefault.BeforeStage, facadefault.MidStream, facadefault.BeforeCommit,
-			facadefault.AfterCommit, facadefault.BeforeAbort} {
-			faults = append(faults, facadefault.Fault{Point: p, Dataset: "not-the-contract-dataset"})
+		commits, fail := facadetest.FailingCommits()
+		faults := []facadetest.Fault{commits}
+		for _, p := range []facadetest.Point{facadetest.BeforeStage, facadetest.MidStream, facadetest.BeforeCommit,
+			facadetest.AfterCommit, facadetest.BeforeAbort} {
+			faults = append(faults, facadetest.Fault{Point: p, Dataset: "not-the-contract-dataset"})
 		}
 		return &contract.Env{
-			LH:       facadefault.Wrap(inner, faults...),
-			Mem:      mem,
-			Policies: pols,
-			FailCommits: func(id string, kind error, n int) {
-				if n == 0 {
-					inner.InjectFault(id, facadetest.Fault{})
-					return
-				}
-				inner.InjectFault(id, facadetest.Fault{Commit: kind})
-			},
-			Cleanup: inner.Close,
+			LH:          facadetest.Wrap(inner, faults...),
+			Mem:         mem,
+			Policies:    pols,
+			FailCommits: fail,
+			Cleanup:     inner.Close,
 		}
 	})
 }
@@ -117,7 +111,7 @@ func TestBeforeStage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	inner, mem := double(t)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.BeforeStage, Times: 1, Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.BeforeStage, Times: 1, Err: errBoom})
 	bs := input(t, mem)
 	read := false
 	req := request(bs, "t1")
@@ -129,12 +123,12 @@ func TestBeforeStage(t *testing.T) {
 	require.ErrorIs(t, err, errBoom)
 	require.False(t, read, "the rows were not read")
 	require.Empty(t, inner.Snapshots("a"))
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.BeforeStage))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.BeforeStage))
 
 	res, err := lh.Write(ctx, target("a"), req) // Times: 1
 	require.NoError(t, err)
 	require.Equal(t, int64(12), res.Rows)
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.BeforeStage))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.BeforeStage))
 }
 
 func TestMidStreamFailsAfterRows(t *testing.T) {
@@ -145,11 +139,11 @@ func TestMidStreamFailsAfterRows(t *testing.T) {
 			ctx := context.Background()
 			inner, mem := double(t)
 			c := &counting{Lakehouse: inner}
-			lh := facadefault.Wrap(c, facadefault.Fault{Point: facadefault.MidStream, AfterRows: after, Action: facadefault.Fail(errBoom)})
+			lh := facadetest.Wrap(c, facadetest.Fault{Point: facadetest.MidStream, AfterRows: after, Err: errBoom})
 			_, err := lh.Write(ctx, target("a"), request(input(t, mem), "t1"))
 			require.ErrorIs(t, err, errBoom)
 			require.Equal(t, after, c.rows.Load(), "rows handed over before the fault")
-			require.Equal(t, 1, facadefault.Hits(lh, facadefault.MidStream))
+			require.Equal(t, 1, facadetest.Hits(lh, facadetest.MidStream))
 			require.Empty(t, inner.Snapshots("a"))
 			_, found, err := lh.FindTxn(ctx, "a", "t1")
 			require.NoError(t, err)
@@ -162,11 +156,11 @@ func TestMidStreamFailsAfterRows(t *testing.T) {
 func TestMidStreamNotReached(t *testing.T) {
 	t.Parallel()
 	inner, mem := double(t)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 13, Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.MidStream, AfterRows: 13, Err: errBoom})
 	res, err := lh.Write(context.Background(), target("a"), request(input(t, mem), "t1"))
 	require.NoError(t, err)
 	require.Equal(t, int64(12), res.Rows)
-	require.Equal(t, 0, facadefault.Hits(lh, facadefault.MidStream))
+	require.Equal(t, 0, facadetest.Hits(lh, facadetest.MidStream))
 }
 
 // A Call that returns nil lets the stream go on: the rows cut at the fault
@@ -176,9 +170,9 @@ func TestMidStreamCallContinues(t *testing.T) {
 	ctx := context.Background()
 	inner, mem := double(t)
 	var seen int
-	lh := facadefault.Wrap(inner,
-		facadefault.Fault{Point: facadefault.MidStream, AfterRows: 4, Action: facadefault.Call(func(context.Context) error { seen++; return nil })},
-		facadefault.Fault{Point: facadefault.MidStream, AfterRows: 8, Action: facadefault.Call(func(context.Context) error { seen++; return nil })},
+	lh := facadetest.Wrap(inner,
+		facadetest.Fault{Point: facadetest.MidStream, AfterRows: 4, Do: func(context.Context) error { seen++; return nil }},
+		facadetest.Fault{Point: facadetest.MidStream, AfterRows: 8, Do: func(context.Context) error { seen++; return nil }},
 	)
 	bs := input(t, mem)
 	want, err := facade.ChecksumBatches(contract.Seq(bs))
@@ -187,7 +181,7 @@ func TestMidStreamCallContinues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, res.Checksum)
 	require.Equal(t, 2, seen)
-	require.Equal(t, 2, facadefault.Hits(lh, facadefault.MidStream))
+	require.Equal(t, 2, facadetest.Hits(lh, facadetest.MidStream))
 	var idx []int64
 	for b, err := range lh.Scan(ctx, "a", facade.ScanOptions{Columns: []string{"id"}}) {
 		require.NoError(t, err)
@@ -216,7 +210,7 @@ func TestMidStreamReleasesProducer(t *testing.T) {
 			}
 		}
 	}
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 150, Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.MidStream, AfterRows: 150, Err: errBoom})
 	_, err := lh.Write(context.Background(), target("a"), facade.WriteRequest{Mode: facade.Replace, Schema: sc,
 		Rows: facade.FromRows(mem, sc, 100, iter.Seq2[[]any, error](rows))})
 	require.ErrorIs(t, err, errBoom)
@@ -226,12 +220,12 @@ func TestMidStreamReleasesProducer(t *testing.T) {
 
 // cancelWhenHit calls cancel once a fault fired at p (its Block is then
 // waiting), or after a minute; the returned channel closes after the call.
-func cancelWhenHit(lh facade.Lakehouse, p facadefault.Point, cancel func()) <-chan struct{} {
+func cancelWhenHit(lh facade.Lakehouse, p facadetest.Point, cancel func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer cancel()
-		for deadline := time.Now().Add(time.Minute); facadefault.Hits(lh, p) == 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(time.Minute); facadetest.Hits(lh, p) == 0 && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -246,12 +240,12 @@ func TestMidStreamBlock(t *testing.T) {
 	cause := errors.New("operator cancelled")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 7, Action: facadefault.Block()})
-	done := cancelWhenHit(lh, facadefault.MidStream, func() { cancel(cause) })
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.MidStream, AfterRows: 7, Do: facadetest.Block})
+	done := cancelWhenHit(lh, facadetest.MidStream, func() { cancel(cause) })
 	_, err := lh.Write(ctx, target("a"), request(input(t, mem), "t1"))
 	<-done
 	require.ErrorIs(t, err, cause)
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.MidStream))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.MidStream))
 	require.Empty(t, inner.Snapshots("a"))
 }
 
@@ -272,7 +266,7 @@ func TestMidStreamPanic(t *testing.T) {
 	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	bs := contract.Batches(mem, contract.Schema(), 0, 12, 3, 12)
-	lh := facadefault.Wrap(drain{}, facadefault.Fault{Point: facadefault.MidStream, AfterRows: 4, Action: facadefault.Panic("crash")})
+	lh := facadetest.Wrap(drain{}, facadetest.Fault{Point: facadetest.MidStream, AfterRows: 4, Do: func(context.Context) error { panic("crash") }})
 	require.PanicsWithValue(t, "crash", func() {
 		_, _ = lh.Stage(context.Background(), target("a"), request(bs, "t1"))
 	})
@@ -280,14 +274,14 @@ func TestMidStreamPanic(t *testing.T) {
 		b.Release()
 	}
 	mem.AssertSize(t, 0) // the cut slice was released
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.MidStream))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.MidStream))
 }
 
 func TestBeforeCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	inner, mem := double(t)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.BeforeCommit, Dataset: "a", Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.BeforeCommit, Dataset: "a", Err: errBoom})
 	bs := input(t, mem)
 
 	st, err := lh.Stage(ctx, target("a"), request(bs, "t1"))
@@ -303,7 +297,7 @@ func TestBeforeCommit(t *testing.T) {
 
 	_, err = lh.Write(ctx, target("a"), request(bs, "t2")) // every time (Times: 0)
 	require.ErrorIs(t, err, errBoom)
-	require.Equal(t, 2, facadefault.Hits(lh, facadefault.BeforeCommit))
+	require.Equal(t, 2, facadetest.Hits(lh, facadetest.BeforeCommit))
 	_, err = lh.Write(ctx, target("b"), request(bs, "t3")) // another dataset
 	require.NoError(t, err)
 	require.Empty(t, inner.Snapshots("a"))
@@ -313,7 +307,7 @@ func TestBeforeCommit(t *testing.T) {
 func TestBeforeCommitBlock(t *testing.T) {
 	t.Parallel()
 	inner, mem := double(t)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.BeforeCommit, Action: facadefault.Block()})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.BeforeCommit, Do: facadetest.Block})
 	st, err := lh.Stage(context.Background(), target("a"), request(input(t, mem), "t1"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -327,7 +321,7 @@ func TestAfterCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	inner, mem := double(t)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.AfterCommit, Times: 1, Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.AfterCommit, Times: 1, Err: errBoom})
 	bs := input(t, mem)
 
 	_, err := lh.Write(ctx, target("a"), request(bs, "t1"))
@@ -341,11 +335,11 @@ func TestAfterCommit(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, int64(12), res.Rows)
 	require.Len(t, inner.Snapshots("a"), 1)
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.AfterCommit))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.AfterCommit))
 
 	got, err := lh.Write(ctx, target("a"), request(bs, "t2"))
 	require.NoError(t, err)
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.AfterCommit))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.AfterCommit))
 	require.Len(t, inner.Snapshots("a"), 2)
 	require.Equal(t, "t2", got.TxnID)
 }
@@ -359,8 +353,8 @@ func TestAfterCommitActions(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	block := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.AfterCommit, Action: facadefault.Block()})
-	done := cancelWhenHit(block, facadefault.AfterCommit, cancel)
+	block := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.AfterCommit, Do: facadetest.Block})
+	done := cancelWhenHit(block, facadetest.AfterCommit, cancel)
 	_, err := block.Write(ctx, target("a"), request(bs, "t1"))
 	<-done
 	require.ErrorIs(t, err, facade.ErrCommitStateUnknown)
@@ -370,20 +364,20 @@ func TestAfterCommitActions(t *testing.T) {
 	require.True(t, found)
 
 	var calls int
-	call := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.AfterCommit, Action: facadefault.Call(func(context.Context) error {
+	call := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.AfterCommit, Do: func(context.Context) error {
 		calls++
 		if calls == 1 {
 			return nil
 		}
 		return errBoom
-	})})
+	}})
 	res, err := call.Write(context.Background(), target("a"), request(bs, "t2"))
 	require.NoError(t, err)
 	require.Equal(t, int64(12), res.Rows)
 	_, err = call.Write(context.Background(), target("a"), request(bs, "t3"))
 	require.ErrorIs(t, err, facade.ErrCommitStateUnknown)
 	require.ErrorIs(t, err, errBoom)
-	require.Equal(t, 2, facadefault.Hits(call, facadefault.AfterCommit))
+	require.Equal(t, 2, facadetest.Hits(call, facadetest.AfterCommit))
 	require.Len(t, inner.Snapshots("a"), 3)
 }
 
@@ -391,19 +385,19 @@ func TestAfterCommitActions(t *testing.T) {
 func TestAfterCommitNotReachedOnCommitError(t *testing.T) {
 	t.Parallel()
 	inner, mem := double(t)
-	inner.InjectFault("a", facadetest.Fault{Commit: facade.ErrCommitConflict})
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.AfterCommit, Action: facadefault.Fail(errBoom)})
+	conflict := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.BeforeCommit, Err: facade.ErrCommitConflict})
+	lh := facadetest.Wrap(conflict, facadetest.Fault{Point: facadetest.AfterCommit, Err: errBoom})
 	_, err := lh.Write(context.Background(), target("a"), request(input(t, mem), "t1"))
 	require.ErrorIs(t, err, facade.ErrCommitConflict)
 	require.NotErrorIs(t, err, errBoom)
-	require.Equal(t, 0, facadefault.Hits(lh, facadefault.AfterCommit))
+	require.Equal(t, 0, facadetest.Hits(lh, facadetest.AfterCommit))
 }
 
 func TestBeforeAbort(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	inner, mem := double(t)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.BeforeAbort, Times: 1, Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.BeforeAbort, Times: 1, Err: errBoom})
 	st, err := lh.Stage(ctx, target("a"), request(input(t, mem), "t1"))
 	require.NoError(t, err)
 	require.ErrorIs(t, st.Abort(ctx), errBoom)
@@ -411,7 +405,7 @@ func TestBeforeAbort(t *testing.T) {
 	require.ErrorIs(t, st.Abort(ctx), facade.ErrAlreadyFinished)
 	_, err = st.Commit(ctx)
 	require.ErrorIs(t, err, facade.ErrAlreadyFinished)
-	require.Equal(t, 1, facadefault.Hits(lh, facadefault.BeforeAbort))
+	require.Equal(t, 1, facadetest.Hits(lh, facadetest.BeforeAbort))
 	require.Empty(t, inner.Snapshots("a"))
 }
 
@@ -419,24 +413,23 @@ func TestPanicAndZeroAction(t *testing.T) {
 	t.Parallel()
 	inner, mem := double(t)
 	bs := input(t, mem)
-	lh := facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.BeforeStage, Dataset: "p", Action: facadefault.Panic(errBoom)},
-		facadefault.Fault{Point: facadefault.BeforeStage, Dataset: "z"})
+	lh := facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.BeforeStage, Dataset: "p", Do: func(context.Context) error { panic(errBoom) }},
+		facadetest.Fault{Point: facadetest.BeforeStage, Dataset: "z"})
 	require.PanicsWithError(t, errBoom.Error(), func() { _, _ = lh.Write(context.Background(), target("p"), request(bs, "t1")) })
 	_, err := lh.Write(context.Background(), target("z"), request(bs, "t2"))
-	require.ErrorIs(t, err, facadefault.ErrInjected)
+	require.ErrorIs(t, err, facadetest.ErrInjected)
 	_, err = lh.Write(context.Background(), target("z"), request(bs, "t3"))
-	require.ErrorIs(t, err, facadefault.ErrInjected)
-	require.Equal(t, 3, facadefault.Hits(lh, facadefault.BeforeStage))
+	require.ErrorIs(t, err, facadetest.ErrInjected)
+	require.Equal(t, 3, facadetest.Hits(lh, facadetest.BeforeStage))
 }
 
 func TestWrapRefusesBadFaults(t *testing.T) {
 	t.Parallel()
 	inner := facadetest.New(nil)
-	require.Panics(t, func() { facadefault.Wrap(inner, facadefault.Fault{Point: "sometime"}) })
-	require.Panics(t, func() { facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.AfterCommit, Times: -1}) })
-	require.Panics(t, func() { facadefault.Wrap(inner, facadefault.Fault{Point: facadefault.MidStream, AfterRows: -1}) })
-	require.Panics(t, func() { facadefault.Wrap(nil) })
-	require.Panics(t, func() { facadefault.Call(nil) })
+	require.Panics(t, func() { facadetest.Wrap(inner, facadetest.Fault{Point: "sometime"}) })
+	require.Panics(t, func() { facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.AfterCommit, Times: -1}) })
+	require.Panics(t, func() { facadetest.Wrap(inner, facadetest.Fault{Point: facadetest.MidStream, AfterRows: -1}) })
+	require.Panics(t, func() { facadetest.Wrap(nil) })
 }
 
 // Times is exact under concurrent writes.
@@ -444,9 +437,9 @@ func TestConcurrentTimes(t *testing.T) {
 	t.Parallel()
 	inner, mem := double(t)
 	bs := input(t, mem)
-	lh := facadefault.Wrap(inner,
-		facadefault.Fault{Point: facadefault.BeforeStage, Times: 3, Action: facadefault.Fail(errBoom)},
-		facadefault.Fault{Point: facadefault.MidStream, AfterRows: 5, Times: 2, Action: facadefault.Fail(errBoom)},
+	lh := facadetest.Wrap(inner,
+		facadetest.Fault{Point: facadetest.BeforeStage, Times: 3, Err: errBoom},
+		facadetest.Fault{Point: facadetest.MidStream, AfterRows: 5, Times: 2, Err: errBoom},
 	)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -464,6 +457,6 @@ func TestConcurrentTimes(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int64(5), failed.Load())
-	require.Equal(t, 3, facadefault.Hits(lh, facadefault.BeforeStage))
-	require.Equal(t, 2, facadefault.Hits(lh, facadefault.MidStream))
+	require.Equal(t, 3, facadetest.Hits(lh, facadetest.BeforeStage))
+	require.Equal(t, 2, facadetest.Hits(lh, facadetest.MidStream))
 }

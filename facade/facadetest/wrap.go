@@ -1,4 +1,4 @@
-package facadefault
+package facadetest
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// lakehouse wraps a facade.Lakehouse and fires the armed faults at their
+// faulty wraps a facade.Lakehouse and fires the armed faults at their
 // points. Everything else is forwarded unchanged.
-type lakehouse struct {
+type faulty struct {
 	lh     facade.Lakehouse
 	faults []Fault
 
@@ -23,10 +23,11 @@ type lakehouse struct {
 	hits  map[Point]int
 }
 
-var _ facade.Lakehouse = (*lakehouse)(nil)
+var _ facade.Lakehouse = (*faulty)(nil)
 
-// Wrap returns lh with faults armed; everything else is forwarded
-// unchanged. When several faults match a call at the same point, the first
+// Wrap returns lh (the in-memory Lakehouse of New, a *facade.Facade, or
+// any other) with faults armed, for the code under test to write through;
+// everything else is forwarded unchanged. When several faults match a call at the same point, the first
 // one in the list that has not used up its Times fires (at MidStream: the
 // one with the lowest AfterRows). Wrap panics on a fault with an unknown
 // Point or a negative Times or AfterRows: that is a mistake in the test,
@@ -39,23 +40,22 @@ var _ facade.Lakehouse = (*lakehouse)(nil)
 // none). Any other interface of the wrapped value is not found through it.
 func Wrap(lh facade.Lakehouse, faults ...Fault) facade.Lakehouse {
 	if lh == nil {
-		panic("facadefault: Wrap(nil)")
+		panic("facadetest: Wrap(nil)")
 	}
 	for _, f := range faults {
 		if err := f.validate(); err != nil {
 			panic(err)
 		}
 	}
-	return &lakehouse{
+	return &faulty{
 		lh: lh, faults: append([]Fault(nil), faults...),
 		fired: make([]int, len(faults)), hits: map[Point]int{},
 	}
 }
 
 // hitsAt returns how many times a fault fired at p so far. A fault counts
-// as fired when its action starts, so a Block or Panic that never returns
-// is counted too.
-func (l *lakehouse) hitsAt(p Point) int {
+// as fired when it starts, so a Do that never returns is counted too.
+func (l *faulty) hitsAt(p Point) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.hits[p]
@@ -66,7 +66,7 @@ func (f Fault) matches(p Point, dataset string) bool {
 }
 
 // take claims fault i if it still has a firing left.
-func (l *lakehouse) take(i int) bool {
+func (l *faulty) take(i int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t := l.faults[i].Times; t > 0 && l.fired[i] >= t {
@@ -78,7 +78,7 @@ func (l *lakehouse) take(i int) bool {
 }
 
 // available reports whether fault i has a firing left (without claiming).
-func (l *lakehouse) available(i int) bool {
+func (l *faulty) available(i int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.faults[i].Times
@@ -87,10 +87,10 @@ func (l *lakehouse) available(i int) bool {
 
 // fire runs the first matching fault at p that has a firing left; nil when
 // none fired or its action let the call go on.
-func (l *lakehouse) fire(ctx context.Context, p Point, dataset string) error {
+func (l *faulty) fire(ctx context.Context, p Point, dataset string) error {
 	for i, f := range l.faults {
 		if f.matches(p, dataset) && l.take(i) {
-			return f.Action.run(ctx)
+			return f.run(ctx)
 		}
 	}
 	return nil
@@ -99,7 +99,7 @@ func (l *lakehouse) fire(ctx context.Context, p Point, dataset string) error {
 // Stage fires BeforeStage, arms MidStream on the rows and stages through
 // the wrapped lakehouse. The staged write fires BeforeCommit, AfterCommit
 // and BeforeAbort.
-func (l *lakehouse) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
+func (l *faulty) Stage(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.Staged, error) {
 	if err := l.fire(ctx, BeforeStage, target.DatasetID); err != nil {
 		return nil, err
 	}
@@ -110,16 +110,16 @@ func (l *lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	if err != nil {
 		return nil, err
 	}
-	w := &staged{l: l, inner: st, dataset: target.DatasetID}
+	w := &faultStaged{l: l, inner: st, dataset: target.DatasetID}
 	if tx, ok := st.(facade.TxStaged); ok {
-		return &txStaged{staged: w, inner: tx}, nil
+		return &faultTxStaged{faultStaged: w, inner: tx}, nil
 	}
 	return w, nil
 }
 
 // Write is Stage followed by Commit, both through the wrapper, so every
 // point fires as it does for a caller that stages itself.
-func (l *lakehouse) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
+func (l *faulty) Write(ctx context.Context, target facade.Target, req facade.WriteRequest) (facade.CommitResult, error) {
 	st, err := l.Stage(ctx, target, req)
 	if err != nil {
 		return facade.CommitResult{}, err
@@ -128,27 +128,27 @@ func (l *lakehouse) Write(ctx context.Context, target facade.Target, req facade.
 }
 
 // FindTxn is forwarded.
-func (l *lakehouse) FindTxn(ctx context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
+func (l *faulty) FindTxn(ctx context.Context, datasetID, txnID string) (facade.CommitResult, bool, error) {
 	return l.lh.FindTxn(ctx, datasetID, txnID)
 }
 
 // Scan is forwarded.
-func (l *lakehouse) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
+func (l *faulty) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return l.lh.Scan(ctx, datasetID, opts)
 }
 
 // Checksum is forwarded.
-func (l *lakehouse) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
+func (l *faulty) Checksum(ctx context.Context, datasetID string, snapshotID int64) (facade.Checksum, error) {
 	return l.lh.Checksum(ctx, datasetID, snapshotID)
 }
 
 // Maintain forwards to the wrapped lakehouse's table lifecycle
 // (facade.Maintainer) with no fault; a wrapped lakehouse without one
 // reports errors.ErrUnsupported.
-func (l *lakehouse) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
+func (l *faulty) Maintain(ctx context.Context, datasetID string) (facade.MaintenanceReport, error) {
 	m, ok := l.lh.(facade.Maintainer)
 	if !ok {
-		return facade.MaintenanceReport{}, fmt.Errorf("facadefault: %T has no Maintain: %w", l.lh, errors.ErrUnsupported)
+		return facade.MaintenanceReport{}, fmt.Errorf("facadetest: %T has no Maintain: %w", l.lh, errors.ErrUnsupported)
 	}
 	return m.Maintain(ctx, datasetID)
 }

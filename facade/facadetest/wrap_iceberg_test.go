@@ -1,4 +1,4 @@
-package facadefault_test
+package facadetest_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/facade/facadefault"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/facade/internal/contract"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 )
@@ -42,13 +42,13 @@ func warehouseFiles(t *testing.T, root string) []string {
 func TestRealFacade(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		fault  facadefault.Fault
+		fault  facadetest.Fault
 		landed bool
 	}{
-		{fault: facadefault.Fault{Point: facadefault.BeforeStage}},
-		{fault: facadefault.Fault{Point: facadefault.MidStream, AfterRows: 1150}},
-		{fault: facadefault.Fault{Point: facadefault.BeforeCommit}},
-		{fault: facadefault.Fault{Point: facadefault.AfterCommit}, landed: true},
+		{fault: facadetest.Fault{Point: facadetest.BeforeStage}},
+		{fault: facadetest.Fault{Point: facadetest.MidStream, AfterRows: 1150}},
+		{fault: facadetest.Fault{Point: facadetest.BeforeCommit}},
+		{fault: facadetest.Fault{Point: facadetest.AfterCommit}, landed: true},
 	}
 	for _, c := range cases {
 		t.Run(string(c.fault.Point), func(t *testing.T) {
@@ -78,11 +78,11 @@ func TestRealFacade(t *testing.T) {
 			require.NotEmpty(t, files)
 
 			fault := c.fault
-			fault.Action, fault.Times = facadefault.Fail(errBoom), 1
-			lh := facadefault.Wrap(f, fault)
+			fault.Err, fault.Times = errBoom, 1
+			lh := facadetest.Wrap(f, fault)
 			_, werr := lh.Write(ctx, tgt, facade.WriteRequest{Mode: facade.Append, Schema: contract.Schema(), Rows: contract.Seq(second), TxnID: "txn-1"})
 			require.ErrorIs(t, werr, errBoom)
-			require.Equal(t, 1, facadefault.Hits(lh, c.fault.Point))
+			require.Equal(t, 1, facadetest.Hits(lh, c.fault.Point))
 			tbl, err := f.LoadTable(ctx, "orders")
 			require.NoError(t, err)
 			found, ok, err := f.FindTxn(ctx, "orders", "txn-1")
@@ -128,7 +128,7 @@ func TestRealFacadeBeforeAbort(t *testing.T) {
 			b.Release()
 		}
 	}()
-	lh := facadefault.Wrap(f, facadefault.Fault{Point: facadefault.BeforeAbort, Times: 1, Action: facadefault.Fail(errBoom)})
+	lh := facadetest.Wrap(f, facadetest.Fault{Point: facadetest.BeforeAbort, Times: 1, Err: errBoom})
 	st, err := lh.Stage(ctx, target("orders"), facade.WriteRequest{Mode: facade.Replace, Schema: contract.Schema(), Rows: contract.Seq(bs)})
 	require.NoError(t, err)
 	staged := warehouseFiles(t, wh)
