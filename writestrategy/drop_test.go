@@ -154,7 +154,14 @@ func TestDispatchDropBusyAndIntents(t *testing.T) {
 	require.NoError(t, err)
 	dead, err := dl.Open(ctx, ledger.OpenParams{DatasetID: "dead", WriterID: writer, Sink: sink.Postgres, WriteMode: facade.Replace})
 	require.NoError(t, err)
+	pid := conn.PgConn().PID()
 	require.NoError(t, conn.Close(ctx))
+	// Close returns before the server's backend has exited; the holder is
+	// dead once its backend is gone.
+	require.Eventually(t, func() bool {
+		var n int
+		return w.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n) == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond, "the closed session's backend exits")
 
 	st, err := w.d.Intents(ctx)
 	require.NoError(t, err)
