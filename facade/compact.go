@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Compaction rewrites the small data files of a table's current snapshot
@@ -175,8 +176,8 @@ func (f *Facade) compact(ctx context.Context, tbl *table.Table, opt compactOptio
 	// pipeline. The write id identifies the snapshot after an ambiguous
 	// commit.
 	props := iceberg.Properties{
-		SummaryMode:    compactMode,
-		SummaryWriteID: writeID.String(),
+		vocab.SummaryMode:    compactMode,
+		vocab.SummaryWriteID: writeID.String(),
 	}
 	if snap.Summary != nil {
 		if v, ok := snap.Summary.Properties[summaryNextRowIndex]; ok {
@@ -685,7 +686,7 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 	switch {
 	case called && cerr == nil:
 		if newTbl == nil || newTbl.CurrentSnapshot() == nil {
-			return f.reconcileCompaction(ctx, tbl, dataset, props[SummaryWriteID], err)
+			return f.reconcileCompaction(ctx, tbl, dataset, props[vocab.SummaryWriteID], err)
 		}
 		return newTbl, newTbl.CurrentSnapshot().SnapshotID, nil
 	case !called:
@@ -697,7 +698,7 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 		f.deleteFiles(tbl, written)
 		return nil, 0, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitConflict, Err: cerr}
 	default:
-		return f.reconcileCompaction(ctx, tbl, dataset, props[SummaryWriteID], cerr)
+		return f.reconcileCompaction(ctx, tbl, dataset, props[vocab.SummaryWriteID], cerr)
 	}
 }
 
@@ -709,7 +710,7 @@ func (f *Facade) reconcileCompaction(ctx context.Context, tbl *table.Table, data
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if fresh, err := f.cat.LoadTable(rctx, tbl.Identifier()); err == nil {
-		if snap := findInAncestry(fresh, SummaryWriteID, writeID); snap != nil {
+		if snap := findInAncestry(fresh, vocab.SummaryWriteID, writeID); snap != nil {
 			return fresh, snap.SnapshotID, nil
 		}
 	}

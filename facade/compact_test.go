@@ -24,6 +24,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // peakAllocator tracks the peak of live bytes of a checked allocator.
@@ -310,7 +311,7 @@ func TestCompactSmallAppends(t *testing.T) {
 	require.Len(t, tbl.Metadata().Snapshots(), beforeSnaps+1)
 	require.Equal(t, last.SnapshotID, *head.ParentSnapshotID)
 	require.Equal(t, table.OpReplace, head.Summary.Operation)
-	require.Equal(t, compactMode, head.Summary.Properties[SummaryMode])
+	require.Equal(t, compactMode, head.Summary.Properties[vocab.SummaryMode])
 	require.Equal(t, "3000", head.Summary.Properties[summaryNextRowIndex])
 	_, hasTxn := head.Summary.Properties[SummaryTxnID]
 	require.False(t, hasTxn, "a compaction is no transaction")
@@ -512,7 +513,7 @@ func TestCompactUnknownOutcome(t *testing.T) {
 	got, rep, err := e.f.compact(ctx, tbl, compactOptions{})
 	require.NoError(t, err, "the write id proves the compaction landed")
 	require.Equal(t, rep.SnapshotID, got.CurrentSnapshot().SnapshotID)
-	require.Equal(t, compactMode, got.CurrentSnapshot().Summary.Properties[SummaryMode])
+	require.Equal(t, compactMode, got.CurrentSnapshot().Summary.Properties[vocab.SummaryMode])
 	require.Len(t, liveFiles(t, got), 1)
 	require.Len(t, scanIndexes(t, e.f, ds), 160)
 }

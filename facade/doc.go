@@ -71,7 +71,7 @@
 // required column is a *SchemaMismatchError.
 //
 // Every committed change is logged at Info and recorded in the snapshot
-// summary under SummarySchemaChange (SchemaChange as JSON), and the table
+// summary under lakewrite.schema-change (SchemaChange as JSON), and the table
 // property schema.name-mapping.default follows the current schema.
 // Config.SchemaPolicy (or Config.SchemaPolicyFor, per dataset) can refuse a
 // replace's drops (RefuseDrops) or incompatible type changes
@@ -233,14 +233,31 @@
 //
 // # Provenance, lookup, read-back, parity
 //
-// The snapshot summary carries the txn id, writer id, workspace, source
-// refs (JSON), mode, rows, checksum and the caller's metadata (the
-// Summary* keys; metadata under SummaryMetaPrefix), and, when the request
-// reports it (WriteRequest.Rounded), how many numeric values the producer
-// rounded to their scale. lakewrite.next-row-index holds the __row_index
-// the next append starts at (the table's rows after a replace, the
-// append's first index plus its rows after an append); another engine
-// reading the summary finds it under that string. FindTxn looks for a txn id at the head snapshot,
+// Every snapshot the facade commits carries these summary keys, which
+// other engines (DuckDB, Spark, Trino) read by their string; in Go,
+// SummaryTxnID and SummaryMetaPrefix name the two a reader usually needs:
+//
+//	lakewrite.txn-id            ledger transaction id (SummaryTxnID)
+//	lakewrite.writer-id         Target.WriterID
+//	lakewrite.workspace         Target.Workspace
+//	lakewrite.source-refs       WriteRequest.SourceRefs, a JSON array
+//	lakewrite.mode              "replace", "append" or "compact"
+//	lakewrite.write-id          unique id of the staged write
+//	lakewrite.created-at        the __created_at stamp, RFC 3339
+//	lakewrite.rows              rows written
+//	lakewrite.checksum          Checksum of the rows written: rows:32 hex digits
+//	lakewrite.row-id-version    RowIDVersion of the row ids written
+//	lakewrite.numeric-rounded   numeric values rounded (WriteRequest.Rounded), when reported
+//	lakewrite.schema-change     the schema change, JSON, when there was one
+//	lakewrite.next-row-index    __row_index the next append starts at
+//	lakewrite.compact-base      data files after the last compaction
+//	lakewrite.meta.<key>        WriteRequest.Metadata (SummaryMetaPrefix)
+//
+// A compaction snapshot carries only the mode, write id, next row index
+// and compact base. The next row index is the table's rows after a
+// replace, the append's first index plus its rows after an append.
+// SchemaChange gives the fields of lakewrite.schema-change. FindTxn looks
+// for a txn id at the head snapshot,
 // then in the retained ancestry of the current branch (the ledger's
 // recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
 // (one file task at a time, projected by ScanOptions), optionally only the

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/internal/contract"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // col is one column of an evolve test write: its Arrow type and values.
@@ -105,7 +106,7 @@ func schemaChange(t *testing.T, tbl *table.Table) map[string]any {
 	t.Helper()
 	snap := tbl.CurrentSnapshot()
 	require.NotNil(t, snap)
-	raw, ok := snap.Summary.Properties[facade.SummarySchemaChange]
+	raw, ok := snap.Summary.Properties[vocab.SummarySchemaChange]
 	if !ok {
 		return nil
 	}
@@ -371,7 +372,7 @@ func TestEvolutionSequenceByFieldID(t *testing.T) {
 		}()
 		requireNameMapping(t, tbl)
 		assert.Equal(t, facade.RowIDVersion, tbl.Properties()[facade.PropertyRowIDVersion])
-		assert.Equal(t, facade.RowIDVersion, tbl.CurrentSnapshot().Summary.Properties[facade.SummaryRowIDVersion])
+		assert.Equal(t, facade.RowIDVersion, tbl.CurrentSnapshot().Summary.Properties[vocab.SummaryRowIDVersion])
 		cur := map[string]iceberg.NestedField{}
 		for _, f := range tbl.Schema().Fields() {
 			cur[f.Name] = f
@@ -478,7 +479,7 @@ func TestRowIDVersionRecordedAndRefused(t *testing.T) {
 	e := newIcebergEnv(t)
 	res, err := evolveWrite(t, e, "rowidv", col{"a", arrow.PrimitiveTypes.Int64, []any{1, 2}})
 	require.NoError(t, err)
-	assert.Equal(t, facade.RowIDVersion, res.Summary[facade.SummaryRowIDVersion])
+	assert.Equal(t, facade.RowIDVersion, res.Summary[vocab.SummaryRowIDVersion])
 	assert.Equal(t, "1", loadTbl(t, e, "rowidv").Properties()[facade.PropertyRowIDVersion])
 
 	for _, v := range []string{"2", "0", "x"} {

@@ -169,7 +169,7 @@ func ExampleFacade_FindTxn() {
 		panic(err)
 	}
 	fmt.Println("found:", ok, found.Rows, "rows")
-	for _, k := range []string{facade.SummaryTxnID, facade.SummaryWriterID, facade.SummarySourceRefs, facade.SummaryMode, facade.SummaryMetaPrefix + "job"} {
+	for _, k := range []string{facade.SummaryTxnID, "lakewrite.writer-id", "lakewrite.source-refs", "lakewrite.mode", facade.SummaryMetaPrefix + "job"} {
 		fmt.Printf("%s=%s\n", k, found.Summary[k])
 	}
 	_, ok, err = lake.FindTxn(ctx, "events", "txn-43")

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Facade is the iceberg-go implementation of Lakehouse. It is safe for
@@ -239,23 +240,23 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 	}
 	refs, _ := json.Marshal(append([]string{}, req.SourceRefs...))
 	maps.Copy(p, iceberg.Properties{
-		SummaryTxnID:      req.TxnID,
-		SummaryWriterID:   target.WriterID,
-		SummaryWorkspace:  target.Workspace,
-		SummarySourceRefs: string(refs),
-		SummaryMode:       string(req.Mode),
-		SummaryWriteID:    info.WriteID,
-		SummaryCreatedAt:  info.CreatedAt.Format(time.RFC3339Nano),
-		SummaryRows:       strconv.FormatInt(info.Rows, 10),
-		SummaryChecksum:   info.Checksum.String(),
+		SummaryTxnID:            req.TxnID,
+		vocab.SummaryWriterID:   target.WriterID,
+		vocab.SummaryWorkspace:  target.Workspace,
+		vocab.SummarySourceRefs: string(refs),
+		vocab.SummaryMode:       string(req.Mode),
+		vocab.SummaryWriteID:    info.WriteID,
+		vocab.SummaryCreatedAt:  info.CreatedAt.Format(time.RFC3339Nano),
+		vocab.SummaryRows:       strconv.FormatInt(info.Rows, 10),
+		vocab.SummaryChecksum:   info.Checksum.String(),
 		// an append commits only while the table still continues at
 		// rowBase (see Commit), so this stays true across retries
-		summaryNextRowIndex: strconv.FormatInt(rowBase+info.Rows, 10),
-		summaryCompactBase:  compactBase(parent, req.Mode, len(info.DataFiles)),
-		SummaryRowIDVersion: RowIDVersion,
+		summaryNextRowIndex:       strconv.FormatInt(rowBase+info.Rows, 10),
+		summaryCompactBase:        compactBase(parent, req.Mode, len(info.DataFiles)),
+		vocab.SummaryRowIDVersion: RowIDVersion,
 	})
 	if req.Rounded != nil {
-		p[SummaryNumericRounded] = strconv.FormatInt(req.Rounded(), 10)
+		p[vocab.SummaryNumericRounded] = strconv.FormatInt(req.Rounded(), 10)
 	}
 	return p
 }

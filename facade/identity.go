@@ -10,7 +10,7 @@ import (
 // RowIDVersion is the version of the row hash behind __row_id (and
 // Checksum) that this library computes. Every table the facade writes
 // records it as the table property "lakewrite.row-id-version", and every
-// snapshot under SummaryRowIDVersion. A change to how __row_id is computed
+// snapshot under the summary key "lakewrite.row-id-version". A change to how __row_id is computed
 // must bump it: the tables written with another version are then refused
 // (ErrRowIDVersion) instead of silently mixing row ids of two functions,
 // and moving a table to the new version is a deliberate migration.
@@ -20,10 +20,6 @@ const RowIDVersion = "1"
 // table's __row_id values were computed with. A table without it was
 // written before it was recorded, by version 1.
 const propertyRowIDVersion = "lakewrite.row-id-version"
-
-// SummaryRowIDVersion is the snapshot summary key recording the
-// RowIDVersion of the write.
-const SummaryRowIDVersion = "lakewrite.row-id-version"
 
 // ErrRowIDVersion: the table records a row id version this library does not
 // compute (a newer library wrote it). Nothing was written.

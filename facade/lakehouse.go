@@ -13,7 +13,7 @@ import (
 
 // WriteMode is the write mode of one write. It is the one write-mode type of
 // lakewrite: the ledger records it (ledger.OpenParams.WriteMode, which also
-// accepts ledger.Maintenance) and snapshots carry it under [SummaryMode].
+// accepts ledger.Maintenance) and snapshots carry it under "lakewrite.mode".
 type WriteMode = vocab.WriteMode
 
 const (
@@ -34,23 +34,13 @@ const (
 	ColCreatedAt = identity.ColCreatedAt // "__created_at", timestamp[us, UTC]: the write's commit time (see doc.go)
 )
 
-// Snapshot summary keys written by lakewrite. Caller metadata is stored
-// under SummaryMetaPrefix+key.
+// Snapshot summary keys a reader of a lakewrite snapshot looks up in code
+// (the package documentation lists every key lakewrite writes).
 const (
-	SummaryTxnID      = "lakewrite.txn-id"
-	SummaryWriterID   = "lakewrite.writer-id"
-	SummaryWorkspace  = "lakewrite.workspace"
-	SummarySourceRefs = "lakewrite.source-refs" // JSON array of dataset ids
-	SummaryMode       = "lakewrite.mode"
-	SummaryWriteID    = "lakewrite.write-id" // unique per staged write
-	SummaryCreatedAt  = "lakewrite.created-at"
-	SummaryRows       = "lakewrite.rows"
-	SummaryChecksum   = "lakewrite.checksum"
-	SummaryMetaPrefix = "lakewrite.meta."
-	// SummaryNumericRounded is the number of numeric values the write's
-	// producer rounded to their column's scale (WriteRequest.Rounded),
-	// recorded when the request reports it.
-	SummaryNumericRounded = "lakewrite.numeric-rounded"
+	// SummaryTxnID is the ledger transaction id of the write.
+	SummaryTxnID = vocab.SummaryTxnID
+	// SummaryMetaPrefix prefixes the keys of WriteRequest.Metadata.
+	SummaryMetaPrefix = vocab.SummaryMetaPrefix
 )
 
 // summaryNextRowIndex is the snapshot summary key of the __row_index the

@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // SupportsAtomicCommit reports whether the facade's catalog commits several
@@ -296,7 +298,7 @@ func (f *Facade) reconcileAll(ctx context.Context, ws []*icebergStaged, replayed
 			}
 			continue
 		}
-		snap := findInAncestry(tbl, SummaryWriteID, s.info.WriteID)
+		snap := findInAncestry(tbl, vocab.SummaryWriteID, s.info.WriteID)
 		if snap == nil {
 			missing = append(missing, s.target.DatasetID)
 			continue

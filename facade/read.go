@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // FindTxn looks for the newest snapshot whose summary carries
@@ -78,12 +79,12 @@ func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datas
 		props = snap.Summary.Properties
 	}
 	res := CommitResult{
-		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: WriteMode(props[SummaryMode]),
+		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: WriteMode(props[vocab.SummaryMode]),
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), Summary: maps.Clone(map[string]string(props)),
 	}
 	var err error
-	if v, ok := props[SummaryRows]; ok {
+	if v, ok := props[vocab.SummaryRows]; ok {
 		res.Rows, err = strconv.ParseInt(v, 10, 64)
 	} else {
 		res.Rows, err = strconv.ParseInt(props["added-records"], 10, 64)
@@ -91,7 +92,7 @@ func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datas
 	if err != nil {
 		res.Rows = 0
 	}
-	res.Checksum, _ = parseChecksum(props[SummaryChecksum])
+	res.Checksum, _ = parseChecksum(props[vocab.SummaryChecksum])
 	if !withFiles {
 		return res, nil
 	}

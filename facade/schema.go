@@ -9,11 +9,6 @@ import (
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
-// SummarySchemaChange is the snapshot summary key recording the schema
-// change a write made: SchemaChange as JSON. Absent when the write left the
-// schema as it was.
-const SummarySchemaChange = "lakewrite.schema-change"
-
 // ErrSchemaChange: a write would change the table schema in a way the
 // dataset's SchemaPolicy refuses. Nothing was written.
 var ErrSchemaChange = identity.ErrSchemaChange
@@ -46,7 +41,7 @@ type SchemaPolicy struct {
 type SchemaChangeError = identity.SchemaChangeError
 
 // SchemaChange is what a write changed in the table schema, as recorded
-// under SummarySchemaChange (JSON) and logged. Column names only.
+// under lakewrite.schema-change (JSON) and logged. Column names only.
 type SchemaChange struct {
 	// Added columns: new field ids. An append adds them as optional.
 	Added []string `json:"added,omitempty"`
@@ -68,7 +63,7 @@ type SchemaChange struct {
 // Empty reports whether the write left the schema as it was.
 func (c SchemaChange) Empty() bool { return identity.SchemaChange(c).Empty() }
 
-// String is the JSON recorded under SummarySchemaChange.
+// String is the JSON recorded under lakewrite.schema-change.
 func (c SchemaChange) String() string { return identity.SchemaChange(c).String() }
 
 // nameMappingJSON is the schema.name-mapping.default value of s.

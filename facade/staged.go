@@ -16,6 +16,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // observedCatalog records whether CommitTable ran and how it ended, so a
@@ -127,9 +128,9 @@ func (s *icebergStaged) build(ctx context.Context, tbl *table.Table) (*table.Tra
 		return nil, err
 	}
 	summary := maps.Clone(s.props)
-	delete(summary, SummarySchemaChange)
+	delete(summary, vocab.SummarySchemaChange)
 	if !change.Empty() {
-		summary[SummarySchemaChange] = change.String()
+		summary[vocab.SummarySchemaChange] = change.String()
 	}
 	// Tables written before the lifecycle existed get its properties (and
 	// manifest merging, which bounds the manifest list: see compact.go) in
@@ -299,7 +300,7 @@ func (f *Facade) reconcile(ctx context.Context, s *icebergStaged, attempts int, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if tbl, err := f.cat.LoadTable(rctx, s.ident); err == nil {
-		if snap := findInAncestry(tbl, SummaryWriteID, s.info.WriteID); snap != nil {
+		if snap := findInAncestry(tbl, vocab.SummaryWriteID, s.info.WriteID); snap != nil {
 			if snap.SchemaID != nil {
 				s.logSchemaChange(*snap.SchemaID)
 			}
@@ -310,7 +311,7 @@ func (f *Facade) reconcile(ctx context.Context, s *icebergStaged, attempts int, 
 }
 
 func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitResult, error) {
-	if snap.Summary == nil || snap.Summary.Properties[SummaryWriteID] != s.info.WriteID {
+	if snap.Summary == nil || snap.Summary.Properties[vocab.SummaryWriteID] != s.info.WriteID {
 		return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: ErrCommitStateUnknown,
 			Err: errors.New("the committed head is not this write's snapshot")}
 	}

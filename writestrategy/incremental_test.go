@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -151,7 +152,7 @@ func TestIncrementalMergeWritesOnlyChanges(t *testing.T) {
 			sum := currentSummary(t, w.lake, "dst")
 			require.Equal(t, int64(30), summaryInt(t, sum, "added-records"), "only the new and changed rows are written")
 			require.Equal(t, int64(25), summaryInt(t, sum, "added-position-deletes"))
-			require.Equal(t, "2005", sum[facade.SummaryRows])
+			require.Equal(t, "2005", sum[vocab.SummaryRows])
 
 			after := rowIdentities(t, w.lake, "dst")
 			require.Len(t, after, 2005)

@@ -16,6 +16,7 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/writestrategy"
 
+	"github.com/lakewrite/lakewrite/internal/vocab"
 	"github.com/lakewrite/lakewrite/sink"
 )
 
@@ -128,7 +129,7 @@ func TestDispatchTPCHQ1BothSinks(t *testing.T) {
 	found, ok, err := w.lake.FindTxn(ctx, "q1_ice", ice.TxnID)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, "6", found.Summary[facade.SummaryNumericRounded])
+	require.Equal(t, "6", found.Summary[vocab.SummaryNumericRounded])
 
 	// The Iceberg values are the row store's, rounded half-even to 18
 	// digits (a reference on the digits, not through the cursor).

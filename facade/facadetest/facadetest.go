@@ -15,6 +15,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Config configures the double; the zero value is usable.
@@ -349,23 +350,23 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, ch
 		refs += fmt.Sprintf("%q", r)
 	}
 	maps.Copy(m, map[string]string{
-		facade.SummaryTxnID: req.TxnID, facade.SummaryWriterID: t.WriterID, facade.SummaryWorkspace: t.Workspace,
-		facade.SummarySourceRefs: refs + "]", facade.SummaryMode: string(req.Mode), facade.SummaryWriteID: info.WriteID,
-		facade.SummaryCreatedAt: info.CreatedAt.Format(time.RFC3339Nano), facade.SummaryRows: fmt.Sprint(info.Rows),
-		facade.SummaryChecksum: info.Checksum.String(), facade.SummaryRowIDVersion: facade.RowIDVersion,
+		facade.SummaryTxnID: req.TxnID, vocab.SummaryWriterID: t.WriterID, vocab.SummaryWorkspace: t.Workspace,
+		vocab.SummarySourceRefs: refs + "]", vocab.SummaryMode: string(req.Mode), vocab.SummaryWriteID: info.WriteID,
+		vocab.SummaryCreatedAt: info.CreatedAt.Format(time.RFC3339Nano), vocab.SummaryRows: fmt.Sprint(info.Rows),
+		vocab.SummaryChecksum: info.Checksum.String(), vocab.SummaryRowIDVersion: facade.RowIDVersion,
 	})
 	if req.Rounded != nil {
-		m[facade.SummaryNumericRounded] = fmt.Sprint(req.Rounded())
+		m[vocab.SummaryNumericRounded] = fmt.Sprint(req.Rounded())
 	}
 	if !change.Empty() {
-		m[facade.SummarySchemaChange] = change.String()
+		m[vocab.SummarySchemaChange] = change.String()
 	}
 	return m
 }
 
 func result(datasetID string, s *Snapshot) facade.CommitResult {
 	return facade.CommitResult{
-		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.WriteMode(s.Summary[facade.SummaryMode]),
+		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.WriteMode(s.Summary[vocab.SummaryMode]),
 		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.committedAt, Schema: s.schema,
 		DataFiles: slices.Clone(s.added), Checksum: s.checksum, Summary: maps.Clone(s.Summary),
 	}
@@ -373,7 +374,7 @@ func result(datasetID string, s *Snapshot) facade.CommitResult {
 
 func rowsOf(s *Snapshot) int64 {
 	var n int64
-	_, _ = fmt.Sscan(s.Summary[facade.SummaryRows], &n)
+	_, _ = fmt.Sscan(s.Summary[vocab.SummaryRows], &n)
 	return n
 }
 

@@ -1,8 +1,9 @@
 // Package vocab holds the primitives several lakewrite packages share, defined
 // once so that every package means the same thing by them: the sink a write
 // goes to, the write mode of a write, the Arrow field metadata keys the cursor
-// sets and the facade reads, and the sentinel errors more than one package
-// returns.
+// sets and the facade reads, the snapshot summary keys the facade writes and
+// its double and writestrategy read, and the sentinel errors more than one
+// package returns.
 //
 // It imports only the standard library. Users never import it: the public
 // packages re-export each primitive by alias where users look for it —

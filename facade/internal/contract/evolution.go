@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // Policies holds per-dataset schema policies a test sets as it goes; wire
@@ -319,7 +320,7 @@ func RunEvolution(t *testing.T, e *Env, check func(t *testing.T, step EvolutionS
 			}
 		}
 		assert.Equal(t, step.Names, business, "%s: result schema", step.Name)
-		raw, ok := res.Summary[facade.SummarySchemaChange]
+		raw, ok := res.Summary[vocab.SummarySchemaChange]
 		if step.Want.Empty() {
 			assert.False(t, ok, "%s: no change recorded, got %s", step.Name, raw)
 		} else {
@@ -328,7 +329,7 @@ func RunEvolution(t *testing.T, e *Env, check func(t *testing.T, step EvolutionS
 			require.NoError(t, json.Unmarshal([]byte(raw), &got))
 			assert.Equal(t, step.Want, got, step.Name)
 		}
-		assert.Equal(t, facade.RowIDVersion, res.Summary[facade.SummaryRowIDVersion], step.Name)
+		assert.Equal(t, facade.RowIDVersion, res.Summary[vocab.SummaryRowIDVersion], step.Name)
 
 		got := readTable(t, e, 0)
 		assert.Equal(t, step.Names, got.Names, "%s: scan columns", step.Name)

@@ -281,7 +281,7 @@ func (e *SchemaChangeError) Is(target error) bool { return target == ErrSchemaCh
 
 // SchemaChange is what a write changed in the table schema (facade.SchemaChange
 // has the same fields and converts from it), as recorded
-// under SummarySchemaChange (JSON) and logged. Column names only.
+// under lakewrite.schema-change (JSON) and logged. Column names only.
 type SchemaChange struct {
 	// Added columns: new field ids. An append adds them as optional.
 	Added []string `json:"added,omitempty"`
@@ -305,7 +305,7 @@ func (c SchemaChange) Empty() bool {
 	return len(c.Added)+len(c.Dropped)+len(c.Promoted)+len(c.Retyped)+len(c.Relaxed) == 0 && !c.Reordered
 }
 
-// String is the JSON recorded under SummarySchemaChange.
+// String is the JSON recorded under lakewrite.schema-change.
 func (c SchemaChange) String() string {
 	b, _ := json.Marshal(c)
 	return string(b)
