@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
@@ -122,8 +123,8 @@ func (cf compactFile) live() int64 {
 // into the Parquet writer.
 //
 // The commit asserts that the branch head is still the snapshot the
-// compaction read; it is never retried. On a conflict (*CommitError
-// wrapping ErrCommitConflict), any read, write or validation error, or
+// compaction read; it is never retried. On a conflict (an error
+// matching ErrCommitConflict), any read, write or validation error, or
 // cancellation, nothing is committed and the files written so far are
 // deleted. When the catalog leaves the outcome unknown and the snapshot
 // cannot be found, the error wraps ErrCommitStateUnknown and the files
@@ -696,7 +697,7 @@ func (f *Facade) commitCompaction(ctx context.Context, tbl *table.Table, dataset
 		return fail(err)
 	case isConflict(cerr):
 		f.deleteFiles(tbl, written)
-		return nil, 0, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitConflict, Err: cerr}
+		return nil, 0, identity.CommitError(ErrCommitConflict, dataset, 1, cerr)
 	default:
 		return f.reconcileCompaction(ctx, tbl, dataset, props[vocab.SummaryWriteID], cerr)
 	}
@@ -717,7 +718,7 @@ func (f *Facade) reconcileCompaction(ctx context.Context, tbl *table.Table, data
 	if cause == nil {
 		cause = errors.New("the catalog returned no table")
 	}
-	return nil, 0, &CommitError{Dataset: dataset, Attempts: 1, Kind: ErrCommitStateUnknown, Err: cause}
+	return nil, 0, identity.CommitError(ErrCommitStateUnknown, dataset, 1, cause)
 }
 
 // Bounded manifest lists.

@@ -34,12 +34,15 @@ var (
 	// moved underneath it, and the retry budget is spent (or a retry would
 	// be unsound, e.g. an append whose row indices no longer continue the
 	// table). Nothing was committed; the staged files were deleted. Safe to
-	// retry the whole write.
+	// retry the whole write. The error names the dataset and the number of
+	// attempts, and wraps the catalog's own error too.
 	ErrCommitConflict = errors.New("facade: commit conflict")
 	// ErrCommitStateUnknown: the catalog failed in a way that does not say
 	// whether the commit landed (network error, HTTP 5xx, database error
 	// during the pointer swap). Never retry blindly: reconcile with FindTxn.
 	// The staged files are kept, because the snapshot may reference them.
+	// The error names the dataset and the number of attempts, and wraps
+	// the catalog's own error too.
 	ErrCommitStateUnknown = errors.New("facade: commit state unknown")
 	// ErrAlreadyFinished: Commit or Abort called on a staged write that was
 	// already committed or aborted.
@@ -75,23 +78,6 @@ type UnsupportedTypeError = identity.UnsupportedTypeError
 // required (iceberg-go v0.7.0 would silently store it as a zero value).
 // Field: Column.
 type NullInRequiredError = identity.NullInRequiredError
-
-// CommitError carries the dataset and the attempt count of a failed commit.
-// It wraps ErrCommitConflict or ErrCommitStateUnknown and the catalog's
-// own error, so both errors.Is checks work.
-type CommitError struct {
-	Dataset  string
-	Attempts int
-	Kind     error // ErrCommitConflict or ErrCommitStateUnknown
-	Err      error
-}
-
-func (e *CommitError) Error() string {
-	return fmt.Sprintf("%v: dataset %q after %d attempt(s): %v", e.Kind, e.Dataset, e.Attempts, e.Err)
-}
-
-// Unwrap returns the kind and the cause.
-func (e *CommitError) Unwrap() []error { return []error{e.Kind, e.Err} }
 
 // isAuthError: the catalog refused the request for its credentials.
 func isAuthError(err error) bool {

@@ -358,9 +358,9 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 		case !called:
 			return rep, fmt.Errorf("facade: maintain %q: commit: %w", datasetID, err)
 		case isConflict(cerr):
-			return rep, &CommitError{Dataset: datasetID, Attempts: 1, Kind: ErrCommitConflict, Err: cerr}
+			return rep, identity.CommitError(ErrCommitConflict, datasetID, 1, cerr)
 		case cerr != nil:
-			return rep, &CommitError{Dataset: datasetID, Attempts: 1, Kind: ErrCommitStateUnknown, Err: cerr}
+			return rep, identity.CommitError(ErrCommitStateUnknown, datasetID, 1, cerr)
 		default:
 			// landed; only a post-commit step failed (none is enabled)
 			return rep, fmt.Errorf("facade: maintain %q: after commit: %w", datasetID, err)

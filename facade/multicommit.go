@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
@@ -151,8 +152,7 @@ func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog,
 			s.files = nil
 		case r.unsound != nil:
 			f.deleteAll(ws)
-			return nil, &CommitError{Dataset: datasetsOf(ws), Kind: ErrCommitConflict,
-				Err: fmt.Errorf("dataset %q: %w: %w", s.target.DatasetID, errRetryUnsound, r.unsound)}
+			return nil, identity.CommitError(ErrCommitConflict, datasetsOf(ws), 0, fmt.Errorf("dataset %q: %w: %w", s.target.DatasetID, errRetryUnsound, r.unsound))
 		default:
 			tbls[i] = r.table
 		}
@@ -229,7 +229,7 @@ func (f *Facade) commitAll(ctx context.Context, tc catalog.TransactionalCatalog,
 		}
 	}
 	f.deleteAll(ws)
-	return nil, &CommitError{Dataset: datasetsOf(ws), Attempts: attempts, Kind: ErrCommitConflict, Err: lastErr}
+	return nil, identity.CommitError(ErrCommitConflict, datasetsOf(ws), attempts, lastErr)
 }
 
 var errRetryUnsound = errors.New("the table changed so that a retry would be unsound (schema changed, or a concurrent append moved __row_index)")
@@ -313,5 +313,5 @@ func (f *Facade) reconcileAll(ctx context.Context, ws []*icebergStaged, replayed
 	if cause == nil {
 		cause = fmt.Errorf("the transaction was acknowledged but no snapshot of %s is in its table", strings.Join(missing, ","))
 	}
-	return nil, &CommitError{Dataset: datasetsOf(ws), Attempts: attempts, Kind: ErrCommitStateUnknown, Err: cause}
+	return nil, identity.CommitError(ErrCommitStateUnknown, datasetsOf(ws), attempts, cause)
 }

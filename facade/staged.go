@@ -281,7 +281,7 @@ func (s *icebergStaged) commit(ctx context.Context, cat catalog.Catalog, tx pgx.
 		}
 	}
 	f.deleteFiles(s.base, s.files)
-	return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: attempts, Kind: ErrCommitConflict, Err: lastErr}
+	return CommitResult{}, identity.CommitError(ErrCommitConflict, s.target.DatasetID, attempts, lastErr)
 }
 
 // logSchemaChange logs the schema change of the committed write, if any.
@@ -307,13 +307,12 @@ func (f *Facade) reconcile(ctx context.Context, s *icebergStaged, attempts int, 
 			return s.result(tbl, snap)
 		}
 	}
-	return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: attempts, Kind: ErrCommitStateUnknown, Err: cause}
+	return CommitResult{}, identity.CommitError(ErrCommitStateUnknown, s.target.DatasetID, attempts, cause)
 }
 
 func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitResult, error) {
 	if snap.Summary == nil || snap.Summary.Properties[vocab.SummaryWriteID] != s.info.WriteID {
-		return CommitResult{}, &CommitError{Dataset: s.target.DatasetID, Attempts: 1, Kind: ErrCommitStateUnknown,
-			Err: errors.New("the committed head is not this write's snapshot")}
+		return CommitResult{}, identity.CommitError(ErrCommitStateUnknown, s.target.DatasetID, 1, errors.New("the committed head is not this write's snapshot"))
 	}
 	return CommitResult{
 		DatasetID: s.target.DatasetID, TxnID: s.req.TxnID, Mode: s.req.Mode, Rows: s.info.Rows,

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // NullValue is how a null renders in a Row.
@@ -60,6 +61,6 @@ func FailingCommits() (Fault, func(id string, kind error, n int)) {
 	return f, func(id string, kind error, n int) {
 		mu.Lock()
 		defer mu.Unlock()
-		err, left = &facade.CommitError{Dataset: id, Attempts: 1, Kind: kind, Err: errors.New("injected by the test")}, n
+		err, left = identity.CommitError(kind, id, 1, errors.New("injected by the test")), n
 	}
 }

@@ -296,14 +296,12 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	cur := d.current()
 	if s.from != nil && !s.from.Equal(d.schema) {
 		drop()
-		return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1,
-			Kind: facade.ErrCommitConflict, Err: errors.New("table schema changed concurrently")}
+		return facade.CommitResult{}, identity.CommitError(facade.ErrCommitConflict, s.target.DatasetID, 1, errors.New("table schema changed concurrently"))
 	}
 	if s.req.Mode == facade.Append {
 		if d.nextIndex != s.base {
 			drop()
-			return facade.CommitResult{}, &facade.CommitError{Dataset: s.target.DatasetID, Attempts: 1,
-				Kind: facade.ErrCommitConflict, Err: errors.New("a concurrent append moved __row_index")}
+			return facade.CommitResult{}, identity.CommitError(facade.ErrCommitConflict, s.target.DatasetID, 1, errors.New("a concurrent append moved __row_index"))
 		}
 	}
 	l.nextID++

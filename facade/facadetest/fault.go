@@ -35,8 +35,8 @@ const (
 	// returns: the snapshot is visible, but the caller has not heard of it
 	// yet (a lost response; for a ledger caller: after the Iceberg commit,
 	// before the ledger commit). Because the commit did land, the fault's
-	// error is returned wrapped in a *facade.CommitError whose Kind is
-	// facade.ErrCommitStateUnknown: a caller that follows the facade's
+	// error is returned wrapped with facade.ErrCommitStateUnknown, naming
+	// the dataset: a caller that follows the facade's
 	// contract reconciles it (FindTxn) instead of aborting. A Do that
 	// returns nil lets Commit return its result.
 	//

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // abortTimeout bounds the abort of a staged write after a BeforeCommit
@@ -62,7 +63,7 @@ func (s *faultStaged) Commit(ctx context.Context) (facade.CommitResult, error) {
 		return res, err
 	}
 	if err := s.l.fire(ctx, AfterCommit, s.dataset); err != nil {
-		return facade.CommitResult{}, &facade.CommitError{Dataset: s.dataset, Attempts: 1, Kind: facade.ErrCommitStateUnknown, Err: err}
+		return facade.CommitResult{}, identity.CommitError(facade.ErrCommitStateUnknown, s.dataset, 1, err)
 	}
 	return res, nil
 }

@@ -43,3 +43,14 @@ type NullInRequiredError struct {
 func (e *NullInRequiredError) Error() string {
 	return fmt.Sprintf("facade: NULL in required column %q", e.Column)
 }
+
+// CommitError is a failed commit of dataset after attempts tries: kind
+// (facade.ErrCommitConflict or facade.ErrCommitStateUnknown) with the
+// dataset and the attempt count in the message, wrapping the catalog's own
+// error cause too, so errors.Is matches both.
+func CommitError(kind error, dataset string, attempts int, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: dataset %q after %d attempt(s)", kind, dataset, attempts)
+	}
+	return fmt.Errorf("%w: dataset %q after %d attempt(s): %w", kind, dataset, attempts, cause)
+}
