@@ -13,8 +13,8 @@
 // committed-at = the snapshot timestamp, schema, data files, checksum).
 // Stage and Staged.Commit expose the two steps, so a caller can record
 // what was staged, or have it checked, before committing (with the ledger:
-// writestrategy.CommitStaged asks its expectations in between). Open
-// returns a Handle bound to one target and mode. See Example.
+// writestrategy.CommitStaged asks its expectations in between). See
+// Example.
 //
 // One write is one Iceberg snapshot, or an error and nothing visible. A
 // failing input stream, a cancelled context, a typed input error or a
@@ -283,8 +283,7 @@
 // (CompactMinFiles) below a quarter of CompactTargetBytes
 // (Config.TargetFileSize).
 //
-// Maintain(ctx, datasetID) runs the policy once (MaintainWith takes an
-// explicit one): size-tiered compaction (in __row_index order, every row's
+// Maintain(ctx, datasetID) runs the policy once: size-tiered compaction (in __row_index order, every row's
 // identity kept, within each partition of the current spec), deletion of
 // the files of earlier expiries whose grace has passed, the orphan pass
 // when due, then expiry of the snapshots beyond the policy. It returns a

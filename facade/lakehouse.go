@@ -195,24 +195,3 @@ type Lakehouse interface {
 	// over the same rows from Postgres.
 	Checksum(ctx context.Context, datasetID string, snapshotID int64) (Checksum, error)
 }
-
-// Handle is a dataset opened for writing as a named writer with a default
-// mode. It works over any Lakehouse.
-type Handle struct {
-	lh     Lakehouse
-	target Target
-	mode   WriteMode
-}
-
-// Open returns a handle writing target through lh with the given mode.
-func Open(lh Lakehouse, target Target, mode WriteMode) *Handle {
-	return &Handle{lh: lh, target: target, mode: mode}
-}
-
-// Write writes req; an empty req.Mode takes the handle's mode.
-func (h *Handle) Write(ctx context.Context, req WriteRequest) (CommitResult, error) {
-	if req.Mode == "" {
-		req.Mode = h.mode
-	}
-	return h.lh.Write(ctx, h.target, req)
-}

@@ -183,7 +183,18 @@ type Maintainer interface {
 var _ Maintainer = (*Facade)(nil)
 
 // Maintain runs the dataset's lifecycle policy (Config.LifecycleFor, else
-// Config.Lifecycle) once; see MaintainWith.
+// Config.Lifecycle; zero fields take the defaults) once. In order: the
+// lifecycle table properties are set when missing; small files are
+// compacted; the files of earlier expiries whose grace has passed are
+// deleted (those no retained snapshot references); the orphan pass runs
+// when due; snapshots beyond the policy are expired (never the current
+// one) and what they dereferenced is recorded in the table property lakewrite.expired.
+// Properties, expiry and record land in one commit.
+//
+// Run it under the dataset's ledger intent (as writestrategy does): it
+// commits to the table, and recovery relies on no other lakewrite commit
+// landing while an intent is open. A dataset without a table is skipped.
+// The report is returned with the error too, counting what was done.
 func (f *Facade) Maintain(ctx context.Context, datasetID string) (MaintenanceReport, error) {
 	if _, err := f.s.Naming(datasetID); err != nil {
 		return MaintenanceReport{DatasetID: datasetID}, err
@@ -191,19 +202,8 @@ func (f *Facade) Maintain(ctx context.Context, datasetID string) (MaintenanceRep
 	return f.maintain(ctx, datasetID, f.policy(datasetID))
 }
 
-// MaintainWith runs policy on the dataset once (zero fields take the
-// defaults). In order: the lifecycle table properties are set when
-// missing; small files are compacted; the files of earlier expiries whose
-// grace has passed are deleted (those no retained snapshot references);
-// the orphan pass runs when due; snapshots beyond the policy are expired
-// (never the current one) and what they dereferenced is recorded in
-// tablePropExpired. Properties, expiry and record land in one commit.
-//
-// Run it under the dataset's ledger intent (as writestrategy does): it
-// commits to the table, and recovery relies on no other lakewrite commit
-// landing while an intent is open. A dataset without a table is skipped.
-// The report is returned with the error too, counting what was done.
-func (f *Facade) MaintainWith(ctx context.Context, datasetID string, policy Lifecycle) (MaintenanceReport, error) {
+// maintainWith is Maintain with policy instead of the configured one.
+func (f *Facade) maintainWith(ctx context.Context, datasetID string, policy Lifecycle) (MaintenanceReport, error) {
 	if _, err := f.s.Naming(datasetID); err != nil {
 		return MaintenanceReport{DatasetID: datasetID}, err
 	}

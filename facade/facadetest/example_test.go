@@ -29,8 +29,8 @@ func Example() {
 			}
 		}
 	}
-	h := facade.Open(lh, facade.Target{DatasetID: "orders", WriterID: "pipeline.output"}, facade.Replace)
-	res, err := h.Write(ctx, facade.WriteRequest{Schema: sc, TxnID: "txn-1",
+	target := facade.Target{DatasetID: "orders", WriterID: "pipeline.output"}
+	res, err := lh.Write(ctx, target, facade.WriteRequest{Mode: facade.Replace, Schema: sc, TxnID: "txn-1",
 		Rows: facade.FromRows(nil, sc, 0, rows([]any{1, "a"}, []any{2, "b"}))})
 	if err != nil {
 		panic(err)
@@ -39,8 +39,8 @@ func Example() {
 
 	app := facade.WriteRequest{Mode: facade.Append, Schema: sc, TxnID: "txn-2",
 		Rows: facade.FromRows(nil, sc, 0, rows([]any{3, nil}))}
-	res, _ = h.Write(ctx, app)
-	again, _ := h.Write(ctx, app) // same txn id: not written twice
+	res, _ = lh.Write(ctx, target, app)
+	again, _ := lh.Write(ctx, target, app) // same txn id: not written twice
 	fmt.Println("append rows:", res.Rows, "replayed:", again.Replayed, again.SnapshotID == res.SnapshotID)
 
 	found, ok, _ := lh.FindTxn(ctx, "orders", "txn-1")
