@@ -130,8 +130,8 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 				return nil, err
 			}
 			res.Replayed = true
-			return &replayStaged{info: StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, Mode: req.Mode,
-				Rows: res.Rows, DataFiles: res.DataFiles, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
+			return &replayStaged{info: StageInfo{DatasetID: target.DatasetID,
+				Rows: res.Rows, DataFiles: res.DataFiles, Replay: &res}}, nil
 		}
 	}
 	if err := checkRowIDVersion(target.DatasetID, tbl.Properties()); err != nil {
@@ -202,12 +202,11 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		return nil, err
 	}
 	info := StageInfo{
-		DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID.String(), Mode: req.Mode,
-		Rows: st.Checksum().Rows, BaseSnapshotID: -1, Schema: identity.WithPgMetadata(writeSchema, stagedTbl.Schema()),
-		Checksum: Checksum(st.Checksum()), CreatedAt: createdAt,
+		DatasetID: target.DatasetID, WriteID: writeID.String(), Rows: st.Checksum().Rows, CreatedAt: createdAt,
 	}
+	sum, baseSnapshotID := Checksum(st.Checksum()), int64(-1)
 	if snap := tbl.CurrentSnapshot(); snap != nil {
-		info.BaseSnapshotID = snap.SnapshotID
+		baseSnapshotID = snap.SnapshotID
 	}
 	for _, df := range files {
 		if df.ContentType() == iceberg.EntryContentData {
@@ -215,11 +214,12 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 		}
 	}
 	if mp != nil {
-		info.Rows, info.Checksum = mp.rows, Checksum(mp.sum)
+		info.Rows, sum = mp.rows, Checksum(mp.sum)
 	}
 	staged := &icebergStaged{
 		f: f, target: target, ident: ident, req: req, cols: cols, base: tbl, rowBase: rowBase,
-		files: files, info: info, props: f.summary(target, req, info, rowBase, tbl.CurrentSnapshot()),
+		files: files, info: info, checksum: sum, baseSnapshotID: baseSnapshotID,
+		props:  f.summary(target, req, info, sum, rowBase, tbl.CurrentSnapshot()),
 		create: create, createNS: createNS, merge: mp != nil,
 	}
 	if mp != nil {
@@ -233,7 +233,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	return staged, nil
 }
 
-func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBase int64, parent *table.Snapshot) iceberg.Properties {
+func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, sum Checksum, rowBase int64, parent *table.Snapshot) iceberg.Properties {
 	p := iceberg.Properties{}
 	for k, v := range req.Metadata {
 		p[SummaryMetaPrefix+k] = v
@@ -248,7 +248,7 @@ func (f *Facade) summary(target Target, req WriteRequest, info StageInfo, rowBas
 		vocab.SummaryWriteID:    info.WriteID,
 		vocab.SummaryCreatedAt:  info.CreatedAt.Format(time.RFC3339Nano),
 		vocab.SummaryRows:       strconv.FormatInt(info.Rows, 10),
-		vocab.SummaryChecksum:   info.Checksum.String(),
+		vocab.SummaryChecksum:   sum.String(),
 		// an append commits only while the table still continues at
 		// rowBase (see Commit), so this stays true across retries
 		summaryNextRowIndex:       strconv.FormatInt(rowBase+info.Rows, 10),

@@ -120,16 +120,11 @@ type CommitResult struct {
 // StageInfo is what a staged (not yet committed) write has prepared: a
 // caller can record it (e.g. in the ledger) before committing.
 type StageInfo struct {
-	DatasetID      string
-	TxnID          string
-	WriteID        string // unique id of this attempt, in the snapshot summary
-	Mode           WriteMode
-	Rows           int64
-	BaseSnapshotID int64 // -1 when the table had no snapshot
-	DataFiles      []DataFile
-	Schema         *arrow.Schema
-	Checksum       Checksum
-	CreatedAt      time.Time // the value stamped into __created_at
+	DatasetID string
+	WriteID   string // unique id of this attempt, in the snapshot summary
+	Rows      int64
+	DataFiles []DataFile
+	CreatedAt time.Time // the value stamped into __created_at
 	// Replay is set when the append's txn id already landed: Commit returns
 	// that earlier result and nothing was written.
 	Replay *CommitResult

@@ -446,7 +446,7 @@ func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table
 // overwrite of buildCoW) on the snapshot the probe read (a table that
 // moved since is a conflict: the positions may be stale).
 func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *table.Transaction, summary iceberg.Properties) error {
-	if cur := tbl.CurrentSnapshot(); cur == nil || cur.SnapshotID != s.info.BaseSnapshotID {
+	if cur := tbl.CurrentSnapshot(); cur == nil || cur.SnapshotID != s.baseSnapshotID {
 		return fmt.Errorf("%w: the table changed since the merge read it", ErrCommitConflict)
 	}
 	var data, dels []iceberg.DataFile

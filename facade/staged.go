@@ -60,8 +60,12 @@ type icebergStaged struct {
 	rowBase int64
 	files   []iceberg.DataFile
 	info    StageInfo
-	props   iceberg.Properties
-	merge   bool // a merge by key: files holds data and position delete files
+	// checksum of the rows staged; baseSnapshotID the table's snapshot
+	// they were staged against (-1: none)
+	checksum       Checksum
+	baseSnapshotID int64
+	props          iceberg.Properties
+	merge          bool // a merge by key: files holds data and position delete files
 	// supersede: the live deletion vectors the merge's deletion vectors
 	// replace, removed in its snapshot.
 	supersede []iceberg.DataFile
@@ -317,7 +321,7 @@ func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitRe
 	return CommitResult{
 		DatasetID: s.target.DatasetID, TxnID: s.req.TxnID, Mode: s.req.Mode, Rows: s.info.Rows,
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
-		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.info.Checksum,
+		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.checksum,
 		Summary:        maps.Clone(map[string]string(snap.Summary.Properties)),
 		MaintenanceDue: maintenanceDue(tbl.Metadata(), s.f.policy(s.target.DatasetID), s.f.s.now()),
 	}, nil

@@ -155,19 +155,16 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 		}
 		if found {
 			res.Replayed = true
-			return &staged{l: l, replay: &res, info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID,
-				Mode: req.Mode, Rows: res.Rows, Schema: res.Schema, Checksum: res.Checksum, Replay: &res}}, nil
+			return &staged{l: l, replay: &res, info: facade.StageInfo{DatasetID: target.DatasetID,
+				Rows: res.Rows, Replay: &res}}, nil
 		}
 	}
 	l.mu.Lock()
 	d := l.datasets[target.DatasetID]
 	var cur *arrow.Schema
-	base, baseSnap := int64(0), int64(-1)
+	base := int64(0)
 	if d != nil {
 		cur = d.schema
-		if s := d.current(); s != nil {
-			baseSnap = s.ID
-		}
 		if req.Mode == facade.Append {
 			base = d.nextIndex
 		}
@@ -226,22 +223,23 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	}
 	return &staged{l: l, target: target, req: req, batches: out, base: base, next: st.Next(), schema: sc,
 		from: cur, change: facade.SchemaChange(plan),
-		info: facade.StageInfo{DatasetID: target.DatasetID, TxnID: req.TxnID, WriteID: writeID, Mode: req.Mode,
-			Rows: sum.Rows, BaseSnapshotID: baseSnap, DataFiles: files, Schema: sc, Checksum: sum, CreatedAt: createdAt}}, nil
+		checksum: sum, info: facade.StageInfo{DatasetID: target.DatasetID, WriteID: writeID,
+			Rows: sum.Rows, DataFiles: files, CreatedAt: createdAt}}, nil
 }
 
 type staged struct {
-	l       *Lakehouse
-	target  facade.Target
-	req     facade.WriteRequest
-	batches []arrow.RecordBatch
-	base    int64
-	next    int64
-	schema  *arrow.Schema
-	from    *arrow.Schema // the table schema the write was planned on
-	change  facade.SchemaChange
-	info    facade.StageInfo
-	replay  *facade.CommitResult
+	l        *Lakehouse
+	target   facade.Target
+	req      facade.WriteRequest
+	batches  []arrow.RecordBatch
+	base     int64
+	next     int64
+	schema   *arrow.Schema
+	from     *arrow.Schema // the table schema the write was planned on
+	change   facade.SchemaChange
+	info     facade.StageInfo
+	checksum facade.Checksum
+	replay   *facade.CommitResult
 
 	mu   sync.Mutex
 	done bool
@@ -306,7 +304,7 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	}
 	l.nextID++
 	snap := &Snapshot{ID: l.nextID, committedAt: l.now().UTC().Truncate(time.Millisecond), schema: s.schema,
-		Summary: summary(s.target, s.req, s.info, s.change), added: s.info.DataFiles, checksum: s.info.Checksum}
+		Summary: summary(s.target, s.req, s.info, s.checksum, s.change), added: s.info.DataFiles, checksum: s.checksum}
 	if s.req.Mode == facade.Append && cur != nil {
 		for _, b := range cur.batches {
 			if s.change.Empty() {
@@ -335,7 +333,7 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	return res, nil
 }
 
-func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, change facade.SchemaChange) map[string]string {
+func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, sum facade.Checksum, change facade.SchemaChange) map[string]string {
 	m := map[string]string{}
 	for k, v := range req.Metadata {
 		m[facade.SummaryMetaPrefix+k] = v
@@ -351,7 +349,7 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, ch
 		facade.SummaryTxnID: req.TxnID, vocab.SummaryWriterID: t.WriterID, vocab.SummaryWorkspace: t.Workspace,
 		vocab.SummarySourceRefs: refs + "]", vocab.SummaryMode: string(req.Mode), vocab.SummaryWriteID: info.WriteID,
 		vocab.SummaryCreatedAt: info.CreatedAt.Format(time.RFC3339Nano), vocab.SummaryRows: fmt.Sprint(info.Rows),
-		vocab.SummaryChecksum: info.Checksum.String(), vocab.SummaryRowIDVersion: facade.RowIDVersion,
+		vocab.SummaryChecksum: sum.String(), vocab.SummaryRowIDVersion: facade.RowIDVersion,
 	})
 	if req.Rounded != nil {
 		m[vocab.SummaryNumericRounded] = fmt.Sprint(req.Rounded())
