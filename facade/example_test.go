@@ -67,12 +67,12 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(res.Mode, res.Rows, "rows")
+	fmt.Println(facade.Replace, res.Rows, "rows")
 	res, err = lake.Write(ctx, target, facade.WriteRequest{Mode: facade.Append, Schema: schema, Rows: batches(second), TxnID: "txn-2"})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(res.Mode, res.Rows, "rows")
+	fmt.Println(facade.Append, res.Rows, "rows")
 
 	// Read back the current snapshot: __row_index continues across the
 	// append. Batches are valid during the yield only.

@@ -92,9 +92,7 @@ type DataFile struct {
 
 // CommitResult describes a committed write.
 type CommitResult struct {
-	DatasetID   string
 	TxnID       string
-	Mode        WriteMode
 	Rows        int64 // rows written by this write (never a recount)
 	SnapshotID  int64
 	CommittedAt time.Time // the snapshot's timestamp (ms precision)

@@ -45,7 +45,7 @@ func TestCommitAllREST(t *testing.T) {
 	require.Equal(t, 1, e.srv.Count(restcatalog.OpCommitTransaction))
 	require.Zero(t, e.srv.Count(restcatalog.OpCommitTable), "no single-table commit")
 	for i, ds := range []string{"left", "right"} {
-		require.Equal(t, ds, res[i].DatasetID)
+		require.Equal(t, "r0-"+ds, res[i].TxnID, "results in the order of the staged writes")
 		require.EqualValues(t, 100, res[i].Rows)
 		found, ok, err := e.f.FindTxn(ctx, ds, "r0-"+ds)
 		require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestCommitAllREST(t *testing.T) {
 		for i := range 2 {
 			require.Equal(t, before[i].snapshots+1, after[i].snapshots)
 			require.EqualValues(t, 100, after[i].sum.Rows)
-			tbl, err := e.f.LoadTable(ctx, res[i].DatasetID)
+			tbl, err := e.f.LoadTable(ctx, []string{"left", "right"}[i])
 			require.NoError(t, err)
 			require.Equal(t, tbl.CurrentSnapshot().SnapshotID, res[i].SnapshotID)
 		}

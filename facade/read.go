@@ -79,7 +79,7 @@ func (f *Facade) resultFromSnapshot(ctx context.Context, tbl *table.Table, datas
 		props = snap.Summary.Properties
 	}
 	res := CommitResult{
-		DatasetID: datasetID, TxnID: props[SummaryTxnID], Mode: WriteMode(props[vocab.SummaryMode]),
+		TxnID:      props[SummaryTxnID],
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), Summary: maps.Clone(map[string]string(props)),
 	}

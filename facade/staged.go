@@ -319,7 +319,7 @@ func (s *icebergStaged) result(tbl *table.Table, snap *table.Snapshot) (CommitRe
 		return CommitResult{}, identity.CommitError(ErrCommitStateUnknown, s.target.DatasetID, 1, errors.New("the committed head is not this write's snapshot"))
 	}
 	return CommitResult{
-		DatasetID: s.target.DatasetID, TxnID: s.req.TxnID, Mode: s.req.Mode, Rows: s.info.Rows,
+		TxnID: s.req.TxnID, Rows: s.info.Rows,
 		SnapshotID: snap.SnapshotID, CommittedAt: time.UnixMilli(snap.TimestampMs).UTC(),
 		Schema: snapshotSchema(tbl, snap), DataFiles: s.info.DataFiles, Checksum: s.checksum,
 		Summary:        maps.Clone(map[string]string(snap.Summary.Properties)),

@@ -362,8 +362,8 @@ func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, su
 
 func result(datasetID string, s *Snapshot) facade.CommitResult {
 	return facade.CommitResult{
-		DatasetID: datasetID, TxnID: s.Summary[facade.SummaryTxnID], Mode: facade.WriteMode(s.Summary[vocab.SummaryMode]),
-		Rows: rowsOf(s), SnapshotID: s.ID, CommittedAt: s.committedAt, Schema: s.schema,
+		TxnID: s.Summary[facade.SummaryTxnID],
+		Rows:  rowsOf(s), SnapshotID: s.ID, CommittedAt: s.committedAt, Schema: s.schema,
 		DataFiles: slices.Clone(s.added), Checksum: s.checksum, Summary: maps.Clone(s.Summary),
 	}
 }
