@@ -283,7 +283,8 @@
 // (CompactMinFiles) below a quarter of CompactTargetBytes
 // (Config.TargetFileSize).
 //
-// Maintain(ctx, datasetID) runs the policy once: size-tiered compaction (in __row_index order, every row's
+// Maintain(ctx, datasetID) runs the policy once (MaintainWith takes an
+// explicit one): size-tiered compaction (in __row_index order, every row's
 // identity kept, within each partition of the current spec), deletion of
 // the files of earlier expiries whose grace has passed, the orphan pass
 // when due, then expiry of the snapshots beyond the policy. It returns a

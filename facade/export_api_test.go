@@ -1,9 +1,6 @@
 package facade
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Names the external tests use.
 const DefaultCompactMinFiles = defaultCompactMinFiles
@@ -15,12 +12,6 @@ const TablePropExpired = tablePropExpired
 const PropertyRowIDVersion = propertyRowIDVersion
 const SummaryNextRowIndex = summaryNextRowIndex
 const TablePropOrphansCheckedAt = tablePropOrphansCheckedAt
-
-// MaintainWith runs policy on the dataset once, as Maintain runs the
-// configured one.
-func (f *Facade) MaintainWith(ctx context.Context, datasetID string, policy Lifecycle) (MaintenanceReport, error) {
-	return f.maintainWith(ctx, datasetID, policy)
-}
 
 // SetNow sets the clock of c (stamped into __created_at, read by the
 // lifecycle).

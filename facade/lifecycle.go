@@ -202,8 +202,10 @@ func (f *Facade) Maintain(ctx context.Context, datasetID string) (MaintenanceRep
 	return f.maintain(ctx, datasetID, f.policy(datasetID))
 }
 
-// maintainWith is Maintain with policy instead of the configured one.
-func (f *Facade) maintainWith(ctx context.Context, datasetID string, policy Lifecycle) (MaintenanceReport, error) {
+// MaintainWith is Maintain with policy instead of the configured one (its
+// zero fields take the defaults), for a one-off run such as a test's or an
+// operator's.
+func (f *Facade) MaintainWith(ctx context.Context, datasetID string, policy Lifecycle) (MaintenanceReport, error) {
 	if _, err := f.s.Naming(datasetID); err != nil {
 		return MaintenanceReport{DatasetID: datasetID}, err
 	}
