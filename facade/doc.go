@@ -71,7 +71,7 @@
 // required column is a *SchemaMismatchError.
 //
 // Every committed change is logged at Info and recorded in the snapshot
-// summary under lakewrite.schema-change (SchemaChange as JSON), and the table
+// summary under lakewrite.schema-change, and the table
 // property schema.name-mapping.default follows the current schema.
 // Config.SchemaPolicy (or Config.SchemaPolicyFor, per dataset) can refuse a
 // replace's drops (RefuseDrops) or incompatible type changes
@@ -256,10 +256,15 @@
 // A compaction snapshot carries only the mode, write id, next row index
 // and compact base. The next row index is the table's rows after a
 // replace, the append's first index plus its rows after an append.
-// SchemaChange gives the fields of lakewrite.schema-change. FindTxn looks
-// for a txn id at the head snapshot,
-// then in the retained ancestry of the current branch (the ledger's
-// recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
+// lakewrite.schema-change is a JSON object whose fields, each present
+// only when not empty, are arrays of column names: "added" (new field
+// ids), "dropped", "promoted" (type widened in place, field id kept),
+// "retyped" (incompatible new type, new field id), "relaxed" (required to
+// optional), and "reordered": true when the kept columns changed their
+// relative order.
+//
+// FindTxn looks for a txn id at the head snapshot, then in the retained
+// ancestry of the current branch (the ledger's recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
 // (one file task at a time, projected by ScanOptions), optionally only the
 // rows within column ranges (ScanOptions.Filter: files are skipped by
 // partition and min/max statistics, the rows returned are exact).

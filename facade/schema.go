@@ -40,32 +40,6 @@ type SchemaPolicy struct {
 // (columns with an incompatible new type, RefuseIncompatible), Detail.
 type SchemaChangeError = identity.SchemaChangeError
 
-// SchemaChange is what a write changed in the table schema, as recorded
-// under lakewrite.schema-change (JSON) and logged. Column names only.
-type SchemaChange struct {
-	// Added columns: new field ids. An append adds them as optional.
-	Added []string `json:"added,omitempty"`
-	// Dropped columns (replace only).
-	Dropped []string `json:"dropped,omitempty"`
-	// Promoted columns: type widened in place (int to long, float to
-	// double, decimal precision), field id kept.
-	Promoted []string `json:"promoted,omitempty"`
-	// Retyped columns: incompatible new type, deleted and added again under
-	// a new field id (replace only).
-	Retyped []string `json:"retyped,omitempty"`
-	// Relaxed columns: required to optional (replace only).
-	Relaxed []string `json:"relaxed,omitempty"`
-	// Reordered: the columns the write kept changed their relative order
-	// (replace only).
-	Reordered bool `json:"reordered,omitempty"`
-}
-
-// Empty reports whether the write left the schema as it was.
-func (c SchemaChange) Empty() bool { return identity.SchemaChange(c).Empty() }
-
-// String is the JSON recorded under lakewrite.schema-change.
-func (c SchemaChange) String() string { return identity.SchemaChange(c).String() }
-
 // nameMappingJSON is the schema.name-mapping.default value of s.
 func nameMappingJSON(s *iceberg.Schema) (string, error) {
 	b, err := json.Marshal(s.NameMapping())

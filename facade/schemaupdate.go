@@ -23,9 +23,9 @@ import (
 // order, before the identity columns, except incompatibly retyped ones,
 // which land after them. An append promotes in place and adds the columns
 // the table lacks as optional columns, before the identity columns.
-func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode WriteMode, cols []identity.Column) (SchemaChange, error) {
+func (f *Facade) prepareSchema(txn *table.Transaction, cur *iceberg.Schema, dataset string, mode WriteMode, cols []identity.Column) (identity.SchemaChange, error) {
 	plan, err := identity.PlanChange(dataset, mode, identity.SchemaPolicy(f.schemaPolicy(dataset)), identity.IcebergCols(cur), cols)
-	ch := SchemaChange(plan)
+	ch := plan
 	if err != nil {
 		return ch, err
 	}

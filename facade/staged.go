@@ -72,8 +72,8 @@ type icebergStaged struct {
 	// cow: the merge is copy-on-write (see cowRewrite).
 	cow *cowRewrite
 
-	change     SchemaChange // of the last attempt (build)
-	fromSchema int          // the schema id it changed
+	change     identity.SchemaChange // of the last attempt (build)
+	fromSchema int                   // the schema id it changed
 
 	// create: base is a pending table (see pendingTable) that the commit
 	// creates, in the namespace createNS of this catalog.

@@ -222,7 +222,7 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 		files = append(files, facade.DataFile{Path: "mem://" + target.DatasetID + "/" + writeID, Rows: sum.Rows})
 	}
 	return &staged{l: l, target: target, req: req, batches: out, base: base, next: st.Next(), schema: sc,
-		from: cur, change: facade.SchemaChange(plan),
+		from: cur, change: plan,
 		checksum: sum, info: facade.StageInfo{DatasetID: target.DatasetID, WriteID: writeID,
 			Rows: sum.Rows, DataFiles: files, CreatedAt: createdAt}}, nil
 }
@@ -236,7 +236,7 @@ type staged struct {
 	next     int64
 	schema   *arrow.Schema
 	from     *arrow.Schema // the table schema the write was planned on
-	change   facade.SchemaChange
+	change   identity.SchemaChange
 	info     facade.StageInfo
 	checksum facade.Checksum
 	replay   *facade.CommitResult
@@ -333,7 +333,7 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	return res, nil
 }
 
-func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, sum facade.Checksum, change facade.SchemaChange) map[string]string {
+func summary(t facade.Target, req facade.WriteRequest, info facade.StageInfo, sum facade.Checksum, change identity.SchemaChange) map[string]string {
 	m := map[string]string{}
 	for k, v := range req.Metadata {
 		m[facade.SummaryMetaPrefix+k] = v

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
@@ -65,7 +66,7 @@ type EvolutionStep struct {
 	From   int // the rows written have ids From, From+1, From+2
 	// Want is the change recorded in the snapshot summary (successful
 	// steps).
-	Want facade.SchemaChange
+	Want identity.SchemaChange
 	// Names are the table's business columns after the step, in order.
 	Names []string
 	// Refused is the error a refused step returns (errors.Is for
@@ -107,34 +108,34 @@ func EvolutionSteps() []EvolutionStep {
 		{Name: "create", Mode: facade.Replace, Cols: []Col{int4, real4, dec10, name, note}, From: 0,
 			Names: []string{"id", "amount", "price", "name", "note"}},
 		{Name: "add column", Mode: facade.Replace, Cols: []Col{int4, qty4, real4, dec10, name, note}, From: 10,
-			Want:  facade.SchemaChange{Added: []string{"qty"}},
+			Want:  identity.SchemaChange{Added: []string{"qty"}},
 			Names: []string{"id", "qty", "amount", "price", "name", "note"}},
 		{Name: "promote int to bigint", Mode: facade.Replace, Cols: []Col{int8, qty4, real4, dec10, name, note}, From: 20,
-			Want:  facade.SchemaChange{Promoted: []string{"id"}},
+			Want:  identity.SchemaChange{Promoted: []string{"id"}},
 			Names: []string{"id", "qty", "amount", "price", "name", "note"}},
 		{Name: "promote float to double", Mode: facade.Replace, Cols: []Col{int8, qty4, real8, dec10, name, note}, From: 30,
-			Want:  facade.SchemaChange{Promoted: []string{"amount"}},
+			Want:  identity.SchemaChange{Promoted: []string{"amount"}},
 			Names: []string{"id", "qty", "amount", "price", "name", "note"}},
 		{Name: "widen decimal", Mode: facade.Replace, Cols: []Col{int8, qty4, real8, dec12, name, note}, From: 40,
-			Want:  facade.SchemaChange{Promoted: []string{"price"}},
+			Want:  identity.SchemaChange{Promoted: []string{"price"}},
 			Names: []string{"id", "qty", "amount", "price", "name", "note"}},
 		{Name: "reorder select", Mode: facade.Replace, Cols: []Col{name, int8, qty4, real8, dec12, note}, From: 50,
-			Want:  facade.SchemaChange{Reordered: true},
+			Want:  identity.SchemaChange{Reordered: true},
 			Names: []string{"name", "id", "qty", "amount", "price", "note"}},
 		{Name: "drop column", Mode: facade.Replace, Cols: []Col{name, int8, qty4, real8, dec12}, From: 60,
-			Want:  facade.SchemaChange{Dropped: []string{"note"}},
+			Want:  identity.SchemaChange{Dropped: []string{"note"}},
 			Names: []string{"name", "id", "qty", "amount", "price"}},
 		{Name: "re-add column", Mode: facade.Replace, Cols: []Col{name, int8, qty4, real8, dec12, note}, From: 70,
-			Want:  facade.SchemaChange{Added: []string{"note"}},
+			Want:  identity.SchemaChange{Added: []string{"note"}},
 			Names: []string{"name", "id", "qty", "amount", "price", "note"}},
 		{Name: "rename by drop and add", Mode: facade.Replace, Cols: []Col{title, int8, qty4, real8, dec12, note}, From: 80,
-			Want:  facade.SchemaChange{Added: []string{"title"}, Dropped: []string{"name"}},
+			Want:  identity.SchemaChange{Added: []string{"title"}, Dropped: []string{"name"}},
 			Names: []string{"title", "id", "qty", "amount", "price", "note"}},
 		{Name: "append new nullable column", Mode: facade.Append, Cols: []Col{title, int8, qty4, real8, dec12, note, extra}, From: 90,
-			Want:  facade.SchemaChange{Added: []string{"extra"}},
+			Want:  identity.SchemaChange{Added: []string{"extra"}},
 			Names: []string{"title", "id", "qty", "amount", "price", "note", "extra"}},
 		{Name: "append promotes", Mode: facade.Append, Cols: []Col{title, int8, qty8, real8, dec12, note}, From: 100,
-			Want:  facade.SchemaChange{Promoted: []string{"qty"}},
+			Want:  identity.SchemaChange{Promoted: []string{"qty"}},
 			Names: []string{"title", "id", "qty", "amount", "price", "note", "extra"}},
 		{Name: "append narrower types", Mode: facade.Append, Cols: []Col{int4, qty4, real4, dec10, extra}, From: 110,
 			Names: []string{"title", "id", "qty", "amount", "price", "note", "extra"}},
@@ -324,7 +325,7 @@ func RunEvolution(t *testing.T, e *Env, check func(t *testing.T, step EvolutionS
 		if step.Want.Empty() {
 			assert.False(t, ok, "%s: no change recorded, got %s", step.Name, raw)
 		} else {
-			var got facade.SchemaChange
+			var got identity.SchemaChange
 			require.True(t, ok, "%s: change recorded", step.Name)
 			require.NoError(t, json.Unmarshal([]byte(raw), &got))
 			assert.Equal(t, step.Want, got, step.Name)

@@ -279,9 +279,10 @@ func (e *SchemaChangeError) Error() string {
 // Is reports whether target is ErrSchemaChange.
 func (e *SchemaChangeError) Is(target error) bool { return target == ErrSchemaChange }
 
-// SchemaChange is what a write changed in the table schema (facade.SchemaChange
-// has the same fields and converts from it), as recorded
-// under lakewrite.schema-change (JSON) and logged. Column names only.
+// SchemaChange is what a write changed in the table schema, as recorded
+// under lakewrite.schema-change (JSON; the facade package documentation
+// lists its fields) and logged. Column names only. The JSON is read by
+// other engines: its field names must never change.
 type SchemaChange struct {
 	// Added columns: new field ids. An append adds them as optional.
 	Added []string `json:"added,omitempty"`
