@@ -5,8 +5,8 @@
 // checksum, and the stamper that converts request batches to the table
 // schema and stamps the identity columns. Package facade re-exports the
 // names users see: the identity column names, the sentinel errors, the
-// error types (as aliases); its Checksum and SchemaPolicy are
-// struct types of the same fields, converted at the boundary; the commit
-// errors (CommitError) wrap its sentinels. Nothing else
-// here is public API.
+// error types (as aliases); its Checksum and SchemaPolicy are struct
+// types of the same fields, converted at the boundary. CommitError builds
+// the failed-commit errors of both backends. Nothing else here is public
+// API.
 package identity
