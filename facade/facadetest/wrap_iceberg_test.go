@@ -36,6 +36,19 @@ func warehouseFiles(t *testing.T, root string) []string {
 	return out
 }
 
+// realFacade opens a facade over a SQL catalog on a fresh local
+// warehouse, closed when the test ends; it returns the warehouse too.
+func realFacade(t *testing.T, cfg *facade.Config) (*facade.Facade, string) {
+	t.Helper()
+	wh := t.TempDir()
+	cat, err := facade.OpenSQLCatalog(context.Background(), facade.CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.Close() })
+	f, err := facade.New(cat, cfg)
+	require.NoError(t, err)
+	return f, wh
+}
+
 // One fault per point against iceberg-go on a local warehouse: a write
 // stopped before its commit leaves the table and the data directory as they
 // were; a write stopped after it is visible and found by its txn id.
@@ -56,14 +69,9 @@ func TestRealFacade(t *testing.T) {
 			ctx := context.Background()
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			wh := t.TempDir()
-			cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
-			require.NoError(t, err)
-			defer cat.Close()
 			// Small files, so that a stream stopped in the middle has written
 			// whole files already.
-			f, err := facade.New(cat, &facade.Config{Allocator: mem, TargetFileSize: 1, RowGroupRows: 250})
-			require.NoError(t, err)
+			f, wh := realFacade(t, &facade.Config{Allocator: mem, TargetFileSize: 1, RowGroupRows: 250})
 			first := contract.Batches(mem, contract.Schema(), 0, 500, 100, 500)
 			second := contract.Batches(mem, contract.Schema(), 500, 2000, 100, 2000)
 			defer func() {
@@ -116,12 +124,7 @@ func TestRealFacadeBeforeAbort(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	wh := t.TempDir()
-	cat, err := facade.OpenSQLCatalog(ctx, facade.CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})
-	require.NoError(t, err)
-	defer cat.Close()
-	f, err := facade.New(cat, &facade.Config{Allocator: mem})
-	require.NoError(t, err)
+	f, wh := realFacade(t, &facade.Config{Allocator: mem})
 	bs := contract.Batches(mem, contract.Schema(), 0, 300, 100, 300)
 	defer func() {
 		for _, b := range bs {
