@@ -119,18 +119,19 @@ type OpenIntent struct {
 	Txn
 	// Age is how long ago it was opened, by the database clock.
 	Age time.Duration
-	// Liveness reports that the intent carries a session lock, so that its
-	// holder's death is observable.
+	// Liveness reports that the intent carries a session lock or a lease,
+	// so that its holder's death is observable.
 	Liveness bool
-	// HolderAlive reports that its holder's session lock is held: the
-	// writer is alive (false without liveness: unknown, judged by Age).
+	// HolderAlive reports that its holder's session lock is held, or its
+	// lease has not lapsed: the writer is alive (false without liveness:
+	// unknown, judged by Age).
 	HolderAlive bool
 }
 
 // OpenIntents lists every open intent, oldest first, with its age and its
 // holder's liveness.
 func (l *Ledger) OpenIntents(ctx context.Context) ([]OpenIntent, error) {
-	rows, err := l.db.Query(ctx, `SELECT `+txnColumns+`, lock_key IS NOT NULL, coalesce(lock_key IN (`+heldKeys+`), false),
+	rows, err := l.db.Query(ctx, `SELECT `+txnColumns+`, lock_key IS NOT NULL OR lease_until IS NOT NULL, `+liveSQL+`,
 		extract(epoch FROM now() - created_at)::pg_catalog.float8
 		FROM `+l.table("pipeline_build_transactions")+` WHERE status = 'open' ORDER BY created_at, id`)
 	if err != nil {

@@ -47,7 +47,16 @@ type intentState struct {
 	unlocked bool
 	// lockPending: the session is taken, its lock not asked for yet.
 	lockPending bool
+	// leased: the intent is held by a lease (lease_until) instead of a
+	// session lock; lease is its length, db where it is renewed.
+	leased bool
+	lease  time.Duration
+	db     DB
 }
+
+// liveSQL is true for an open intent whose writer is alive: its session
+// lock is granted, or its lease has not lapsed (database clock).
+const liveSQL = `(coalesce(lock_key IN (` + heldKeys + `), false) OR coalesce(lease_until > clock_timestamp(), false))`
 
 // lockKey is the advisory lock key of intent id in schema: 64 bits of a
 // SHA-256 of both. Two intents colliding on a key (odds about 2^-64 per
@@ -67,13 +76,9 @@ const heldKeys = `SELECT (k.classid::pg_catalog.int8 << 32) | k.objid::pg_catalo
 	WHERE k.locktype = 'advisory' AND k.objsubid = 1 AND k.granted
 	  AND k.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
 
-// session returns a dedicated session for a hold: an acquired pool
-// connection, the ledger's own *pgx.Conn, or nil when the DB cannot give
-// one or liveness is off.
+// session returns a dedicated session: an acquired pool connection, the
+// ledger's own *pgx.Conn, or nil when the DB cannot give one.
 func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) {
-	if l.cfg.Liveness == LivenessOff {
-		return nil, nil, nil
-	}
 	switch db := l.db.(type) {
 	case *pgx.Conn:
 		return db, nil, nil
@@ -96,22 +101,61 @@ func (l *Ledger) session(ctx context.Context) (*pgx.Conn, *pgxpool.Conn, error) 
 	return nil, nil, nil
 }
 
-// newState takes the session of a new intent of id. Its advisory lock (the
-// key is the intent's own, so it is free unless the same id is held by a
-// live writer, or in the rare collision) is taken by the first attempt to
-// insert the intent, in the same round trip (tryOpen); until then the state
-// is lockPending. Without a session the state has no liveness.
-func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) {
-	st := &intentState{key: lockKey(l.cfg.Schema, id), table: l.table("pipeline_build_transactions"), cleanup: l.cfg.cleanupTimeout}
-	conn, pooled, err := l.session(ctx)
+// lockSession returns a dedicated session that can hold a session lock: one
+// whose connection reaches PostgreSQL directly (directSession). It is nil
+// when the DB cannot give a session, or its connections go through a
+// pooler (pooled is then true).
+func (l *Ledger) lockSession(ctx context.Context) (conn *pgx.Conn, pc *pgxpool.Conn, pooled bool, err error) {
+	conn, pc, err = l.session(ctx)
 	if err != nil || conn == nil {
+		return nil, nil, false, err
+	}
+	direct, err := directSession(ctx, conn)
+	if err != nil || !direct {
+		if pc != nil {
+			giveBack(pc, !conn.IsClosed(), l.cfg.cleanupTimeout)
+		}
+		return nil, nil, err == nil, err
+	}
+	return conn, pc, false, nil
+}
+
+// renewable reports whether the ledger's DB can renew a lease outside any
+// transaction of the caller's: a pool, or the ledger's own *pgx.Conn (a
+// pgx.Tx cannot: its renewals would not be seen before it commits).
+func (l *Ledger) renewable() bool {
+	switch l.db.(type) {
+	case *pgx.Conn, acquirer:
+		return true
+	}
+	return false
+}
+
+// newState takes the hold of a new intent of id. On a direct connection
+// (LivenessAuto) that is a session and, on it, the intent's advisory lock
+// (the key is the intent's own, so it is free unless the same id is held
+// by a live writer, or in the rare collision), taken by the first attempt
+// to insert the intent, in the same round trip (tryOpen); until then the
+// state is lockPending. Through a pooler, or with LivenessLease, it is a
+// lease, stamped by the insert. Without either (a pgx.Tx) the state has no
+// liveness.
+func (l *Ledger) newState(ctx context.Context, id string) (*intentState, error) {
+	st := &intentState{key: lockKey(l.cfg.Schema, id), table: l.table("pipeline_build_transactions"), cleanup: l.cfg.cleanupTimeout,
+		lease: l.cfg.Lease, db: l.db}
+	if !l.renewable() {
+		return st, nil
+	}
+	if l.cfg.Liveness == LivenessLease {
+		st.leased = true
+		return st, nil
+	}
+	conn, pooled, viaPooler, err := l.lockSession(ctx)
+	if err != nil {
 		return st, err
 	}
-	if err := checkSession(ctx, conn, st.table, pooled != nil); err != nil {
-		if pooled != nil {
-			giveBack(pooled, !conn.IsClosed(), st.cleanup)
-		}
-		return st, err
+	if conn == nil {
+		st.leased = viaPooler
+		return st, nil
 	}
 	st.conn, st.pooled, st.hadHold, st.lockPending = conn, pooled, true, true
 	return st, nil
@@ -205,16 +249,36 @@ func (st *intentState) lockKeyArg() any {
 	return st.key
 }
 
+// leaseArg is the length of the lease stamped on the intent row, in
+// microseconds: NULL without a lease.
+func (st *intentState) leaseArg() any {
+	if st == nil || !st.leased {
+		return nil
+	}
+	return st.lease.Microseconds()
+}
+
 // release unlocks and gives the connection back; a broken connection is
-// closed instead (the pool then discards it). Idempotent.
-func (st *intentState) release() {
+// closed instead (the pool then discards it). Idempotent: it reports
+// whether this call released the hold of an intent its writer did not end.
+func (st *intentState) release() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.released {
-		return
+		return false
 	}
 	st.released = true
 	st.giveBackLocked()
+	return !st.finished && !st.inTx
+}
+
+// expire ends the lease of intent id held with attempt, so that it is
+// reconciled at once instead of when the lease would have lapsed.
+func (st *intentState) expire(id string, attempt int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), st.cleanup)
+	defer cancel()
+	_, _ = st.db.Exec(ctx, `UPDATE `+st.table+` SET lease_until = clock_timestamp()
+		WHERE id = $1 AND status = 'open' AND attempt = $2 AND lease_until > clock_timestamp()`, id, attempt)
 }
 
 // giveBackLocked unlocks (unless done already) and gives the connection
@@ -357,7 +421,9 @@ func (in *Intent) Release() {
 	if in == nil || in.st == nil {
 		return
 	}
-	in.st.release()
+	if in.st.release() && in.st.leased {
+		in.st.expire(in.ID, in.attempt)
+	}
 }
 
 // Alive checks, in one round trip on the held connection, that this writer
@@ -387,6 +453,9 @@ func (in *Intent) Alive(ctx context.Context) error {
 		return err
 	}
 	if !st.hadHold {
+		if st.leased {
+			return st.renew(ctx, st.db, in.ID, in.attempt)
+		}
 		return nil
 	}
 	var status string

@@ -90,9 +90,9 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 		if !errors.Is(err, ErrBusy) {
 			return nil, err
 		}
-		gone := h != nil && h.key != nil && !h.live
+		gone := h != nil && (h.key != nil || h.leased) && !h.live
 		// A holder without liveness is taken for gone by its age alone.
-		aged := h != nil && h.key == nil && h.aged && p.Lookup != nil
+		aged := h != nil && h.key == nil && !h.leased && h.aged && p.Lookup != nil
 		if (gone && (h.txn.WriteMode == Maintenance || p.Lookup != nil)) || aged {
 			r, err := l.reconcile(ctx, st.conn, h.txn, h.key, p.Lookup)
 			if err != nil {
@@ -161,18 +161,19 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 // holder is the open intent of a dataset as Open sees it.
 type holder struct {
 	txn  Txn
-	key  *int64 // lock_key; nil without liveness
-	live bool   // its lock is granted: the writer is alive
+	key    *int64 // lock_key; nil without a session lock
+	leased bool   // it is held by a lease (lease_until)
+	live   bool   // its lock is granted, or its lease runs: the writer is alive
 	aged bool   // opened at least OpenParams.RecoverAfter ago (when set)
 }
 
 func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string, recoverAfter time.Duration) (*holder, error) {
 	var h holder
-	t, err := scanTxn(db.QueryRow(ctx, `SELECT `+txnColumns+`, lock_key, coalesce(lock_key IN (`+heldKeys+`), false),
+	t, err := scanTxn(db.QueryRow(ctx, `SELECT `+txnColumns+`, lock_key, lease_until IS NOT NULL, `+liveSQL+`,
 		$2 AND created_at <= now() - $3::pg_catalog.interval
 		FROM `+l.table("pipeline_build_transactions")+` WHERE dataset_id = $1 AND status = 'open'`,
 		datasetID, recoverAfter > 0, recoverAfter),
-		&h.key, &h.live, &h.aged)
+		&h.key, &h.leased, &h.live, &h.aged)
 	if err != nil {
 		return nil, err
 	}
@@ -194,12 +195,13 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 	// Only the owner (or anyone, for an unowned dataset) gets a row.
 	insert := func(from, cond string) string {
 		return `INSERT INTO ` + l.table("pipeline_build_transactions") + `
-			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key, actor)
-			SELECT $1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '') FROM ` + from + `
+			(id, dataset_id, writer_id, sink, write_mode, lock_key, idempotency_key, actor, lease_until)
+			SELECT $1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''),
+				clock_timestamp() + $9::pg_catalog.int8 * interval '1 microsecond' FROM ` + from + `
 			WHERE d.id = $2 AND (d.owner IS NULL OR d.owner = $3) AND d.status <> '` + StatusDropped + `'` + cond + `
 			RETURNING attempt, created_at`
 	}
-	args := []any{id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey, p.Actor}
+	args := []any{id, p.DatasetID, p.WriterID, p.Sink, p.WriteMode, st.lockKeyArg(), p.IdempotencyKey, p.Actor, st.leaseArg()}
 	noRow := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) error {
@@ -237,10 +239,10 @@ func (l *Ledger) tryOpen(ctx context.Context, db DB, id string, p OpenParams, st
 		// The queue is checked (a shared lock of the transaction, refused
 		// while another session holds or waits for the queue lock) before
 		// the row is inserted.
-		q := `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $9, true),
-				CASE WHEN $10 <> '' AND current_setting('server_version_num')::pg_catalog.int4 >= 140000
-					THEN set_config('client_connection_check_interval', $10, false) END,
-				$11::pg_catalog.int8 IS NULL OR pg_catalog.pg_try_advisory_xact_lock_shared($11::pg_catalog.int8) AS free)
+		q := `WITH lt AS MATERIALIZED (SELECT set_config('lock_timeout', $10, true),
+				CASE WHEN $11 <> '' AND current_setting('server_version_num')::pg_catalog.int4 >= 140000
+					THEN set_config('client_connection_check_interval', $11, false) END,
+				$12::pg_catalog.int8 IS NULL OR pg_catalog.pg_try_advisory_xact_lock_shared($12::pg_catalog.int8) AS free)
 			` + insert(l.table("datasets")+" d CROSS JOIN lt", " AND lt.free")
 		check := ""
 		if st.conn != nil && db == DB(st.conn) {
@@ -405,11 +407,12 @@ func (l *Ledger) reopen(ctx context.Context, db DB, id string, p OpenParams, st 
 	if t.Attempt != 1 {
 		return nil, &stateError{id: id, status: string(t.Status), attempt: t.Attempt, kind: ErrFenced}
 	}
-	if st.conn != nil {
-		// This writer holds the lock now: record it (the row may have been
-		// opened without liveness).
+	if st.conn != nil || st.leased {
+		// This writer holds the lock, or the lease, now: record it (the row
+		// may have been opened without liveness).
 		if _, err := db.Exec(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
-			SET lock_key = $2 WHERE id = $1 AND status = 'open' AND lock_key IS DISTINCT FROM $2`, id, st.key); err != nil {
+			SET lock_key = $2, lease_until = clock_timestamp() + $3::pg_catalog.int8 * interval '1 microsecond'
+			WHERE id = $1 AND status = 'open'`, id, st.lockKeyArg(), st.leaseArg()); err != nil {
 			return nil, fmt.Errorf("ledger: reopen intent %s: %w", id, err)
 		}
 	}

@@ -63,12 +63,17 @@ type Config struct {
 	// Expectations run at every commit, in order; the first error vetoes.
 	// They do not run for maintenance intents.
 	Expectations []Expectation
-	// Liveness says whether intents hold a session-level advisory lock
-	// while they are open, so that a dead writer is told from a slow one.
-	// Default LivenessAuto. Set LivenessOff when the DB goes through a
-	// pooler in transaction mode (PgBouncer pool_mode=transaction), which
-	// cannot hold a session lock.
+	// Liveness says how an open intent shows that its writer is alive:
+	// a session-level advisory lock on a direct connection, a lease
+	// everywhere else (see the package documentation). Default
+	// LivenessAuto.
 	Liveness Liveness
+	// Lease is how long an intent's lease lasts (database clock) when it
+	// has one: a writer that stops renewing it (killed, cut off) frees its
+	// dataset once it lapses. KeepAlive, With and WithTx renew it every
+	// Lease/3 while the write runs; Alive renews it too. Default 30s; at
+	// least 100ms.
+	Lease time.Duration
 	// cleanupTimeout bounds the clean-up calls the ledger makes after the
 	// caller's work is done or failed (the abort in With and WithTx,
 	// releasing a held connection). They run under context.WithoutCancel of
@@ -95,14 +100,28 @@ type Config struct {
 type Liveness int
 
 const (
-	// LivenessAuto holds a session-level advisory lock for each open intent
-	// when the DB can give a session (a pool with Acquire, or a *pgx.Conn),
-	// and none otherwise (a pgx.Tx).
+	// LivenessAuto holds each open intent by a session-level advisory lock
+	// when the ledger's connections reach PostgreSQL directly (the
+	// connection's startup key names its own backend), and by a lease
+	// otherwise (PgBouncer, Supavisor and other poolers, in any pool mode).
+	// Through a pgx.Tx intents have no liveness.
 	LivenessAuto Liveness = iota
-	// LivenessOff never takes session locks: every intent is recovered by
-	// age only (Sweep and Recover with OlderThan), as for legacy intents.
-	LivenessOff
+	// LivenessLease holds every intent by a lease, never by a session
+	// lock, whatever the connection.
+	LivenessLease
+	// LivenessOff is LivenessLease. It predates leases, when turning
+	// session locks off left intents to recovery by age; intents without
+	// a session lock are now held by a lease, which frees a dead writer's
+	// dataset within Config.Lease.
+	LivenessOff = LivenessLease
 )
+
+// DefaultLease is the default Config.Lease.
+const DefaultLease = 30 * time.Second
+
+// minLease is the shortest Config.Lease: a renewal every third of it must
+// fit a round trip.
+const minLease = 100 * time.Millisecond
 
 // Ledger records write intents in Postgres. It is safe for concurrent use
 // and holds no goroutines; all state is in the database.
@@ -147,8 +166,14 @@ func New(db DB, cfg *Config) (*Ledger, error) {
 	if c.ClientCheckInterval == 0 {
 		c.ClientCheckInterval = time.Second
 	}
-	if c.Liveness != LivenessAuto && c.Liveness != LivenessOff {
-		return nil, invalid("Config.Liveness %d: want LivenessAuto or LivenessOff", c.Liveness)
+	if c.Liveness != LivenessAuto && c.Liveness != LivenessLease {
+		return nil, invalid("Config.Liveness %d: want LivenessAuto or LivenessLease", c.Liveness)
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Lease < minLease {
+		return nil, invalid("Config.Lease %s: want at least %s", c.Lease, minLease)
 	}
 	if c.maxBackoff < c.minBackoff {
 		return nil, invalid("maximum backoff (%s) is below the minimum (%s)", c.maxBackoff, c.minBackoff)

@@ -29,13 +29,14 @@ type Lookup func(ctx context.Context, in Intent) (Landing, error)
 
 // SweepParams select what Sweep reconciles.
 type SweepParams struct {
-	// OlderThan applies to intents without liveness (lock_key NULL: opened
-	// before liveness existed, through a pgx.Tx, or with LivenessOff): they
-	// are swept once opened at least this long ago (database clock), since
-	// an intent younger than any writer's run time may belong to a live
-	// writer. Intents with liveness are swept as soon as their writer is
-	// gone, whatever their age, and never while it is alive. Zero: only
-	// intents whose writer is gone. Must not be negative.
+	// OlderThan applies to intents without liveness (neither a session
+	// lock nor a lease: opened before liveness existed, or through a
+	// pgx.Tx): they are swept once opened at least this long ago (database
+	// clock), since an intent younger than any writer's run time may
+	// belong to a live writer. Intents with liveness are swept as soon as
+	// their writer is gone (its session lock released, its lease lapsed),
+	// whatever their age, and never while it is alive. Zero: only intents
+	// whose writer is gone. Must not be negative.
 	OlderThan time.Duration
 	// Lookup is required.
 	Lookup Lookup
@@ -109,10 +110,11 @@ func (l *Ledger) sweepQuery(p SweepParams) (string, []any) {
 		which = `dataset_id = $2`
 	}
 	return `WITH held AS MATERIALIZED (` + heldKeys + `)
-		SELECT ` + txnColumns + `, lock_key, coalesce(lock_key IN (SELECT * FROM held), false) AS live
+		SELECT ` + txnColumns + `, lock_key, lease_until IS NOT NULL,
+			coalesce(lock_key IN (SELECT * FROM held), false) OR coalesce(lease_until > clock_timestamp(), false) AS live
 		FROM ` + l.table("pipeline_build_transactions") + `
 		WHERE status = 'open' AND ` + which + `
-		  AND (lock_key IS NOT NULL OR ($4 AND created_at <= now() - $1::pg_catalog.interval))
+		  AND (lock_key IS NOT NULL OR lease_until IS NOT NULL OR ($4 AND created_at <= now() - $1::pg_catalog.interval))
 		ORDER BY live, created_at LIMIT $3`, []any{p.OlderThan, p.datasetID, p.limit, p.OlderThan > 0}
 }
 
@@ -121,7 +123,7 @@ func scanStale(rows pgx.Rows) ([]holder, error) {
 	var stale []holder
 	for rows.Next() {
 		var h holder
-		t, err := scanTxn(rows, &h.key, &h.live)
+		t, err := scanTxn(rows, &h.key, &h.leased, &h.live)
 		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("ledger: sweep: %w", err)
@@ -143,7 +145,7 @@ func (l *Ledger) reconcileStale(ctx context.Context, p SweepParams, stale []hold
 	var sess *pgx.Conn
 	if len(stale) > 0 && !stale[0].live {
 		var pooled *pgxpool.Conn
-		if sess, pooled, err = l.session(ctx); err != nil {
+		if sess, pooled, _, err = l.lockSession(ctx); err != nil {
 			return rep, fmt.Errorf("ledger: sweep: take a session: %w", err)
 		}
 		if pooled != nil {
@@ -377,9 +379,14 @@ func (l *Ledger) claim(ctx context.Context, in *Intent) (*Intent, error) {
 		if err := l.setLockTimeout(ctx, tx); err != nil {
 			return err
 		}
+		// An intent held by a lease is taken over only once the lease
+		// lapsed (a renewal may have come since it was read), and the
+		// reconciler holds it by a fresh lease while it settles it.
 		err := tx.QueryRow(ctx, `UPDATE `+l.table("pipeline_build_transactions")+`
-			SET attempt = attempt + 1 WHERE id = $1 AND status = 'open' AND attempt = $2
-			RETURNING attempt`, in.ID, in.attempt).Scan(&out.attempt)
+			SET attempt = attempt + 1,
+			    lease_until = CASE WHEN lease_until IS NOT NULL THEN clock_timestamp() + $3::pg_catalog.int8 * interval '1 microsecond' END
+			WHERE id = $1 AND status = 'open' AND attempt = $2 AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+			RETURNING attempt`, in.ID, in.attempt, l.cfg.Lease.Microseconds()).Scan(&out.attempt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return l.stateError(ctx, tx, in)
 		}

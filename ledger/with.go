@@ -13,7 +13,8 @@ import (
 // abort). It is the ledger's pgx.BeginFunc. The abort runs under a fresh
 // context (context.WithoutCancel of ctx, bounded to 30s) made when fn has
 // returned, so a late failure or a cancelled ctx still
-// aborts. With releases the hold in every case.
+// aborts. With releases the hold in every case, and renews the intent's
+// lease (when it has one) while fn runs (KeepAlive).
 //
 // When fn's error says the write's outcome is unknown (it matches
 // ErrOutcomeUnknown, or has an OutcomeUnknown() bool method reporting true),
@@ -40,7 +41,10 @@ func (l *Ledger) With(ctx context.Context, p OpenParams, fn func(ctx context.Con
 			panic(r)
 		}
 	}()
+	stop := l.KeepAlive(ctx, in)
+	defer stop()
 	out, err = fn(ctx, in)
+	stop()
 	if err == nil && in.endedByCaller() {
 		return Outcome{}, l.misuse(ctx, in, "With")
 	}
@@ -93,7 +97,8 @@ func (l *Ledger) misuse(ctx context.Context, in *Intent, op string) error {
 // ledger which way it went: the intent committed means the transaction did
 // (nil is returned), the intent still open means it did not (it is
 // aborted). The clean-up runs under context.WithoutCancel of ctx bounded to
-// 30s. WithTx releases the hold in every case.
+// 30s. WithTx releases the hold in every case, and renews the intent's
+// lease (when it has one) while fn runs (KeepAlive).
 //
 // fn must not commit or abort the intent itself (an error matching
 // ErrInvalid). With a pool as the ledger's DB, WithTx uses two connections
@@ -125,7 +130,10 @@ func (l *Ledger) WithTx(ctx context.Context, p OpenParams, fn func(ctx context.C
 			panic(r)
 		}
 	}()
+	stop := l.KeepAlive(ctx, in)
+	defer stop()
 	out, err = fn(ctx, tx, in)
+	stop()
 	if err != nil {
 		return fail(err, tx)
 	}

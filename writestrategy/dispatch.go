@@ -402,6 +402,13 @@ func releaseAll(intents map[string]*ledger.Intent) {
 	}
 }
 
+// keepAlive renews the leases of the intents held by one while the write
+// runs (ledger.KeepAlive); the returned stop ends the renewals before the
+// write returns.
+func (d *Dispatcher) keepAlive(ctx context.Context, intents map[string]*ledger.Intent) (stop func()) {
+	return d.cfg.Ledger.KeepAlive(ctx, slices.Collect(maps.Values(intents))...)
+}
+
 // writeMode is the ledger write mode of an output: append for the append
 // deploys, unless the output is moving to another sink (then the whole
 // target is rewritten: a replace).

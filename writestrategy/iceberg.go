@@ -24,6 +24,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		return replay, err
 	}
 	defer releaseAll(intents)
+	defer d.keepAlive(ctx, intents)()
 	pending := map[string]*ledger.Intent{}
 	for k, v := range intents {
 		pending[k] = v

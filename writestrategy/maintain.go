@@ -56,6 +56,7 @@ func (d *Dispatcher) maintain(ctx context.Context, writerID, datasetID string, n
 		return facade.MaintenanceReport{}, err
 	}
 	defer in.Release()
+	defer d.cfg.Ledger.KeepAlive(ctx, in)()
 	rep, err := m.Maintain(ctx, datasetID)
 	if err != nil {
 		cctx, cancel := cleanupContext(ctx)

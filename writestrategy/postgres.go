@@ -17,6 +17,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		return replay, err
 	}
 	defer releaseAll(intents)
+	defer d.keepAlive(ctx, intents)()
 	env.txnIDs = map[string]string{}
 	for o, in := range intents {
 		env.txnIDs[o] = in.ID

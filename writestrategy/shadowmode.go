@@ -132,6 +132,8 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 		return errors.Join(err, rerr)
 	}
 	defer in.Release()
+	stop := d.cfg.Ledger.KeepAlive(sctx, in)
+	defer stop()
 	held := map[string]*ledger.Intent{r.DatasetID: in}
 	runID, err := d.startShadowRun(sctx, held, r.DatasetID, r.TxnID, req.WriterID)
 	var out shadowOutcome
@@ -144,6 +146,7 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 	if out.err != nil && sctx.Err() != nil && ctx.Err() == nil {
 		out.err = fmt.Errorf("shadow write bound (%s) exceeded: %w", d.shadowBound(took), out.err)
 	}
+	stop()
 	rerr := d.recordShadow(ctx, held, r.DatasetID, r.TxnID, req.WriterID, runID, out)
 	cctx, ccancel := cleanupContext(ctx)
 	defer ccancel()
