@@ -160,11 +160,11 @@ func (l *Ledger) open(ctx context.Context, id string, p OpenParams, st *intentSt
 
 // holder is the open intent of a dataset as Open sees it.
 type holder struct {
-	txn  Txn
+	txn    Txn
 	key    *int64 // lock_key; nil without a session lock
 	leased bool   // it is held by a lease (lease_until)
 	live   bool   // its lock is granted, or its lease runs: the writer is alive
-	aged bool   // opened at least OpenParams.RecoverAfter ago (when set)
+	aged   bool   // opened at least OpenParams.RecoverAfter ago (when set)
 }
 
 func (l *Ledger) holderOf(ctx context.Context, db DB, datasetID string, recoverAfter time.Duration) (*holder, error) {

@@ -39,31 +39,83 @@ func bouncedLedger(t *testing.T, mode string, cfg *ledger.Config) (*ledger.Ledge
 	return l, pool
 }
 
-// Behind PgBouncer in transaction mode a session lock cannot hold: Open
-// with liveness refuses with ErrTransactionPooling before it locks or
-// inserts anything (no intent, no advisory lock left on any server
-// connection). In session mode it opens and commits as on a direct
-// connection, with liveness.
-func TestTransactionPoolingRefused(t *testing.T) {
+// A pooler hands its clients a startup key of its own: behind PgBouncer, in
+// session mode as in transaction mode, the process id a connection was
+// given is not its backend's (pg_backend_pid), while on a direct connection
+// it is. That is how the ledger tells a connection that can hold a session
+// lock from one that cannot.
+func TestPoolerKeyIsNotBackendPID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, pool := bouncedLedger(t, "transaction", nil)
-	ensure(t, l, "pooled")
-	_, err := boundedOpen(t, l, params("pooled"))
-	require.ErrorIs(t, err, ledger.ErrTransactionPooling)
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions`).Scan(&n))
-	require.Zero(t, n, "no intent")
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n))
-	require.Zero(t, n, "no advisory lock")
+	url := pgtest.URL(t)
+	for _, c := range []struct {
+		url    string
+		direct bool
+	}{{url, true}, {pgtest.PgBouncer(t, url, "session"), false}, {pgtest.PgBouncer(t, url, "transaction"), false}} {
+		conn, err := pgx.Connect(ctx, c.url)
+		require.NoError(t, err)
+		for range 3 {
+			var pid uint32
+			require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+			require.Equal(t, c.direct, pid == conn.PgConn().PID(), c.url)
+		}
+		require.NoError(t, conn.Close(ctx))
+	}
+}
 
-	sl, _ := bouncedLedger(t, "session", nil)
-	ensure(t, sl, "sessioned")
-	in, err := boundedOpen(t, sl, params("sessioned"))
+// advisoryLocks counts the advisory locks granted in the database of pool,
+// by any backend.
+func advisoryLocks(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n))
+	return n
+}
+
+// leaseOf is the intent's lock key and lease expiry (NULL when it has none).
+func leaseOf(t *testing.T, pool *pgxpool.Pool, id string) (key *int64, until *time.Time) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT lock_key, lease_until
+		FROM lakewrite.pipeline_build_transactions WHERE id = $1`, id).Scan(&key, &until))
+	return key, until
+}
+
+// Behind PgBouncer, in transaction mode and in session mode, the default
+// configuration holds an intent by a lease, never by a session lock: Open
+// takes no advisory lock that could stay on a pooled server connection,
+// Alive renews the lease, and the intent commits. On a direct connection
+// the session lock stays the fast path.
+func TestPoolerHoldsByLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mode := range []string{"transaction", "session"} {
+		l, pool := bouncedLedger(t, mode, nil)
+		ensure(t, l, "pooled")
+		in, err := boundedOpen(t, l, params("pooled"))
+		require.NoError(t, err, mode)
+		key, until := leaseOf(t, pool, in.ID)
+		require.Nil(t, key, "%s: no session lock", mode)
+		require.NotNil(t, until, "%s: a lease", mode)
+		require.Zero(t, advisoryLocks(t, pool), "%s: no advisory lock", mode)
+		require.NoError(t, in.Alive(ctx))
+		_, renewed := leaseOf(t, pool, in.ID)
+		require.True(t, renewed.After(*until), "%s: Alive renewed the lease", mode)
+		require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}), mode)
+		require.Zero(t, advisoryLocks(t, pool), mode)
+	}
+
+	url := pgtest.URL(t)
+	pool := poolOn(t, url)
+	l, err := ledger.New(pool, nil)
 	require.NoError(t, err)
-	require.NoError(t, in.Alive(ctx))
-	require.NoError(t, sl.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+	ensure(t, l, "direct")
+	in, err := boundedOpen(t, l, params("direct"))
+	require.NoError(t, err)
+	key, until := leaseOf(t, pool, in.ID)
+	require.NotNil(t, key, "a direct connection holds a session lock")
+	require.Nil(t, until)
+	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
 }
 
 // boundedOpen opens within a bound, releasing at the end of the test any
@@ -81,22 +133,22 @@ func boundedOpen(t *testing.T, l *ledger.Ledger, p ledger.OpenParams) (*ledger.I
 	return in, err
 }
 
-// Behind PgBouncer in transaction mode with a single server connection,
-// every client's statements run on the one backend, so a session setting
-// made by one statement is seen by the next, as on a session of its own.
-// What gives the shared backend away is a lock of another client's open
-// intent on it: the first hold cannot be told apart, the next one is
-// refused with ErrTransactionPooling while the first is held, and so is a
-// later writer after the first one died holding it, where it would
-// otherwise wait behind a writer that looks alive for ever.
-func TestTransactionPoolingOneServerRefused(t *testing.T) {
+// Behind PgBouncer in transaction mode with a single server connection
+// (every client's statements run on the one backend), with the default
+// configuration: intents of other datasets open while one is held, and a
+// writer that died holding an intent (its connection closed, its lease no
+// longer renewed) frees its dataset once its lease lapses: the next Open
+// with a Lookup reconciles it within Config.Lease and the backoff's last
+// step (the Open below is bounded by that).
+func TestTransactionPoolingOneServerLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	const lease = time.Second
 	through := pgtest.PgBouncerPool(t, pgtest.URL(t), "transaction", 1)
 	pool, err := pgxpool.New(ctx, through)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	l, err := ledger.New(pool, &ledger.Config{WaitTimeout: time.Second})
+	l, err := ledger.New(pool, &ledger.Config{WaitTimeout: lease + 2*time.Second, Lease: lease})
 	require.NoError(t, err)
 	ensure(t, l, "first", "second")
 
@@ -105,50 +157,60 @@ func TestTransactionPoolingOneServerRefused(t *testing.T) {
 	conn, err := pgx.Connect(ctx, through)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	fl, err := ledger.New(conn, nil)
+	fl, err := ledger.New(conn, &ledger.Config{Lease: lease})
 	require.NoError(t, err)
 	first, err := boundedOpen(t, fl, params("first"))
-	require.NoError(t, err, "the first hold on the shared backend cannot be told apart")
+	require.NoError(t, err)
 
-	_, err = boundedOpen(t, l, params("second"))
-	require.ErrorIs(t, err, ledger.ErrTransactionPooling)
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE dataset_id = 'second'`).Scan(&n))
-	require.Zero(t, n, "the refused Open left no intent")
+	second, err := boundedOpen(t, l, params("second"))
+	require.NoError(t, err, "the shared backend holds no lock of the first intent")
+	require.NoError(t, l.Commit(ctx, second, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+	require.Zero(t, advisoryLocks(t, pool))
 
-	// The first writer dies: its client connection closes, its lock stays
-	// on the server connection the pooler keeps.
+	// The first writer dies: its client connection closes; nothing renews
+	// its lease.
 	require.NoError(t, conn.Close(ctx))
 	p := params("first")
 	p.Lookup = absent
-	_, err = boundedOpen(t, l, p)
-	require.ErrorIs(t, err, ledger.ErrTransactionPooling)
+	next, err := boundedOpen(t, l, p)
+	require.NoError(t, err, "reconciled once the lease lapsed")
 	txn, err := l.Get(ctx, first.ID)
 	require.NoError(t, err)
-	require.Equal(t, ledger.StatusOpen, txn.Status, "nothing was reconciled through the shared backend")
+	require.Equal(t, ledger.StatusAborted, txn.Status)
+	require.NoError(t, l.Commit(ctx, next, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
+	require.Zero(t, advisoryLocks(t, pool))
 }
 
-// With LivenessOff, the documented setup for transaction mode, a dead
-// writer's intent is recovered through the pooler by the next Open once
-// it is older than RecoverAfter.
-func TestLivenessOffThroughTransactionPooling(t *testing.T) {
+// LivenessOff is LivenessLease: no session lock even on a direct
+// connection, and a dead writer's intent (opened, never renewed) is
+// reconciled through the pooler once its lease lapsed, without waiting for
+// RecoverAfter.
+func TestLivenessOffIsLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, pool := bouncedLedger(t, "transaction", &ledger.Config{Liveness: ledger.LivenessOff, WaitTimeout: 300 * time.Millisecond})
+	const lease = 300 * time.Millisecond
+	l, _ := bouncedLedger(t, "transaction", &ledger.Config{Liveness: ledger.LivenessOff, Lease: lease, WaitTimeout: 5 * time.Second})
 	ensure(t, l, "off")
 	dead, err := l.Open(ctx, params("off"))
 	require.NoError(t, err)
-	dead.Release() // its writer died: nothing but its age tells
+	held(t, dead) // never renewed: its writer is taken for dead once the lease lapses
 	p := params("off")
-	p.Lookup, p.RecoverAfter = absent, time.Minute
-	_, err = l.Open(ctx, p)
-	require.ErrorIs(t, err, ledger.ErrBusy, "younger than RecoverAfter")
-	_, err = pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '2 minutes' WHERE id = $1`, dead.ID)
-	require.NoError(t, err)
+	p.Lookup, p.RecoverAfter = absent, time.Hour
 	in, err := l.Open(ctx, p)
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
 	txn, err := l.Get(ctx, dead.ID)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusAborted, txn.Status)
+
+	dpool := poolOn(t, pgtest.URL(t))
+	direct, err := ledger.New(dpool, &ledger.Config{Liveness: ledger.LivenessLease})
+	require.NoError(t, err)
+	ensure(t, direct, "lease")
+	in, err = boundedOpen(t, direct, params("lease"))
+	require.NoError(t, err)
+	key, until := leaseOf(t, dpool, in.ID)
+	require.Nil(t, key)
+	require.NotNil(t, until)
+	require.NoError(t, direct.Abort(ctx, in, nil))
 }
