@@ -155,7 +155,14 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("ERROR", err)
 		return
 	}
-	l, err := ledger.New(pool, nil)
+	var cfg ledger.Config
+	if s := os.Getenv(helperLease); s != "" {
+		if cfg.Lease, err = time.ParseDuration(s); err != nil {
+			fmt.Println("ERROR", err)
+			return
+		}
+	}
+	l, err := ledger.New(pool, &cfg)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
@@ -165,6 +172,7 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("ERROR", err)
 		return
 	}
+	defer l.KeepAlive(ctx, in)() // the live call renews its lease, if it has one
 	fmt.Println("OPEN", in.ID)
 	time.Sleep(2 * time.Minute) // until SIGKILL
 }
