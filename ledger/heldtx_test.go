@@ -345,7 +345,7 @@ func TestOpenReads(t *testing.T) {
 	require.NoError(t, l.Commit(ctx, in, ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}))
 
 	// No held session: the reads do not run.
-	off, _ := newLedger(t, &ledger.Config{Liveness: ledger.LivenessOff})
+	off, _ := newLedger(t, &ledger.Config{Liveness: ledger.LivenessLease})
 	ensure(t, off, "g")
 	ran := false
 	p = params("g")

@@ -11,8 +11,8 @@ import (
 	"github.com/lakewrite/lakewrite/ledger"
 )
 
-// Intents without liveness (LivenessOff, or rows older than liveness) are
-// reconciled by age only.
+// Intents without liveness (rows older than liveness, or opened through a
+// pgx.Tx: neither a session lock nor a lease) are reconciled by age only.
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -25,8 +25,10 @@ func TestSweep(t *testing.T) {
 		return in
 	}
 	landed, absent, unknown, fresh := open("landed"), open("absent"), open("unknown"), open("fresh")
-	// Age all but "fresh" by an hour.
-	_, err := pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '1 hour' WHERE dataset_id <> 'fresh'`)
+	// Rows without liveness; all but "fresh" aged by an hour.
+	_, err := pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET lease_until = NULL`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '1 hour' WHERE dataset_id <> 'fresh'`)
 	require.NoError(t, err)
 
 	snapTime := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)

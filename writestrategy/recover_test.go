@@ -15,13 +15,14 @@ import (
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
-// Without liveness, the setup for transaction poolers, and through
-// PgBouncer in transaction mode, a dead writer's intent is recovered by
-// the next write once it is older than RecoverAfter, on either sink and
-// on every write path (a single-output replace, an append, a split pair),
-// with its flags uncached, instead of the write returning ErrBusy on every
-// retry.
-func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
+// Through PgBouncer in transaction mode, with the default configuration
+// (a lease holds each intent), a dead writer's intent (opened, never
+// renewed) is recovered by the next write once its lease lapsed, long
+// before RecoverAfter, on either sink and on every write path (a
+// single-output replace, an append, a split pair), with its flags
+// uncached; no write is refused for the pooler, and no advisory lock is
+// left on any server connection.
+func TestDispatchThroughTransactionPoolingRecoversOnEveryPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	paths := []struct {
@@ -46,8 +47,8 @@ func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 			t.Cleanup(func() { _ = cat.Close() })
 			f, err := facade.New(cat, nil)
 			require.NoError(t, err)
-			w := wireWorld(t, pool, f, nil, &ledger.Config{Liveness: ledger.LivenessOff, WaitTimeout: 300 * time.Millisecond})
-			direct, err := pgxpool.New(ctx, url) // the fixtures' own ledger has liveness
+			w := wireWorld(t, pool, f, nil, &ledger.Config{Lease: 300 * time.Millisecond, WaitTimeout: 10 * time.Second})
+			direct, err := pgxpool.New(ctx, url) // the fixtures' own ledger holds session locks
 			require.NoError(t, err)
 			t.Cleanup(direct.Close)
 			seedRowStore(t, direct, "orders", ordersSchema, ordersSQL, 10)
@@ -56,7 +57,7 @@ func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 				w.iceberg("r1", "a1", "m1", "u1")
 			}
 			d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.ledger, Resolver: w.resolver,
-				Lakehouse: w.lake, Workspace: "test", RecoverAfter: time.Minute})
+				Lakehouse: w.lake, Workspace: "test", RecoverAfter: time.Hour})
 			require.NoError(t, err)
 			for _, p := range paths {
 				write := func() ([]writestrategy.WriteResult, error) {
@@ -66,16 +67,11 @@ func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 				_, err = write()
 				require.NoError(t, err, p.name)
 
-				// A writer that died with its intent open (no liveness:
-				// nothing tells it is gone but its age).
+				// A writer that died with its intent open: its lease is no
+				// longer renewed.
 				dead, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: p.dead, WriterID: writer, Sink: sk, WriteMode: p.mode})
 				require.NoError(t, err, p.name)
-				dead.Release()
-				_, err = write()
-				require.ErrorIs(t, err, ledger.ErrBusy, "%s: younger than RecoverAfter: maybe alive", p.name)
-
-				_, err = w.pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET created_at = created_at - interval '2 minutes' WHERE id = $1`, dead.ID)
-				require.NoError(t, err)
+				t.Cleanup(dead.Release)
 				res, err := write()
 				require.NoError(t, err, p.name)
 				for _, r := range res {
@@ -86,9 +82,15 @@ func TestDispatchLivenessOffRecoversOnEveryPath(t *testing.T) {
 				require.Equal(t, ledger.StatusAborted, txn.Status, "%s: the dead writer's intent was reconciled", p.name)
 				require.Equal(t, map[string]int{"committed/" + sinkName(sk): 2, "aborted/" + sinkName(sk): 1}, intentRows(t, w, p.dead), p.name)
 			}
-			var open int
-			require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
+			var open, locked int
+			require.NoError(t, direct.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
 			require.Zero(t, open)
+			require.NoError(t, direct.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE lock_key IS NOT NULL
+				AND writer_id = $1`, writer).Scan(&locked))
+			require.Zero(t, locked, "no intent of the pooled writers holds a session lock")
+			require.NoError(t, direct.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&open))
+			require.Zero(t, open, "no advisory lock outlives its intent")
 		})
 	}
 }

@@ -315,21 +315,21 @@ func TestTxCommitFailsAtCommit(t *testing.T) {
 }
 
 // commitPaths are the ways a write's commit can go: on the held session of
-// an intent (liveness) or on a pool connection (none), with or without
-// expectations.
+// an intent (a session lock) or on a pool connection (a lease), with or
+// without expectations.
 var commitPaths = []struct {
 	name     string
 	liveness ledger.Liveness
 	expect   bool
 }{
 	{"held", ledger.LivenessAuto, false},
-	{"pool", ledger.LivenessOff, false},
+	{"pool", ledger.LivenessLease, false},
 	{"expectations", ledger.LivenessAuto, true},
 }
 
 // The Iceberg arm's commit on a catalog in the ledger's database, whichever
-// way it goes: on the held session of an intent (liveness: the owner's
-// ledger commit ends the transaction) or on a pool connection (none), with
+// way it goes: on the held session of an intent (a session lock: the owner's
+// ledger commit ends the transaction) or on a pool connection (a lease), with
 // or without expectations, one output or a split pair. Every snapshot is
 // its intent's, nothing stays held (no connection, no advisory lock); a
 // veto writes nothing and leaves no intent open.
