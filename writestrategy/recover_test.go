@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/facade/facadetest"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
@@ -101,4 +102,38 @@ func sinkName(s sink.Sink) string {
 		return "iceberg_native"
 	}
 	return "pg"
+}
+
+// A write whose intent is held by a lease and taken over by another
+// process mid-stream (what a reconciler's claim does once the lease
+// lapsed: it bumps the intent's attempt) is fenced: on a catalog in the
+// ledger's database the pointer swap and the ledger commit share one
+// transaction, the ledger commit is refused with an error matching
+// ledger.ErrFenced, and nothing of the write becomes visible.
+func TestLeaseTakeoverFencesIcebergCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newPGWorld(t, nil, &ledger.Config{Liveness: ledger.LivenessLease})
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 100)
+	ensureOutputs(t, w.pool, "out")
+	w.iceberg("out")
+	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
+	w.mustWrite(copyOrders)
+	before := w.head("out")
+	ds, err := w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+
+	lake := facadetest.Wrap(w.f, facadetest.Fault{Point: facadetest.MidStream, Dataset: "out", AfterRows: 10, Times: 1,
+		Do: func(ctx context.Context) error {
+			_, err := w.pool.Exec(ctx, `UPDATE lakewrite.pipeline_build_transactions SET attempt = attempt + 1
+				WHERE dataset_id = 'out' AND status = 'open'`)
+			return err
+		}})
+	_, err = w.dispatcher(lake).Write(ctx, writestrategy.Request{WriterID: writer, Strategy: copyOrders})
+	require.ErrorIs(t, err, ledger.ErrFenced)
+	require.Equal(t, before, w.head("out"), "no snapshot of the fenced write is visible")
+	after, err := w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+	require.Equal(t, ds.RowCount, after.RowCount)
+	require.Equal(t, ds.SourceWatermark, after.SourceWatermark)
 }
