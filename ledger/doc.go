@@ -20,9 +20,9 @@
 // path). Open and Commit are each a short transaction of their own: the
 // intent is visible to every process before the write starts, and no
 // transaction or transaction-scoped lock spans the long write. Every Open
-// ends in Commit, Abort or Release (With and WithTx do it for you): an open
-// intent holds a connection (see Writer liveness), and a pool's Close waits
-// for it.
+// ends in Commit, Abort or Release (With and WithTx do it for you): on a
+// direct connection an open intent holds a connection (see Writer
+// liveness), and a pool's Close waits for it.
 //
 // # Serialization
 //
@@ -37,9 +37,9 @@
 // it opens as soon as the holder lets go. A writer that ends an intent and
 // opens the next at once therefore cannot keep a waiting one out: a waiter
 // waits for the writers ahead of it, not for luck. Without a held session
-// (LivenessOff, a pgx.Tx, the ledger's own *pgx.Conn) Open retries with
-// jittered exponential backoff instead, each attempt bounded by
-// lock_timeout.
+// (an intent held by a lease, a pgx.Tx, the ledger's own *pgx.Conn) Open
+// retries with jittered exponential backoff instead (up to 1s between
+// attempts), each attempt bounded by lock_timeout.
 //
 // # Owners
 //
@@ -74,40 +74,76 @@
 // # Writer liveness
 //
 // An open intent belongs to a live writer, and the ledger tells a dead
-// writer from a slow one without waiting for any age. Open takes a
-// dedicated session (a connection acquired from the pool, or the ledger's
-// *pgx.Conn) and on it a session-level advisory lock, pg_advisory_lock of a
-// 64-bit key derived from the schema name and the intent id, before it
-// inserts the intent row, which records the key (lock_key). The session,
-// and the lock, are kept until Commit or Abort returns or Release is
-// called. The writer is alive exactly while that lock is granted in the
-// database (pg_locks). No transaction is held open: the session sits idle
-// between Open and Commit, and Commit runs on it. CommitTx hands the intent
-// over to the caller's transaction: the row it updated stays locked by that
-// transaction until it ends, so the session is released at once. A writer
-// whose rows and ledger commit share one transaction may run it on the
-// held session itself (Intent.BeginTx): it needs no second connection, and the lock is
-// given up, and with CommitTxEnd the transaction committed, in the round
-// trip of the ledger commit. The lock is taken in the round trip that
-// inserts the intent row, before the insert runs; the writer's first reads
-// (OpenParams.Reads) can go in that round trip too.
+// writer from a slow one. It does so in one of two ways, chosen per Open:
+// a session lock where the ledger's connection reaches PostgreSQL
+// directly, a lease everywhere else.
 //
-// When the writer is gone, Open with OpenParams.Lookup reconciles its
-// intent at once: it takes the dead intent's lock itself (so two
-// reconcilers never race), claims the intent (bumps its attempt, fencing
-// the writer out), asks Lookup, and commits (landed) or aborts (absent)
-// it, then opens its own; when Lookup cannot tell, the intent stays open
-// and Open returns an error matching ErrUnresolved and ErrBusy. A live
-// writer is waited for, never reconciled. Sweep and Recover likewise
-// reconcile an intent whose writer is gone whatever its age, and never one
-// whose writer is alive (reported in SweepReport.Live). Intents without a
-// lock key (written before liveness existed, opened through a pgx.Tx, or
-// with Config.Liveness = LivenessOff) are reconciled as before: only by
-// Sweep and Recover, once older than OlderThan.
+// Session lock (the fast path, Config.Liveness = LivenessAuto on a direct
+// connection). Open takes a dedicated session (a connection acquired from
+// the pool, or the ledger's *pgx.Conn) and on it a session-level advisory
+// lock, pg_advisory_lock of a 64-bit key derived from the schema name and
+// the intent id, before it inserts the intent row, which records the key
+// (lock_key). The session, and the lock, are kept until Commit or Abort
+// returns or Release is called. The writer is alive exactly while that
+// lock is granted in the database (pg_locks), so a dead writer is told
+// without waiting for any age. No transaction is held open: the session
+// sits idle between Open and Commit, and Commit runs on it. CommitTx hands
+// the intent over to the caller's transaction: the row it updated stays
+// locked by that transaction until it ends, so the session is released at
+// once. A writer whose rows and ledger commit share one transaction may
+// run it on the held session itself (Intent.BeginTx): it needs no second
+// connection, and the lock is given up, and with CommitTxEnd the
+// transaction committed, in the round trip of the ledger commit. The lock
+// is taken in the round trip that inserts the intent row, before the
+// insert runs; the writer's first reads (OpenParams.Reads) can go in that
+// round trip too.
 //
-// How fast a dead writer is noticed (the held session is given
-// client_connection_check_interval = Config.ClientCheckInterval by the
-// statement that inserts the intent; the pool's connection keeps it):
+// Lease (through any pooler, or Config.Liveness = LivenessLease). A pooler
+// (PgBouncer, Supavisor, a hosted service's pooler) cannot hold a session
+// lock for its client: in transaction mode the lock would stay on
+// whichever server connection ran the statement, outlive the writer and
+// make a dead intent look alive for ever (or be released by another
+// client). Open tells a direct connection from a pooled one by the key
+// the server sent at connection start: a direct connection's process id
+// is its backend's (pg_backend_pid), a pooler hands out a key of its own,
+// in session mode as in transaction mode (checked once per connection,
+// one round trip). Through a pooler Open takes no session and no session
+// lock: the intent row gets a lease, lease_until = the database clock +
+// Config.Lease (30s by default), stamped by the insert. The writer is
+// alive while its lease runs. The live call renews it: With and WithTx
+// while fn runs, the writestrategy Dispatcher while a write runs, and
+// anyone through KeepAlive, each every Config.Lease/3, from a goroutine
+// started and joined inside the call, on the pool (never on the write's
+// own connection, so a long statement of the write, a server-side compute
+// before its first row or a long catalog commit, does not delay it).
+// Alive and Renew renew it too. Release of an intent left open ends its
+// lease at once. Every statement of a lease is a transaction of its own
+// (the only advisory lock is the transaction-scoped one of the dataset's
+// queue check, released with its statement), so nothing outlives the
+// intent on a pooled server connection. A writer that composes Open and
+// Commit itself must renew (KeepAlive, Renew) when its write may last
+// longer than the lease, or another writer may take the intent over.
+//
+// When the writer is gone (its lock released, its lease lapsed), Open with
+// OpenParams.Lookup reconciles its intent at once: it takes the dead
+// intent's lock itself, or for a lease claims it only while the lease is
+// still lapsed (so two reconcilers never race, and a renewal that came
+// meanwhile wins), claims the intent (bumps its attempt, fencing the
+// writer out; a leased intent gets a fresh lease of the reconciler's),
+// asks Lookup, and commits (landed) or aborts (absent) it, then opens its
+// own; when Lookup cannot tell, the intent stays open and Open returns an
+// error matching ErrUnresolved and ErrBusy. A live writer is waited for,
+// never reconciled. Sweep and Recover likewise reconcile an intent whose
+// writer is gone whatever its age, and never one whose writer is alive
+// (reported in SweepReport.Live). Intents with neither a lock key nor a
+// lease (written before liveness existed, or opened through a pgx.Tx) are
+// reconciled as before: only by Sweep and Recover, once older than
+// OlderThan, or by Open once older than OpenParams.RecoverAfter.
+//
+// How fast a dead writer is noticed with a session lock (the held session
+// is given client_connection_check_interval = Config.ClientCheckInterval
+// by the statement that inserts the intent; the pool's connection keeps
+// it):
 //
 //	what happened                             the lock is freed
 //	process exits or is killed (SIGKILL)      at once: the kernel closes its sockets
@@ -132,25 +168,18 @@
 //	                                           or tcp_user_timeout for unacknowledged data
 //	writer alive but stuck                    never: a live writer is never swept
 //
-// Connection poolers in transaction mode (PgBouncer pool_mode=transaction)
-// cannot hold a session lock: the lock would stay on whichever server
-// connection ran the statement, outlive the writer, and make a dead intent
-// look alive forever (or be released by another client). With liveness,
-// Open checks each session it takes (once per connection when its backend
-// is the one it connected to; on every Open behind a pooler, one round
-// trip) and refuses a session whose statements run on different server
-// connections with ErrTransactionPooling, before it locks or inserts
-// anything. A pooler with a single server connection runs every client's
-// statements on one backend, which that check cannot see; a session taken
-// from a pool is then also refused when its backend already holds the
-// lock of another client's open intent, so the first hold on such a
-// backend opens and every later one (while it is held, or after its
-// writer died holding it) is refused. Give the ledger a direct connection or pool to Postgres, or a
-// pooler in session mode; where that is not possible set Config.Liveness =
-// LivenessOff (no check, no session locks), and intents are then recovered
-// by age only (OpenParams.RecoverAfter, Sweep/Recover with OlderThan). A pool needs
-// room for one held connection per concurrent open intent on top of what
-// Commit, Sweep and the application use (WithTx uses two while fn runs).
+// With a lease, whatever happened to the writer (killed, cut off, its host
+// gone, its pooler restarted), its intent is taken for dead once its last
+// renewal is Config.Lease old: at most Config.Lease after it stopped, and
+// an Open waiting for the dataset notices within one more backoff step
+// (1s). A writer alive but unable to reach the database for longer than
+// the lease loses its intent (its commit is then refused, see Fencing);
+// a live writer that renews is never swept.
+//
+// A pool needs room, with session locks, for one held connection per
+// concurrent open intent on top of what Commit, Sweep and the application
+// use (WithTx uses two while fn runs); with leases, for the renewals'
+// short statements.
 //
 // A lock key is 64 bits of a hash of the schema and the intent id. Should
 // two keys ever collide (with each other or with another application's
@@ -161,26 +190,40 @@
 // # Fencing
 //
 // The attempt fence makes the ledger itself safe: once a reconciler claimed
-// an intent, its writer can neither commit nor abort it. Commit runs on the
-// writer's held session, so a writer that lost its hold (the session broke,
-// or it called Release) gets an error matching ErrLostHold and the
-// intent is left to reconciliation. What the fence cannot stop is a write
-// made visible outside Postgres: a writer whose session broke while its
-// process runs on (a network blip, a database restart) may still commit its
-// Iceberg snapshot after another process reconciled (aborted) its intent.
-// Intent.Alive checks the hold in one round trip; a writer calls it, with a
-// short deadline (a half-open connection would otherwise make it wait for
-// TCP to give up), right before its catalog commit and gives up on an
-// error. The window that remains is the time between Alive and the catalog
-// commit (one catalog round trip), plus, for a vanished network path, the
-// time the server takes to notice (see the table above) during which the
-// writer is still seen alive. Within that window a reconciler may have
-// asked Lookup, found nothing, and aborted the intent just before the
-// snapshot lands: the table then holds a snapshot whose intent is aborted.
-// The ledger's row count and watermark do not count it; readers of the
-// table see it until the next replace overwrites it, and a retried append
-// would add its rows again. Keep the window small: call Alive last, and
-// set the keepalive settings.
+// an intent, its writer can neither commit nor abort it. The attempt is
+// the lease's epoch: every commit, abort and renewal names the attempt it
+// holds, in the statement that makes it, so a writer whose lease was taken
+// over has its renewals and its commit refused with an error matching
+// ErrFenced (ErrNotOpen once the new holder ended the intent), and a
+// ledger commit in the caller's transaction (CommitTx) fails with that
+// transaction. On the Postgres catalog the writestrategy Dispatcher swaps
+// the table's metadata pointer in that same transaction, so nothing of a
+// fenced write becomes visible. A writer whose lease lapsed but was not
+// taken over may still commit: no one else acted on the intent.
+// With a session lock, Commit runs on the writer's held session, so a
+// writer that lost its hold (the session broke, or it called Release) gets
+// an error matching ErrLostHold and the intent is left to reconciliation.
+//
+// What the fence cannot stop is a write made visible outside Postgres (a
+// catalog other than the Postgres one: a REST catalog, a SQL catalog in
+// another database, Glue, ...): a writer whose session broke while its
+// process runs on (a network blip, a database restart), or whose lease
+// lapsed, may still commit its Iceberg snapshot after another process
+// reconciled (aborted) its intent. Intent.Alive checks the hold in one
+// round trip (for a lease it renews it, so a full lease lies ahead); a
+// writer calls it, with a short deadline (a half-open connection would
+// otherwise make it wait for TCP to give up), right before its catalog
+// commit and gives up on an error. The window that remains is the time
+// between Alive and the catalog commit (one catalog round trip, which must
+// take less than the lease), plus, for a session lock over a vanished
+// network path, the time the server takes to notice (see the table above)
+// during which the writer is still seen alive. Within that window a
+// reconciler may have asked Lookup, found nothing, and aborted the intent
+// just before the snapshot lands: the table then holds a snapshot whose
+// intent is aborted. The ledger's row count and watermark do not count it;
+// readers of the table see it until the next replace overwrites it, and a
+// retried append would add its rows again. Keep the window small: call
+// Alive last, and set the keepalive settings.
 //
 // # Crash recovery
 //
@@ -232,4 +275,6 @@
 // ErrDatasetNotFound (which sink and writestrategy return too),
 // ErrIntentNotFound, ErrNotOpen, ErrFenced, ErrVetoed, ErrNotOwner,
 // ErrInvalid, ErrLostHold, ErrUnresolved, ErrOutcomeUnknown.
+// ErrTransactionPooling is no longer returned: an intent opened through a
+// pooler is held by a lease.
 package ledger
