@@ -409,7 +409,8 @@ func (in *Intent) markUnlocked() {
 
 // Release ends this writer's hold on the intent: the session lock is
 // unlocked and the dedicated connection goes back to the pool (a broken one
-// is closed). It does not change the intent: an intent still open after
+// is closed); a lease is ended (one round trip, when the intent is still
+// open). It does not change the intent's status: an intent still open after
 // Release (say a write whose outcome is unknown) belongs to reconciliation,
 // which the next Open with a Lookup, Sweep or Recover does at once, since
 // its writer no longer holds it. Commit and Abort release when they return,
@@ -433,11 +434,12 @@ func (in *Intent) Release() {
 // intent at any moment (or already did), so the write must not be
 // published. It returns an error matching ErrLostHold (the session
 // broke, or the hold was released), ErrFenced or ErrNotOpen, or the
-// context's error.
+// context's error. For an intent held by a lease, Alive renews the lease
+// (Renew) on the ledger's DB: a full lease lies ahead of the publication.
 //
-// An intent without liveness (opened through a pgx.Tx, with LivenessOff,
-// or rebuilt from a Txn) has no hold to lose: Alive returns nil (unless it
-// was released) and only the attempt fence protects it.
+// An intent without liveness (opened through a pgx.Tx, or rebuilt from a
+// Txn) has no hold to lose: Alive returns nil (unless it was released) and
+// only the attempt fence protects it.
 //
 // A context that ends while the check is in flight breaks the held
 // connection (pgx closes a connection whose query was interrupted), and

@@ -21,18 +21,21 @@ const (
 // Open records a new open intent for p.DatasetID in a short transaction and
 // returns it.
 //
-// With liveness (see the package documentation) Open first takes a
-// dedicated session and, on it, the intent's advisory lock, then inserts
-// the row carrying the lock's key: from the moment the intent is visible,
-// its writer is seen alive until Commit, Abort or Release (or its death).
-// On any failure Open gives the session back and leaves no intent.
+// With liveness (see the package documentation) Open, on a direct
+// connection, first takes a dedicated session and, on it, the intent's
+// advisory lock, then inserts the row carrying the lock's key; through a
+// pooler it inserts the row with a lease instead. From the moment the
+// intent is visible, its writer is seen alive until Commit, Abort or
+// Release (or its death, or, for a lease, until the lease lapses unrenewed:
+// see KeepAlive). On any failure Open gives the session back and leaves no
+// intent.
 //
 // While another intent of the same dataset is open, Open waits with
 // jittered exponential backoff until that one ends, and returns an
 // error matching ErrBusy (errors.Is) once Config.WaitTimeout or ctx runs
 // out, or at once with p.NoWait. Intents of different datasets never wait
 // on each other. When the holder's writer is gone (its lock is no longer
-// held) Open does not wait: with p.Lookup it reconciles the holder at once
+// held, or its lease lapsed) Open does not wait: with p.Lookup it reconciles the holder at once
 // (claim, then roll forward, abort, or an error matching ErrUnresolved
 // when Lookup cannot tell) and opens; a dead maintenance holder is aborted without a
 // Lookup. A holder without liveness is reconciled the same way, by its

@@ -27,13 +27,15 @@ import (
 // connection that is not inside a long transaction: the point of the intent
 // is that it is visible to other processes before the write starts.
 //
-// Writer liveness (see the package documentation) needs a session: with a
-// DB that also has the method Acquire(ctx) (*pgxpool.Conn, error), as a
+// Writer liveness (see the package documentation) needs a pool or a
+// connection. A session lock needs a session on a direct connection: with
+// a DB that also has the method Acquire(ctx) (*pgxpool.Conn, error), as a
 // *pgxpool.Pool does, each open intent holds one acquired connection until
 // it is committed, aborted or released, so the pool needs room for one
-// extra connection per concurrent intent. With a *pgx.Conn the intent is
-// held on that connection. A pgx.Tx cannot hold a session: its intents
-// have no liveness.
+// extra connection per concurrent intent; with a *pgx.Conn the intent is
+// held on that connection. Through a pooler intents are held by a lease
+// instead, renewed on the pool (on a connection of the renewals' own for a
+// *pgx.Conn). A pgx.Tx can hold neither: its intents have no liveness.
 type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -224,7 +226,8 @@ type OpenParams struct {
 	// beside WriterID, the code path that writes. Read back as Txn.Actor.
 	Actor string
 	// Lookup, when set, lets Open reconcile at once an open intent whose
-	// writer is gone (its session lock is no longer held) instead of
+	// writer is gone (its session lock is no longer held, or its lease
+	// lapsed) instead of
 	// waiting for it: the intent is claimed, then rolled forward when
 	// Lookup finds its write, aborted when the write is provably absent; a
 	// Lookup error leaves it open and Open returns an error matching
@@ -233,8 +236,8 @@ type OpenParams struct {
 	// without one.
 	Lookup Lookup
 	// RecoverAfter, with Lookup, lets Open reconcile the same way an open
-	// intent without liveness (opened with LivenessOff, through a pgx.Tx,
-	// or by a writer whose lock was refused) once it was opened at least
+	// intent without liveness (opened through a pgx.Tx, before liveness
+	// existed, or by a writer whose lock was refused) once it was opened at least
 	// this long ago (database clock): such a holder's death cannot be
 	// seen, only its age. Zero: Open waits for such a holder like a live
 	// one (Sweep and Recover still reconcile it by age). Must not be

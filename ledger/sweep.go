@@ -65,10 +65,12 @@ type SweepReport struct {
 
 // Sweep reconciles open intents whose writer is gone; it never aborts
 // blindly. An intent is taken when its writer's session lock is no longer
-// held (whatever its age), or, for an intent without liveness, when it is
+// held or its lease lapsed (whatever its age), or, for an intent without
+// liveness, when it is
 // older than p.OlderThan; an intent whose writer holds it is reported in
 // Live and left alone, whatever its age. Sweep takes the intent's lock
-// itself while it works on it (so two reconcilers never race), claims the
+// itself while it works on it, or claims a leased intent only while its
+// lease is still lapsed (so two reconcilers never race), claims the
 // intent (bumps its attempt, which fences out the original writer), then:
 //   - a maintenance intent is aborted (a maintenance run is idempotent:
 //     nothing to roll forward), without asking p.Lookup;
