@@ -51,9 +51,12 @@ type DispatchConfig struct {
 	// an error matching ErrInvalid): zero means 10,000,000, negative no limit.
 	MaxCrossJoinRows int64
 	// RecoverAfter: before opening an intent, open intents of the output
-	// older than this are reconciled (ledger.Recover): rolled forward when
-	// their write landed, aborted when provably absent. Default 15 minutes;
-	// make it longer than your slowest write.
+	// without liveness (neither a session lock nor a lease: opened through
+	// a pgx.Tx, or before liveness existed) older than this are reconciled
+	// (ledger.Recover): rolled forward when their write landed, aborted
+	// when provably absent. Intents whose writer is gone (its session lock
+	// released, its lease lapsed) are reconciled at once, whatever their
+	// age. Default 15 minutes; make it longer than your slowest write.
 	RecoverAfter time.Duration
 	// Logger receives one Info record per output written. Default discard.
 	Logger *slog.Logger

@@ -124,11 +124,11 @@ func (d *Dispatcher) Intents(ctx context.Context) ([]IntentStatus, error) {
 		s := IntentStatus{OpenIntent: o}
 		switch {
 		case o.HolderAlive:
-			s.Next, s.Reason = nextWait, "holder alive (its session lock is held)"
+			s.Next, s.Reason = nextWait, "holder alive (its session lock is held, or its lease runs)"
 		case !o.Liveness && o.Age < d.cfg.RecoverAfter:
 			s.Next, s.Reason = nextWait, fmt.Sprintf("no liveness: reconciled once older than %s", d.cfg.RecoverAfter)
 		default:
-			why := "holder gone (its session lock is released)"
+			why := "holder gone (its session lock is released, or its lease lapsed)"
 			if !o.Liveness {
 				why = fmt.Sprintf("no liveness, older than %s", d.cfg.RecoverAfter)
 			}
