@@ -205,3 +205,26 @@ func TestLeaseTakeoverFences(t *testing.T) {
 	require.NoError(t, l.Commit(ctx, next, ledger.Outcome{RowCount: 2, CommittedAt: time.Now()}))
 	require.Zero(t, advisoryLocks(t, pool))
 }
+
+// With renews the lease while fn runs, so a write longer than the lease
+// keeps its dataset (another writer finds it busy, not dead) and commits;
+// the renewals end with the call.
+func TestWithRenewsLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const lease = 300 * time.Millisecond
+	l, _ := newLedger(t, &ledger.Config{Liveness: ledger.LivenessLease, Lease: lease})
+	ensure(t, l, "w")
+	p := params("w")
+	p.Lookup, p.NoWait = absent, true
+	_, err := l.With(ctx, params("w"), func(ctx context.Context, in *ledger.Intent) (ledger.Outcome, error) {
+		time.Sleep(3 * lease)
+		_, err := l.Open(ctx, p)
+		holder, busy := ledger.BusyHolder(err)
+		require.True(t, busy, "a busy error: %v", err)
+		require.Equal(t, in.ID, holder)
+		time.Sleep(lease)
+		return ledger.Outcome{RowCount: 1, CommittedAt: time.Now()}, nil
+	})
+	require.NoError(t, err, "the write outlived its first lease and still committed")
+}
