@@ -109,6 +109,19 @@ func (p *mergePlan) writeChanges(ctx context.Context, f *Facade, base, staged *t
 	return p.rewrite(ctx, f, base, dels, writeID)
 }
 
+// mergeMode is the StageInfo.Merge of merge p on a table of format
+// version (after the write's upgrade).
+func mergeMode(p *mergePlan, version int) MergeMode {
+	switch {
+	case p.cow != nil:
+		return MergeCopyOnWrite
+	case version >= 3:
+		return MergeDeletionVectors
+	default:
+		return MergePositionDeletes
+	}
+}
+
 // rewrite writes the live rows of the files the merge touches, less the
 // rows it removes, to new data files (one rewrite per partition and spec)
 // and records them in p.cow.

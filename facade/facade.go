@@ -225,6 +225,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if mp != nil {
 		staged.supersede, staged.cow = mp.superseded, mp.cow
 		mp.summarize(staged.props, rowBase, tbl.CurrentSnapshot(), len(info.DataFiles))
+		staged.info.Merge = mergeMode(mp, stagedTbl.Metadata().Version())
 	}
 	if tc, ok := f.cat.(txCatalog); ok {
 		staged.info.CommitsInTx = true

@@ -133,7 +133,29 @@ type StageInfo struct {
 	// and package writestrategy logs that at Warn. See TxStaged for how to
 	// wrap without losing it.
 	CommitsInTx bool
+	// Merge says how a Replace by key (a merge, see the package
+	// documentation) changes the table; MergeNone for every other write.
+	Merge MergeMode
 }
+
+// MergeMode is how a merge by key changes the table (StageInfo.Merge).
+type MergeMode string
+
+// The merge modes.
+const (
+	// MergeNone: not a merge (an append, or a Replace that rewrites the
+	// table: no key, a new or empty table, a table it cannot merge into).
+	MergeNone MergeMode = ""
+	// MergePositionDeletes: merge-on-read on format v2, the removed rows
+	// in Parquet position delete files.
+	MergePositionDeletes MergeMode = "position_deletes"
+	// MergeDeletionVectors: merge-on-read on format v3, the removed rows
+	// in deletion vectors.
+	MergeDeletionVectors MergeMode = "deletion_vectors"
+	// MergeCopyOnWrite: the data files the merge touches are rewritten
+	// without the rows it removes.
+	MergeCopyOnWrite MergeMode = "copy_on_write"
+)
 
 // Staged is a write whose data files are written but not committed.
 // Exactly one of Commit or Abort must be called; both are safe to call

@@ -31,6 +31,14 @@ type WriteResult struct {
 	// Rounded numeric values: rounded half-even to their column's scale
 	// on the Iceberg path (see Preflight); 0 on the Postgres path.
 	Rounded int64
+	// Bytes of the data files the write added on the Iceberg path (delete
+	// files and deletion vectors not counted); 0 on the Postgres path and
+	// for a replayed result.
+	Bytes int64
+	// Merge says how a snapshot_replace merged into its Iceberg table
+	// (facade.StageInfo.Merge); facade.MergeNone when the write was no
+	// merge, and on the Postgres path.
+	Merge facade.MergeMode
 	// Set by the write dispatch.
 	TxnID       string
 	SnapshotID  int64     // 0 on the Postgres path
@@ -56,6 +64,11 @@ type WriteResult struct {
 	// the same Request.IdempotencyKey).
 	replayed bool
 }
+
+// Replayed reports whether nothing was written: the result is that of an
+// earlier write (a Request.IdempotencyKey already committed, or an append
+// whose transaction had already landed).
+func (r WriteResult) Replayed() bool { return r.replayed }
 
 // describeTypes is the one way the library describes an output's
 // statement: it returns the columns of a SELECT without running it (the

@@ -173,10 +173,13 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	if len(outs) != 1 && len(outs) != 2 {
 		return nil, fmt.Errorf("%w: strategy has %d outputs", ErrInvalid, len(outs))
 	}
-	w := &writeInfo{writerID: req.WriterID, outs: outs}
+	w := &writeInfo{writerID: req.WriterID, kind: s.Kind(), readMode: req.ReadMode, outs: outs}
+	if w.readMode == "" {
+		w.readMode = incremental.ReadSnapshot
+	}
 	ctx, wph := d.observe(ctx, w, PhaseWrite, outs)
 	started := time.Now()
-	defer func() { err = d.writeError(ctx, started, outs, err); wph.end(resultRows(results), err) }()
+	defer func() { err = d.writeError(ctx, started, outs, err); wph.endWrite(resultRows(results), err, results) }()
 	if req.IdempotencyKey != "" {
 		if res, ok, err := d.replay(ctx, outs, req.IdempotencyKey); err != nil || ok {
 			return res, err

@@ -267,7 +267,11 @@
 // maintenance) with its outputs, duration, rows and error; PhaseStart
 // returns the context the phase runs under, so a tracing span nests the
 // phase's database and catalog calls, and an Observer with a Progress
-// method sees the rows each output has streamed so far. Dispatcher.Verify
+// method sees the rows each output has streamed so far. Every event names
+// the strategy and the requested read mode; the end of PhaseWrite carries
+// the results (rows, bytes, write and merge mode of each output).
+// Package writestrategy/otelobserver is such an Observer for
+// OpenTelemetry: spans and metrics. Dispatcher.Verify
 // compares each output, on either sink, with a fresh compute of its
 // strategy (rows and checksum).
 //

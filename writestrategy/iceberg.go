@@ -95,7 +95,14 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			abortFrom(0)
 			return fail(err)
 		}
-		sph.end(st.Info().Rows, nil)
+		info := st.Info()
+		sph.end(info.Rows, nil)
+		if info.Replay == nil {
+			results[i].Merge = info.Merge
+			for _, f := range info.DataFiles {
+				results[i].Bytes += f.SizeBytes
+			}
+		}
 		staged = append(staged, st)
 	}
 	d.warnLostTxCommit(ctx, staged) // see wrapcheck.go

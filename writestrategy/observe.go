@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
@@ -60,10 +61,16 @@ const (
 )
 
 // PhaseEvent describes a phase of a write. PhaseStart receives it with
-// Duration, Rows and Err zero; PhaseEnd with them set.
+// Duration, Rows, Err and Results zero; PhaseEnd with them set.
 type PhaseEvent struct {
 	Phase    Phase
 	WriterID string
+	// Strategy is the kind of the Request's strategy.
+	Strategy Kind
+	// ReadMode is the read mode the Request asked for
+	// (incremental.ReadSnapshot when it left it empty); WriteResult.FullRead
+	// says which sources a delta read whole.
+	ReadMode incremental.ReadMode
 	// DatasetIDs are the outputs the phase concerns: every output of the
 	// write for the whole-write phases, one for per-output phases
 	// ("stream", "maintain", and the commits of a catalog that
@@ -79,6 +86,10 @@ type PhaseEvent struct {
 	Rows int64
 	// Err is the phase's error (PhaseEnd only); nil on success.
 	Err error
+	// Results are the results Write returns, one per output (the PhaseEnd
+	// of a PhaseWrite that succeeded only). Owned by the Dispatcher; do
+	// not modify.
+	Results []WriteResult
 }
 
 // Observer sees the phases of each Dispatcher.Write, in the style of pgx's
@@ -93,6 +104,9 @@ type PhaseEvent struct {
 //
 // An Observer that also has a Progress method (Progress(ctx, ProgressEvent))
 // sees the rows of each PhaseStream as they stream.
+//
+// Package writestrategy/otelobserver is an Observer giving OpenTelemetry
+// spans and metrics.
 type Observer interface {
 	PhaseStart(ctx context.Context, ev PhaseEvent) context.Context
 	PhaseEnd(ctx context.Context, ev PhaseEvent)
@@ -132,7 +146,7 @@ func (d *Dispatcher) observe(ctx context.Context, w *writeInfo, p Phase, ids []s
 	if d.cfg.Observer == nil {
 		return ctx, phase{}
 	}
-	ev := PhaseEvent{Phase: p, WriterID: w.writerID, DatasetIDs: ids, Sink: w.sink}
+	ev := PhaseEvent{Phase: p, WriterID: w.writerID, Strategy: w.kind, ReadMode: w.readMode, DatasetIDs: ids, Sink: w.sink}
 	pctx := d.cfg.Observer.PhaseStart(ctx, ev)
 	if pctx == nil {
 		pctx = ctx
@@ -142,13 +156,20 @@ func (d *Dispatcher) observe(ctx context.Context, w *writeInfo, p Phase, ids []s
 
 // end ends the phase with its rows and error.
 func (ph *phase) end(rows int64, err error) {
+	ph.endWrite(rows, err, nil)
+}
+
+// endWrite ends the phase with its rows and error, and, for a PhaseWrite
+// that succeeded, the results Write returns.
+func (ph *phase) endWrite(rows int64, err error, results []WriteResult) {
 	if ph.obs == nil {
 		return
 	}
 	ev := ph.ev
 	if err != nil {
-		rows = 0
+		rows, results = 0, nil
 	}
+	ev.Results = results
 	ev.Sink = ph.w.sink
 	ev.Duration, ev.Rows, ev.Err = time.Since(ph.t0), rows, err
 	ph.obs.PhaseEnd(ph.ctx, ev)
@@ -158,6 +179,8 @@ func (ph *phase) end(rows int64, err error) {
 // writeInfo is what every event of one write carries.
 type writeInfo struct {
 	writerID string
+	kind     Kind
+	readMode incremental.ReadMode
 	outs     []string
 	sink     sink.Sink
 	// datasets are the outputs' rows as read before any intent was

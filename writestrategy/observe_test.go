@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lakewrite/lakewrite/writestrategy"
-
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
 type ctxKey struct{}
@@ -176,6 +177,21 @@ func TestObserverSplitInTx(t *testing.T) {
 	}, rec.take(t))
 	for _, ev := range ends {
 		require.Equal(t, sink.Iceberg, ev.Sink, ev.Phase) // resolved by every end
+		require.Equal(t, writestrategy.Kind("split"), ev.Strategy)
+		require.Equal(t, incremental.ReadSnapshot, ev.ReadMode)
+	}
+	// The write's end carries the results Write returned, with the bytes
+	// each output added.
+	last := ends[len(ends)-1]
+	require.Equal(t, writestrategy.PhaseWrite, last.Phase)
+	require.Len(t, last.Results, 2)
+	for _, r := range last.Results {
+		require.Positive(t, r.Bytes, r.DatasetID)
+		require.Equal(t, facade.MergeNone, r.Merge)
+		require.False(t, r.Replayed())
+	}
+	for _, ev := range ends[:len(ends)-1] {
+		require.Nil(t, ev.Results, ev.Phase)
 	}
 }
 
