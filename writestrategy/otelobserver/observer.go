@@ -59,13 +59,12 @@ type Config struct {
 // metrics of the Dispatcher's writes (see the package documentation). It
 // keeps no state between writes and is safe for concurrent Writes.
 type Observer struct {
-	tracer    trace.Tracer
-	rows      metric.Int64Counter
-	bytes     metric.Int64Counter
-	errs      metric.Int64Counter
-	writeDur  metric.Float64Histogram
-	phaseDur  metric.Float64Histogram
-	noMetrics bool
+	tracer   trace.Tracer
+	rows     metric.Int64Counter
+	bytes    metric.Int64Counter
+	errs     metric.Int64Counter
+	writeDur metric.Float64Histogram
+	phaseDur metric.Float64Histogram
 }
 
 var _ writestrategy.Observer = (*Observer)(nil)

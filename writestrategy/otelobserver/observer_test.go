@@ -116,7 +116,7 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 }
 
 func has(s sdktrace.ReadOnlySpan, k attribute.Key) bool {
-	return attr(s, k).Type() != attribute.INVALID
+	return attr(s, k).Type() != attribute.EMPTY
 }
 
 // phases returns the phase spans ("lakewrite.<phase>") of tr whose parent
