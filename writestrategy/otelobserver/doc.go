@@ -44,8 +44,8 @@
 // sink), lakewrite.skipped, lakewrite.preserved, lakewrite.txn_id,
 // lakewrite.snapshot_id (Iceberg), lakewrite.replayed, and
 // lakewrite.full_read when a delta read some sources whole. A phase's span
-// has lakewrite.phase, lakewrite.dataset_ids, lakewrite.sink and
-// lakewrite.rows.
+// has lakewrite.phase, lakewrite.writer_id, lakewrite.dataset_ids,
+// lakewrite.sink and lakewrite.rows.
 //
 // A failed phase and the failed write record the error (an exception
 // event), set the span's status to Error and its error.type attribute to
