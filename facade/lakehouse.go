@@ -130,8 +130,8 @@ type StageInfo struct {
 	// TxStaged (its catalog commits into a caller's transaction). A wrapper
 	// whose Staged passes Info through but not CommitTx makes it true on a
 	// Staged that is not a TxStaged: the one-transaction commit was lost,
-	// and package writestrategy logs that at Warn. See TxStaged for how to
-	// wrap without losing it.
+	// and package writestrategy refuses the write unless told to accept
+	// two commits. See TxStaged for how to wrap without losing it.
 	CommitsInTx bool
 	// Merge says how a Replace by key (a merge, see the package
 	// documentation) changes the table; MergeNone for every other write.

@@ -34,11 +34,12 @@ import (
 // A Lakehouse wrapper (tracing, metrics) keeps the one-transaction commit
 // only if the Staged its Stage returns implements TxStaged whenever the
 // wrapped one does: wrap a TxStaged in a type that also has CommitTx (see
-// the example of TxStaged; facadetest.Wrap does the same). A wrapper that
-// hides it makes the write dispatch commit the snapshot and the ledger in
-// two steps, which a crash between them leaves to be rolled
-// forward; the dispatch detects it (StageInfo.CommitsInTx on a Staged that
-// is not a TxStaged) and logs it at Warn, once per Dispatcher.
+// the example of TxStaged; facadetest.Wrap does the same). The write
+// dispatch detects a wrapper that hides it (StageInfo.CommitsInTx on a
+// Staged that is not a TxStaged) and refuses the write
+// (writestrategy.ErrTxCommitLost) unless told to accept committing the
+// snapshot and the ledger in two steps, which a crash between them leaves
+// to be rolled forward (writestrategy.DispatchConfig.AcceptTwoCommits).
 type TxStaged interface {
 	Staged
 	CommitTx(ctx context.Context, tx pgx.Tx) (CommitResult, error)

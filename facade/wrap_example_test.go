@@ -60,8 +60,9 @@ func (l *timedLakehouse) Stage(ctx context.Context, t facade.Target, req facade.
 // wrapper's staged writes implement facade.TxStaged whenever the wrapped
 // ones do, so package writestrategy still commits each snapshot and its
 // ledger intent in one Postgres transaction. (A wrapper that returns only
-// a facade.Staged makes the Dispatcher commit in two steps, and log that at
-// Warn: StageInfo.CommitsInTx says the capability was there.)
+// a facade.Staged is refused by the Dispatcher with
+// writestrategy.ErrTxCommitLost unless DispatchConfig.AcceptTwoCommits is
+// set: StageInfo.CommitsInTx says the capability was there.)
 func ExampleTxStaged_wrapping() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,8 +37,21 @@ type DispatchConfig struct {
 	// When its staged writes can commit into a transaction
 	// (facade.TxStaged: a facade on facade.NewPostgresCatalog), the catalog
 	// must live in the database of db: the snapshots and the ledger then
-	// commit in one transaction.
+	// commit in one transaction. A wrapper of such a facade (tracing,
+	// metrics) must keep that: its staged writes implement
+	// facade.TxStaged whenever the wrapped ones do (facadetest.Wrap does).
+	// Otherwise every Iceberg write is refused with ErrTxCommitLost before
+	// anything is committed, unless AcceptTwoCommits is set.
 	Lakehouse facade.Lakehouse
+	// AcceptTwoCommits lets the writes go ahead when the Lakehouse hides
+	// the one-transaction commit (see Lakehouse): each output's snapshot
+	// then commits first and its ledger intent after, as on a catalog that
+	// cannot commit in a Postgres transaction, and a crash between the two
+	// leaves the intent open until the next write of the dataset (or
+	// ledger.Recover) rolls it forward. It changes nothing for a Lakehouse
+	// that keeps the one-transaction commit or never had it (a REST or
+	// SQL catalog).
+	AcceptTwoCommits bool
 	// Workspace is recorded in every snapshot summary.
 	Workspace string
 	// Cursor configures the compute stream (batch size, guards, allocator,
@@ -75,10 +87,9 @@ type DispatchConfig struct {
 // write, commit (see the package documentation). It owns no goroutine and
 // no pool.
 type Dispatcher struct {
-	db     ledger.DB
-	cfg    DispatchConfig
-	log    *slog.Logger
-	lostTx sync.Once // warnLostTxCommit
+	db  ledger.DB
+	cfg DispatchConfig
+	log *slog.Logger
 }
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding

@@ -173,7 +173,11 @@
 // request on a catalog with multi-table transactions (a REST catalog:
 // facade's SupportsAtomicCommit and CommitAll); only on other catalogs
 // (iceberg-go's SQL catalog) can a failure of the second snapshot commit
-// (a conflict, say) leave the first output committed. CommitStaged is the same order for
+// (a conflict, say) leave the first output committed. A Lakehouse wrapper
+// that hides the one-transaction commit of facade.NewPostgresCatalog (its
+// staged writes drop facade.TxStaged) is refused with ErrTxCommitLost,
+// before anything commits, unless DispatchConfig.AcceptTwoCommits accepts
+// the two-step commit. CommitStaged is the same order for
 // writers composing facade and ledger themselves. Any failure aborts the
 // intents whose writes did not land; an unknown commit outcome leaves the
 // intent open, and the next write of the dataset reconciles it. Row counts

@@ -13,6 +13,12 @@ var (
 	ErrInvalid = errors.New("writestrategy: invalid strategy")
 	// errNoSchema: a source dataset has no declared schema to read it by.
 	errNoSchema = errors.New("writestrategy: dataset has no declared schema")
+	// ErrTxCommitLost: the Lakehouse hides the one-transaction commit of
+	// snapshot and ledger (a wrapper whose staged writes drop
+	// facade.TxStaged), and DispatchConfig.AcceptTwoCommits is not set.
+	// The write is refused before any snapshot or intent commits; the
+	// error names the dataset, the staged write's type and both fixes.
+	ErrTxCommitLost = errors.New("writestrategy: the Lakehouse hides the one-transaction commit")
 	// ErrUnsafeIdentifier: an identifier or type name cannot be quoted
 	// safely. The error names what was refused (a column, a step, a
 	// relation, ...), the name and why.

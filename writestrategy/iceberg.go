@@ -105,7 +105,10 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		}
 		staged = append(staged, st)
 	}
-	d.warnLostTxCommit(ctx, staged) // see wrapcheck.go
+	if err := d.checkTxCommitKept(staged); err != nil { // see wrapcheck.go
+		abortFrom(0)
+		return fail(err)
+	}
 	if txs, ok := allTxStaged(staged); ok {
 		return d.commitInTx(ctx, w, req, tx, owner, intents, computed, txs, results, fail)
 	}

@@ -1,30 +1,32 @@
 package writestrategy
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/lakewrite/lakewrite/facade"
 )
 
-// warnLostTxCommit logs at Warn, once per Dispatcher, a staged write that
-// the facade made a facade.TxStaged (StageInfo.CommitsInTx) but that
-// reached the dispatcher without CommitTx: a Lakehouse wrapper hid it, and
-// the write commits its snapshot and its ledger intent in two steps (a
-// crash between them leaves the intent to be rolled forward). Wrap the
-// staged write in a type that keeps CommitTx (see facade.TxStaged).
-func (d *Dispatcher) warnLostTxCommit(ctx context.Context, staged []facade.Staged) {
+// checkTxCommitKept refuses a write whose staged outputs lost the
+// one-transaction commit: the facade staged them as facade.TxStaged
+// (StageInfo.CommitsInTx: its catalog, facade.NewPostgresCatalog's, commits
+// into the ledger's transaction) but a Lakehouse wrapper returned them
+// without CommitTx. Committing them would take two steps, snapshot then
+// ledger, and a crash between the two would leave the intent open until
+// the next write rolls it forward. DispatchConfig.AcceptTwoCommits accepts
+// that; a lakehouse that never commits in a transaction (a REST or SQL
+// catalog) is not concerned.
+func (d *Dispatcher) checkTxCommitKept(staged []facade.Staged) error {
+	if d.cfg.AcceptTwoCommits {
+		return nil
+	}
 	for _, st := range staged {
 		if _, ok := st.(facade.TxStaged); ok || !st.Info().CommitsInTx {
 			continue
 		}
-		d.lostTx.Do(func() {
-			d.log.LogAttrs(ctx, slog.LevelWarn, "lakehouse wrapper hides the one-transaction commit",
-				slog.String("dataset_id", st.Info().DatasetID), slog.String("staged_type", fmt.Sprintf("%T", st)),
-				slog.String("effect", "the snapshot and the ledger commit in two steps; a crash between them is rolled forward by the next write"),
-				slog.String("fix", "make the wrapper's Staged implement facade.TxStaged (forward CommitTx) when the wrapped one does"))
-		})
-		return
+		return fmt.Errorf("%w: dataset %q was staged to commit in the ledger's transaction, but the Lakehouse returned it as %T, "+
+			"which is not a facade.TxStaged: make the wrapper's Staged implement facade.TxStaged (forward CommitTx) whenever the wrapped one does "+
+			"(facadetest.Wrap does), or set DispatchConfig.AcceptTwoCommits to commit the snapshot and the ledger in two steps",
+			ErrTxCommitLost, st.Info().DatasetID, st)
 	}
+	return nil
 }
