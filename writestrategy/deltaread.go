@@ -145,9 +145,9 @@ func (env *Env) sourceRead(ctx context.Context, id string, d datasetRow, txns ma
 	rows := iter.Seq2[arrow.RecordBatch, error](func(func(arrow.RecordBatch, error) bool) {})
 	src.AppendOnly = len(ids) == 0
 	if as, ok := env.Lakehouse.(appendedScanner); ok && len(ids) > 0 {
-		sc, err := ParseSchema(d.schema)
+		sc, err := datasetSchema(id, d.schema)
 		if err != nil {
-			return sourceRead{}, fmt.Errorf("dataset %q: %w", id, err)
+			return sourceRead{}, err
 		}
 		opts := facade.ScanOptions{Columns: nativeColumns(sc), Filter: filter}
 		if rows, src.AppendOnly, err = as.ScanAppended(ctx, id, ids, opts); err != nil {

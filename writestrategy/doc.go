@@ -249,7 +249,11 @@
 // gone) is reconciled by the next Write of the dataset at once: rolled
 // forward from the landed snapshot (row count, snapshot id, committed-at as
 // the watermark, and the declared schema, which the Iceberg arm records in
-// the snapshot summary), or aborted when provably absent. A live writer,
+// the snapshot summary), or aborted when provably absent. A write a writer
+// composed itself (facade.Stage, CommitStaged) is rolled forward the same
+// way, with the declared schema the landed table gives (Dispatcher.Lookup;
+// CommitOutcome is that outcome for the writer's own ledger commit), so the
+// dataset stays readable as a source. A live writer,
 // however slow, keeps its dataset (see the ledger package's writer
 // liveness). Request.IdempotencyKey makes a caller's retry return the
 // earlier result instead of writing again.

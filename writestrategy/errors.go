@@ -1,6 +1,7 @@
 package writestrategy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,8 +12,14 @@ var (
 	// ErrInvalid: a strategy or call is malformed (empty dataset id, unknown
 	// join kind, a cross join above the preflight limit, ...).
 	ErrInvalid = errors.New("writestrategy: invalid strategy")
-	// errNoSchema: a source dataset has no declared schema to read it by.
-	errNoSchema = errors.New("writestrategy: dataset has no declared schema")
+	// ErrNoSchema: a dataset read by a write (a source, or a deploy's
+	// target) has no declared schema (datasets.schema is NULL or not a
+	// declared schema), so its columns and types are unknown. Every commit
+	// of a Dispatcher write records it, and so does a roll-forward through
+	// Dispatcher.Lookup; a dataset committed only by a writer of its own
+	// whose ledger commits set no Outcome.Schema has none. The error names
+	// the dataset.
+	ErrNoSchema = errors.New("writestrategy: dataset has no declared schema")
 	// ErrTxCommitLost: the Lakehouse hides the one-transaction commit of
 	// snapshot and ledger (a wrapper whose staged writes drop
 	// facade.TxStaged), and DispatchConfig.AcceptTwoCommits is not set.
@@ -30,6 +37,21 @@ var (
 
 // identifierError refuses name, an identifier of kind what ("column",
 // "step", ...), for reason. It matches ErrUnsafeIdentifier.
+// datasetSchema parses the declared schema of dataset id, read by a write.
+// A missing one is an error matching ErrNoSchema that says how a dataset
+// gets one.
+func datasetSchema(id string, raw json.RawMessage) (Schema, error) {
+	s, err := ParseSchema(raw)
+	switch {
+	case errors.Is(err, ErrNoSchema):
+		return s, fmt.Errorf("dataset %q: %w: write it through a Dispatcher, or commit its ledger intents with Outcome.Schema set "+
+			"(a landed write rolled forward by Dispatcher.Lookup gets one)", id, err)
+	case err != nil:
+		return s, fmt.Errorf("dataset %q: %w", id, err)
+	}
+	return s, nil
+}
+
 func identifierError(what, name, reason string) error {
 	return fmt.Errorf("%w: %s name %q refused: %s", ErrUnsafeIdentifier, what, name, reason)
 }

@@ -196,7 +196,9 @@ func ExampleCommitStaged() {
 				if err != nil {
 					return ledger.Outcome{}, err // a veto matches ledger.ErrVetoed; nothing is visible
 				}
-				return ledger.Outcome{RowCount: res.Rows, SnapshotID: res.SnapshotID, CommittedAt: res.CommittedAt}, nil
+				// row count, snapshot id, watermark and the declared schema
+				// (here the one the table gives), as a Dispatcher write records them
+				return writestrategy.CommitOutcome(res, nil), nil
 			})
 		return err
 	}

@@ -13,7 +13,6 @@ var (
 	Apply = applyStrategy
 
 	ErrBatchSchema       = errBatchSchema
-	ErrNoSchema          = errNoSchema
 	ErrCrossJoinTooLarge = errCrossJoinTooLarge
 	ErrRelationConflict  = errRelationConflict
 )

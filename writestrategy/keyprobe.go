@@ -81,7 +81,7 @@ type keyProbe struct {
 // ok is false when the key is not one the probe compares as SQL does
 // (then the caller compares in SQL).
 func (e *Env) probeKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[string]datasetRow, pc *planContext) (_ *keyProbe, ok bool, err error) {
-	ts, err := ParseSchema(ds[dep.Target].schema)
+	ts, err := datasetSchema(dep.Target, ds[dep.Target].schema)
 	if err != nil {
 		return nil, false, err
 	}

@@ -96,7 +96,7 @@ func sameColumns(a, b Schema) bool {
 // keyprobe.go). A key of one integer column is read within the source's
 // key range, so only the data files that can hold a source key are read.
 func (e *Env) hydrateKeys(ctx context.Context, tx pgx.Tx, dep Deploy, ds map[string]datasetRow, pc *planContext, n int) (*relation, error) {
-	ts, err := ParseSchema(ds[dep.Target].schema)
+	ts, err := datasetSchema(dep.Target, ds[dep.Target].schema)
 	if err != nil {
 		return nil, err
 	}

@@ -141,9 +141,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 	// perhaps only its window's rows), else whole.
 	read := func(id string, source bool, filter []facade.Range) (*relation, error) {
 		d := ds[id]
-		sc, err := ParseSchema(d.schema)
+		sc, err := datasetSchema(id, d.schema)
 		if err != nil {
-			return nil, fmt.Errorf("dataset %q: %w", id, err)
+			return nil, err
 		}
 		if err := checkFilter(id, sc, filter); err != nil {
 			return nil, err

@@ -29,13 +29,13 @@ type Schema struct {
 func ParseSchema(raw json.RawMessage) (Schema, error) {
 	var s Schema
 	if len(raw) == 0 || string(raw) == "null" {
-		return s, errNoSchema
+		return s, ErrNoSchema
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return s, fmt.Errorf("%w: %v", errNoSchema, err)
+		return s, fmt.Errorf("%w: %v", ErrNoSchema, err)
 	}
 	if len(s.Columns) == 0 {
-		return s, errNoSchema
+		return s, ErrNoSchema
 	}
 	seen := map[string]string{}
 	for _, c := range s.Columns {
