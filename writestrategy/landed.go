@@ -36,7 +36,8 @@ func CommitOutcome(res facade.CommitResult, schema json.RawMessage) ledger.Outco
 // (cursor.MetaPGType) when that is a built-in type, else the type a load of
 // the column's Arrow type stores (numeric(p,s) from the Iceberg decimal,
 // text for an enum or a string). A varchar's length is not kept: it reads
-// back as character varying. Nil when sc has no column it can declare.
+// back as character varying. Nil when a column has no type it can declare
+// (an Arrow type no load stores), or no column is left.
 func landedSchema(sc *arrow.Schema) json.RawMessage {
 	if sc == nil {
 		return nil
