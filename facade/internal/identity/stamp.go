@@ -10,25 +10,23 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// DefaultOrdinalSlots is the size of the ordinal table used for __row_id.
+// DefaultOrdinalSlots is the largest size, in entries, of the table that
+// numbers equal rows for __row_id (12 bytes an entry: 12 MiB, plus a 4 MiB
+// filter once it is full): ordinals are exact for writes of up to 3/4 of
+// it, 786,432, distinct rows.
 const DefaultOrdinalSlots = 1 << 20
-
-// sparseRows is how many rows a write numbers with a map of the slots it
-// used before it allocates the ordinal table (same ordinals either way).
-const sparseRows = 16 << 10
 
 // Stamper turns request batches into table batches: business columns
 // converted to the table's Arrow types, identity columns stamped, required
 // columns checked, the checksum of the business columns accumulated.
 //
-// __row_id = H(dataset, row hash, ordinal) where ordinal counts earlier
-// rows of this write falling in the same slot of a fixed-size table indexed
-// by the row hash. Equal rows share a slot, so their ordinals differ and
-// ids stay unique; the table is fixed-size (4 MiB at the default), so
-// memory does not grow with the row count. Deterministic for identical
-// input; an unrelated row colliding into an earlier slot shifts a row's
-// ordinal, so ids are not guaranteed stable across different inputs (use
-// identity preservation for that).
+// __row_id = H(dataset, first __row_index, row hash, ordinal) where the
+// ordinal counts the earlier rows of this write with the same row hash
+// (see ordinals): equal rows get 0, 1, 2, ... in the order written, so ids
+// are distinct within a write, and a row whose values occur once in a
+// write gets ordinal 0, so its id does not depend on the other rows. That
+// is exact while the write has at most 3/4 of slots distinct row hashes;
+// beyond, see ordinals. Memory is bounded by slots, not the row count.
 type Stamper struct {
 	mem       memory.Allocator
 	out       *arrow.Schema
@@ -42,15 +40,9 @@ type Stamper struct {
 	createdAt int64
 	rowIDIdx  int
 	createdIx int
-	// counts is the ordinal table of slots entries, allocated once the
-	// write passes sparseRows rows; until then sparse holds the same
-	// counts (small writes do not pay for a table of slots entries).
-	counts []uint32
-	sparse map[uint32]uint32
-	slots  int
-	rows   int
-	h      []uint64
-	ords   []uint32 // scratch: the ordinals of a batch
+	numbering *ordinals
+	h         []uint64
+	ords      []uint32 // scratch: the ordinals of a batch
 	// created holds the write's __created_at, shared by the batches that
 	// preserve none (see constCreatedAt).
 	created []int64
@@ -60,8 +52,8 @@ type Stamper struct {
 // NewStamper stamps batches of in into out: requiredNames are the
 // business columns of out that must not hold NULL, rowIDIdx and createdIdx
 // the request's preserved identity columns (-1 when absent), base the
-// __row_index of the first row, slots the ordinal table size (0 =
-// DefaultOrdinalSlots).
+// __row_index of the first row, slots the largest size of the ordinal
+// table (rounded up to a power of two; 0 = DefaultOrdinalSlots).
 func NewStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, requiredNames map[string]bool,
 	rowIDIdx, createdIdx int, base int64, createdAtMicros int64, slots int) *Stamper {
 	if slots <= 0 {
@@ -77,7 +69,7 @@ func NewStamper(mem memory.Allocator, datasetID string, in, out *arrow.Schema, r
 		// The append's starting index is part of the seed: equal rows
 		// appended by two writes get different ids; a replace starts at 0.
 		seed: mix(hashBytes(k3, []byte(datasetID)), uint64(base)), next: base, createdAt: createdAtMicros,
-		rowIDIdx: rowIDIdx, createdIx: createdIdx, slots: p,
+		rowIDIdx: rowIDIdx, createdIx: createdIdx, numbering: newOrdinals(p),
 	}
 	for _, f := range out.Fields() {
 		switch f.Name {
@@ -157,36 +149,10 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 			if s.rowIDIdx >= 0 {
 				keep = rec.Column(s.rowIDIdx).(*array.Int64)
 			}
-			mask := uint64(s.slots - 1)
-			s.rows += n
-			if s.counts == nil && s.rows > sparseRows {
-				s.counts = make([]uint32, s.slots)
-				for slot, c := range s.sparse {
-					s.counts[slot] = c
-				}
-				s.sparse = nil
-			}
-			if s.counts == nil && s.sparse == nil {
-				s.sparse = make(map[uint32]uint32, n)
-			}
 			cols[i] = int64Array(s.mem, f.Type, n, func(v []int64) {
-				// The ordinals first, in a loop of table look-ups alone
-				// (independent loads the CPU overlaps), then the ids.
 				s.ords = slices.Grow(s.ords[:0], n)[:n]
 				ords := s.ords
-				if counts := s.counts; counts != nil {
-					for j, h := range s.h {
-						slot := (h >> 20) & mask
-						ords[j] = counts[slot]
-						counts[slot]++
-					}
-				} else {
-					for j, h := range s.h {
-						slot := uint32((h >> 20) & mask)
-						ords[j] = s.sparse[slot]
-						s.sparse[slot] = ords[j] + 1
-					}
-				}
+				s.numbering.number(s.h, ords)
 				for j, h := range s.h {
 					v[j] = int64(mix(mix(s.seed, h), uint64(ords[j])) >> 1)
 				}
