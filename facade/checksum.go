@@ -8,8 +8,8 @@ import (
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
-// defaultOrdinalSlots is the size of the ordinal table used for __row_id
-// (1<<20 slots).
+// defaultOrdinalSlots is the largest size of the table that numbers equal
+// rows for __row_id (1<<20 entries, see "Identity").
 const defaultOrdinalSlots = identity.DefaultOrdinalSlots
 
 // Checksum is an order-independent fingerprint of a set of rows: the row

@@ -76,8 +76,9 @@ type Config struct {
 	CompressionLevel int
 	// TableProperties are added to tables the facade creates.
 	TableProperties iceberg.Properties
-	// ordinalSlots sizes the fixed table used to number equal rows for
-	// __row_id (4 bytes per slot). Always defaultOrdinalSlots (1<<20).
+	// ordinalSlots is the largest size of the table that numbers equal
+	// rows for __row_id (12 bytes an entry). defaultOrdinalSlots (1<<20)
+	// but in tests, which shrink it.
 	ordinalSlots int
 	// mergeCoWShare, when positive, is the share of the touched files'
 	// live rows from which a merge is copy-on-write (see copyOnWrite),

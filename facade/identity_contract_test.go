@@ -159,23 +159,23 @@ func TestRowIDStableAcrossReplaces(t *testing.T) {
 		require.Equal(t, strconv.Itoa(len(rows)), res.Summary[summaryNextRowIndex])
 
 		ids := idsOf(got)
-		if prev != nil {
-			for r, before := range prev {
-				now, ok := ids[r]
-				if !ok || len(now) != len(before) {
-					continue // gone, or a group of another size
-				}
-				if slices.Equal(before, now) {
-					kept++
-				} else {
-					moved++
-					t.Errorf("round %d: the %d unchanged row(s) %v had __row_id %v, now %v", round, len(now), r, before, now)
-				}
+		for r, before := range prev {
+			now, ok := ids[r]
+			if !ok || len(now) != len(before) {
+				continue // gone, or a group of another size
+			}
+			if slices.Equal(before, now) {
+				kept++
+				continue
+			}
+			if moved++; moved <= 5 {
+				t.Errorf("round %d: the %d unchanged row(s) %v had __row_id %v, now %v", round, len(now), r, before, now)
 			}
 		}
 		prev = ids
 	}
 	t.Logf("unchanged rows (or groups) over 29 replaces: %d kept their ids, %d moved", kept, moved)
+	require.Zero(t, moved, "unchanged rows whose __row_id moved")
 	require.Greater(t, kept, 29*400)
 }
 

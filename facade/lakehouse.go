@@ -29,9 +29,9 @@ const (
 
 // Identity column names stamped on every row.
 const (
-	ColRowIndex  = identity.ColRowIndex  // "__row_index", int64: 0..n-1 (replace); after the current max (append)
-	ColRowID     = identity.ColRowID     // "__row_id", int64: deterministic from dataset id, row content and ordinal among equal rows
-	ColCreatedAt = identity.ColCreatedAt // "__created_at", timestamp[us, UTC]: the write's commit time (see doc.go)
+	ColRowIndex  = identity.ColRowIndex  // "__row_index", int64: order written; 0..n-1 (replace), on from the next row index (append, rows a merge writes); kept (rows a merge keeps)
+	ColRowID     = identity.ColRowID     // "__row_id", int64: hash of dataset id, first index, row content and ordinal among equal rows (see "Identity")
+	ColCreatedAt = identity.ColCreatedAt // "__created_at", timestamp[us, UTC]: the write's time (see "Identity")
 )
 
 // Snapshot summary keys a reader of a lakewrite snapshot looks up in code

@@ -16,9 +16,9 @@ import (
 
 // Identity column names stamped on every row (re-exported by facade).
 const (
-	ColRowIndex  = "__row_index"  // int64: 0..n-1 (replace); after the current max (append)
-	ColRowID     = "__row_id"     // int64: deterministic from dataset id, row content and ordinal among equal rows
-	ColCreatedAt = "__created_at" // timestamp[us, UTC]: the write's commit time
+	ColRowIndex  = "__row_index"  // int64: order written; 0..n-1 (replace), on from the next row index (append, rows a merge writes)
+	ColRowID     = "__row_id"     // int64: hash of dataset id, first index, row content and ordinal among equal rows
+	ColCreatedAt = "__created_at" // timestamp[us, UTC]: the write's time
 )
 
 // PlanSchema returns the table schema (Arrow, identity columns included,
