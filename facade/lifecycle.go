@@ -276,30 +276,54 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 
 	// Files of due expiries, and the orphan pass, are judged against every
 	// snapshot the table holds now (a superset of what this run's expiry
-	// keeps), so nothing a retained snapshot reads is deleted.
-	var retained *retainedSet
-	if len(due) > 0 || orphanPassDue(tbl.Properties(), pol, now) {
-		if retained, err = readRetained(tbl, fsys); err != nil {
-			return rep, fmt.Errorf("facade: maintain %q: %w", datasetID, err)
+	// keeps) and every snapshot of the expiries still in their grace, so
+	// nothing a reader of a snapshot in its grace may read is deleted. When
+	// that set cannot be read, nothing is deleted: the due expiries stay
+	// recorded, the orphan pass waits, and the expiry below still commits,
+	// so a file that cannot be read never stops the lifecycle for good.
+	// Maintain returns the error after the commit.
+	var (
+		retained *retainedSet
+		kept     = map[int]bool{} // indices into due that stay recorded
+		later    error            // returned after the commit
+	)
+	orphansDue := orphanPassDue(tbl.Properties(), pol, now)
+	if len(due) > 0 || orphansDue {
+		if retained, err = readRetained(tbl, fsys, loc, pending); err != nil {
+			later = fmt.Errorf("files referenced by snapshots in their grace: %w", err)
+			for i := range due {
+				kept[i] = true
+			}
 		}
 	}
-	if len(due) > 0 {
-		n, b, err := deleteExpired(fsys, loc, due, retained)
+	if len(due) > 0 && retained != nil {
+		n, b, failed, err := deleteExpired(fsys, loc, due, retained)
 		rep.FilesDeleted += n
 		rep.BytesDeleted += b
+		kept = failed
 		if err != nil {
-			return rep, fmt.Errorf("facade: maintain %q: delete expired files: %w", datasetID, err)
+			later = errors.Join(later, fmt.Errorf("delete expired files: %w", err))
 		}
 	}
-	if orphanPassDue(tbl.Properties(), pol, now) {
+	if orphansDue && retained != nil {
 		n, b, err := f.orphanPass(ctx, tbl, fsys, loc, pending, retained, pol)
 		rep.OrphansDeleted += n
 		rep.BytesDeleted += b
 		if err != nil {
-			return rep, fmt.Errorf("facade: maintain %q: orphan pass: %w", datasetID, err)
+			later = errors.Join(later, fmt.Errorf("orphan pass: %w", err))
+		} else {
+			props[tablePropOrphansCheckedAt] = strconv.FormatInt(now.UnixMilli(), 10)
 		}
-		props[tablePropOrphansCheckedAt] = strconv.FormatInt(now.UnixMilli(), 10)
 	}
+	// The record keeps its order: the due entries that stay, then the
+	// pending ones.
+	var keep []expiredEntry
+	for i, e := range due {
+		if kept[i] {
+			keep = append(keep, e)
+		}
+	}
+	pending = append(keep, pending...)
 
 	obs := &observedCatalog{Catalog: f.cat}
 	t := table.New(ident, tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, obs)
@@ -367,6 +391,9 @@ func (f *Facade) maintain(ctx context.Context, datasetID string, pol Lifecycle) 
 			// landed; only a post-commit step failed (none is enabled)
 			return rep, fmt.Errorf("facade: maintain %q: after commit: %w", datasetID, err)
 		}
+	}
+	if later != nil {
+		return rep, fmt.Errorf("facade: maintain %q: committed; files kept for a later run: %w", datasetID, later)
 	}
 	if rep.SnapshotsExpired == 0 && rep.FilesDeleted == 0 && rep.OrphansDeleted == 0 && rep.CompactedFiles == 0 {
 		rep.Skipped = "nothing due"
@@ -562,8 +589,10 @@ func pathKey(p string) string {
 	return path.Clean(p)
 }
 
-// retainedSet is what the table's snapshots reference: their manifests,
-// and the data files live in them.
+// retainedSet is what the snapshots a reader may still read reference:
+// their manifest lists, their manifests, and the data and delete files live
+// in them. Those snapshots are the table's own and the expired snapshots
+// of the expiries still in their grace.
 type retainedSet struct {
 	manifests map[string]bool // by pathKey
 	live      map[string]bool // by pathKey: data files live in a snapshot
@@ -571,111 +600,187 @@ type retainedSet struct {
 }
 
 // readRetained reads every snapshot's manifest list and every distinct
-// manifest once. Bounded by the retention policy.
-func readRetained(tbl *table.Table, fsys iceio.IO) (*retainedSet, error) {
+// manifest once, then those of the expiries still in their grace
+// (pending). Bounded by the retention policy and the grace.
+//
+// A file of the table's own snapshots must be read: one that cannot be
+// (even one gone) leaves the set unknown, and the error says so. A file of
+// a pending expiry that is gone counts as deleted: the snapshots that list
+// it cannot be read any more, and the run that deleted it deleted the
+// files only it referenced first. Any other error leaves the set unknown.
+func readRetained(tbl *table.Table, fsys iceio.IO, loc string, pending []expiredEntry) (*retainedSet, error) {
 	r := &retainedSet{manifests: map[string]bool{}, live: map[string]bool{}, lists: map[string]bool{}}
 	for _, s := range tbl.Metadata().Snapshots() {
-		r.lists[pathKey(s.ManifestList)] = true
-		mfs, err := s.Manifests(fsys)
-		if err != nil {
-			return nil, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+		if err := r.addList(fsys, s.ManifestList, false); err != nil {
+			return nil, fmt.Errorf("snapshot %d: %w", s.SnapshotID, err)
 		}
-		for _, m := range mfs {
-			if r.manifests[pathKey(m.FilePath())] {
-				continue
-			}
-			r.manifests[pathKey(m.FilePath())] = true
-			for e, err := range m.Entries(fsys, true) {
-				if err != nil {
-					return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-				}
-				r.live[pathKey(e.DataFile().FilePath())] = true
+	}
+	for _, e := range pending {
+		ls, err := e.lists(fsys, loc)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range ls {
+			if err := r.addList(fsys, absPath(loc, l), true); err != nil {
+				return nil, fmt.Errorf("expired snapshot in its grace: %w", err)
 			}
 		}
 	}
 	return r, nil
 }
 
+// addList adds a manifest list, its manifests and their live files.
+// With goneOK, a list or manifest that does not exist is skipped.
+func (r *retainedSet) addList(fsys iceio.IO, list string, goneOK bool) error {
+	if list == "" || r.lists[pathKey(list)] {
+		return nil
+	}
+	mfs, err := (table.Snapshot{ManifestList: list}).Manifests(fsys)
+	if goneOK && isNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read manifest list %s: %w", list, err)
+	}
+	r.lists[pathKey(list)] = true
+	for _, m := range mfs {
+		if r.manifests[pathKey(m.FilePath())] {
+			continue
+		}
+		var files []string
+		for e, err := range m.Entries(fsys, true) {
+			if goneOK && isNotExist(err) {
+				files = nil
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			files = append(files, pathKey(e.DataFile().FilePath()))
+		}
+		r.manifests[pathKey(m.FilePath())] = true
+		for _, p := range files {
+			r.live[p] = true
+		}
+	}
+	return nil
+}
+
 type fileRef struct {
 	path string
 	size int64 // -1: unknown
+	rec  int   // index of the expiry entry it was found through
+	data bool  // a data or delete file (not a manifest, list or side file)
 }
 
 // expiredFiles lists the files reachable from the expired manifest lists
-// that the retained snapshots do not reference: data files first, then
-// manifests, then the lists (so an interrupted deletion leaves every list
-// still present readable). A list already gone is skipped.
-func expiredFiles(fsys iceio.IO, loc string, entries []expiredEntry, retained *retainedSet) ([]fileRef, error) {
-	var data, manifests, lists []fileRef
+// that the retained set does not reference: data files first, then
+// manifests, then the lists, then the entries' side files (so an
+// interrupted deletion leaves every list still present readable). A file
+// already gone counts as deleted. An entry with a file that cannot be read
+// otherwise is returned in failed with the error: nothing under that file,
+// nor its list nor its side file, is listed, so a later run finds them.
+func expiredFiles(fsys iceio.IO, loc string, entries []expiredEntry, retained *retainedSet) (files []fileRef, failed map[int]bool, errs error) {
+	var data, manifests, lists, records []fileRef
+	failed = map[int]bool{}
 	seen := map[string]bool{}
-	var records []fileRef
-	for _, e := range entries {
+	fail := func(i int, err error) {
+		failed[i] = true
+		errs = errors.Join(errs, err)
+	}
+	for i, e := range entries {
 		ls, err := e.lists(fsys, loc)
 		if err != nil {
-			return nil, err
-		}
-		if e.File != "" {
-			records = append(records, fileRef{path: absPath(loc, e.File), size: -1})
+			fail(i, err)
+			continue
 		}
 		for _, l := range ls {
 			list := absPath(loc, l)
 			if retained.lists[pathKey(list)] || seen[list] {
 				continue
 			}
-			seen[list] = true
 			mfs, err := (table.Snapshot{ManifestList: list}).Manifests(fsys)
-			if errors.Is(err, fs.ErrNotExist) {
+			if isNotExist(err) {
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("read expired manifest list %s: %w", list, err)
+				fail(i, fmt.Errorf("read expired manifest list %s: %w", list, err))
+				continue
 			}
-			lists = append(lists, fileRef{path: list, size: -1})
+			seen[list] = true
+			listOK := true
 			for _, m := range mfs {
 				if retained.manifests[pathKey(m.FilePath())] || seen[m.FilePath()] {
 					continue
 				}
-				seen[m.FilePath()] = true
 				var mdata []fileRef
+				var merr error
 				for ent, err := range m.Entries(fsys, false) {
 					if err != nil {
-						return nil, fmt.Errorf("read expired manifest %s: %w", m.FilePath(), err)
+						merr = err
+						break
 					}
 					df := ent.DataFile()
 					if retained.live[pathKey(df.FilePath())] || seen[df.FilePath()] {
 						continue
 					}
-					seen[df.FilePath()] = true
-					mdata = append(mdata, fileRef{path: df.FilePath(), size: df.FileSizeBytes()})
+					mdata = append(mdata, fileRef{path: df.FilePath(), size: df.FileSizeBytes(), rec: i, data: true})
 				}
-				data = append(data, mdata...)
-				manifests = append(manifests, fileRef{path: m.FilePath(), size: m.Length()})
+				if isNotExist(merr) {
+					continue
+				}
+				if merr != nil {
+					listOK = false
+					fail(i, fmt.Errorf("read expired manifest %s: %w", m.FilePath(), merr))
+					continue
+				}
+				seen[m.FilePath()] = true
+				for _, d := range mdata {
+					if !seen[d.path] {
+						seen[d.path] = true
+						data = append(data, d)
+					}
+				}
+				manifests = append(manifests, fileRef{path: m.FilePath(), size: m.Length(), rec: i})
+			}
+			if listOK {
+				lists = append(lists, fileRef{path: list, size: -1, rec: i})
+			} else {
+				delete(seen, list) // another entry listing it tries again
 			}
 		}
+		if e.File != "" {
+			records = append(records, fileRef{path: absPath(loc, e.File), size: -1, rec: i})
+		}
 	}
-	return slices.Concat(data, manifests, lists, records), nil
+	return slices.Concat(data, manifests, lists, records), failed, errs
 }
 
 func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// deleteExpired deletes the files of due expiries. A file already gone is
-// not an error.
-func deleteExpired(fsys iceio.IO, loc string, due []expiredEntry, retained *retainedSet) (int, int64, error) {
-	files, err := expiredFiles(fsys, loc, due, retained)
-	if err != nil {
-		return 0, 0, err
-	}
+// deleteExpired deletes the files of due expiries that no snapshot a
+// reader may still read references (retained), and returns the indices of
+// the entries whose files could not all be listed or deleted: those stay
+// recorded for a later run. A file already gone is not an error.
+func deleteExpired(fsys iceio.IO, loc string, due []expiredEntry, retained *retainedSet) (int, int64, map[int]bool, error) {
+	files, failed, errs := expiredFiles(fsys, loc, due, retained)
 	n, bytes := 0, int64(0)
-	var errs error
 	for _, fr := range files {
+		// Data files come first: an entry that failed keeps its
+		// manifests, lists and side file, so a later run reaches what is
+		// left.
+		if failed[fr.rec] && !fr.data {
+			continue
+		}
 		size := fr.size
 		if size < 0 {
 			size = statSize(fsys, fr.path)
 		}
 		if err := fsys.Remove(fr.path); err != nil {
 			if !isNotExist(err) {
+				failed[fr.rec] = true
 				errs = errors.Join(errs, err)
 			}
 			continue
@@ -683,7 +788,7 @@ func deleteExpired(fsys iceio.IO, loc string, due []expiredEntry, retained *reta
 		n++
 		bytes += max(size, 0)
 	}
-	return n, bytes, errs
+	return n, bytes, failed, errs
 }
 
 func statSize(fsys iceio.IO, p string) int64 {
@@ -715,9 +820,12 @@ func (f *Facade) orphanPass(ctx context.Context, tbl *table.Table, fsys iceio.IO
 	if len(candidates) == 0 {
 		return 0, 0, nil
 	}
+	// Every file the pending expiries will delete, including the data
+	// files their snapshots removed, is kept for them.
 	keep := map[string]bool{}
 	if len(pending) > 0 {
-		files, err := expiredFiles(fsys, loc, pending, retained)
+		none := &retainedSet{manifests: map[string]bool{}, live: map[string]bool{}, lists: map[string]bool{}}
+		files, _, err := expiredFiles(fsys, loc, pending, none)
 		if err != nil {
 			return 0, 0, err
 		}
