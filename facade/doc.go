@@ -359,10 +359,16 @@
 // KeepLast+EveryCommits snapshots (plus those younger than
 // KeepYoungerThan), MetadataVersions+1 metadata files, and on storage only
 // the retained snapshots' files, the files of expiries within their grace,
-// and stray files younger than OrphanAge+OrphanEvery. Set FileGrace above
-// the longest read of a non-current snapshot (downstream engines
-// included), and OrphanAge above the longest write, whose data files are
-// unreferenced until it commits.
+// and stray files younger than OrphanAge+OrphanEvery. A file a snapshot
+// still in its grace may read (the table's snapshots, and the snapshots
+// expired less than FileGrace ago) is never deleted, even when an earlier
+// expiry whose grace has passed listed it too. A file of an expired
+// snapshot already gone counts as deleted, so maintenance never stops for
+// good on one; a file that cannot be read keeps what it could reference for
+// a later run, the expiry still commits, and Maintain returns the error.
+// Set FileGrace above the longest read of a non-current snapshot
+// (downstream engines included), and OrphanAge above the longest write,
+// whose data files are unreferenced until it commits.
 //
 // Recovery does not depend on expired snapshots: the ledger allows one
 // open intent per dataset, and every lakewrite commit of a dataset, writes

@@ -40,8 +40,11 @@ type Lifecycle struct {
 	// FileGrace is how long the files that expiry dereferenced stay on
 	// storage after the expiry, for readers still scanning an older
 	// snapshot (Scan, hydration, a downstream engine). They are deleted by
-	// the first Maintain run after the grace. Default 1 minute; a negative
-	// value means no grace (the next run deletes them).
+	// the first Maintain run after the grace, except those a snapshot
+	// still in its grace references (one the table holds, or one expired
+	// less than FileGrace ago), which wait for that snapshot's grace.
+	// Default 1 minute; a negative value means no grace (the next run
+	// deletes them).
 	FileGrace time.Duration
 	// OrphanAge: the orphan pass removes files under the table location that
 	// no retained snapshot, metadata file or pending expiry references and
@@ -190,6 +193,15 @@ var _ Maintainer = (*Facade)(nil)
 // when due; snapshots beyond the policy are expired (never the current
 // one) and what they dereferenced is recorded in the table property lakewrite.expired.
 // Properties, expiry and record land in one commit.
+//
+// Deletion never removes a file that a snapshot still in its grace (one
+// the table holds, or one of an expiry whose FileGrace has not passed) may
+// read. A file of an expired snapshot that is already gone counts as
+// deleted. A file that cannot be read otherwise deletes nothing it could
+// keep in use: the expiries concerned stay recorded for a later run (and
+// the orphan pass waits when the files in use are not known), the rest of
+// the run, expiry included, still commits, and Maintain then returns the
+// error. So no file stops the lifecycle for good.
 //
 // Run it under the dataset's ledger intent (as writestrategy does): it
 // commits to the table, and recovery relies on no other lakewrite commit
