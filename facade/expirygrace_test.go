@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
@@ -46,14 +49,47 @@ func (h heldSnapshot) readAll(ctx context.Context) (int64, error) {
 // under a write every half second of the test clock.
 var tightLifecycle = facade.Lifecycle{KeepLast: 2, EveryCommits: 2, FileGrace: 3 * time.Second}
 
-// frequentWrites appends 2 rows every 500 ms of a test clock, with the
-// tight lifecycle, and runs Maintain whenever a commit says it is due.
+// mergedBatch asks for a merge by "id" (the facade's merge of a Replace).
+type mergedBatch struct{ arrow.RecordBatch }
+
+func (mergedBatch) MergeKey() []string { return []string{"id"} }
+func (mergedBatch) MergeDone(int64)    {}
+
+var mergedSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "v", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+// mergeTen writes ids 0..9 as a merge by id, row i%10 holding value i and
+// the others what they held at write i-1 (one row changed per write).
+func mergeTen(t *testing.T, f *facade.Facade, ds string, i int) facade.CommitResult {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, mergedSchema)
+	defer b.Release()
+	for id := range 10 {
+		v := i - (i-id+10)%10 // the last write <= i that changed id
+		b.Field(0).(*array.Int64Builder).Append(int64(id))
+		b.Field(1).(*array.Int64Builder).Append(int64(v))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	rows := func(yield func(arrow.RecordBatch, error) bool) { yield(mergedBatch{rec}, nil) }
+	res, err := f.Write(context.Background(), facade.Target{DatasetID: ds, WriterID: "w"},
+		facade.WriteRequest{Mode: facade.Replace, Schema: mergedSchema, Rows: rows, TxnID: "m" + strconv.Itoa(i)})
+	require.NoError(t, err)
+	return res
+}
+
+// frequentWrites writes every 500 ms of a test clock, with the tight
+// lifecycle, and runs Maintain whenever a commit says it is due. Each
+// write appends 2 rows, or with merge changes one row of 10 by a merge.
 // After each run it calls after with the run's error, every snapshot
 // written so far (expiredAt set from the run that expired it) and the
-// clock's time after the run. Appends carry manifests from one snapshot to
-// the next until a merge or a compaction rewrites them, so an expiry's
-// snapshots share manifests with the snapshots of the next expiries.
-func frequentWrites(t *testing.T, writes int, after func(i int, err error, held []heldSnapshot, now time.Time, tbl *table.Table)) {
+// clock's time after the run. Appends and merges carry manifests from one
+// snapshot to the next until a merge of manifests or a compaction rewrites
+// them, so an expiry's snapshots share manifests with the snapshots of the
+// next expiries.
+func frequentWrites(t *testing.T, writes int, merge bool, after func(i int, err error, held []heldSnapshot, now time.Time, tbl *table.Table)) {
 	t.Helper()
 	clk := &clock{}
 	e := newIcebergEnv(t, func(c *facade.Config) {
@@ -66,10 +102,17 @@ func frequentWrites(t *testing.T, writes int, after func(i int, err error, held 
 	var held []heldSnapshot
 	for i := range writes {
 		clk.advance(500 * time.Millisecond)
-		res := writeRows(t, e, e.f, ds, facade.Append, 2*i, 2, "w"+strconv.Itoa(i))
+		var res facade.CommitResult
+		rows := int64(10)
+		if merge {
+			res = mergeTen(t, e.f, ds, i)
+		} else {
+			res = writeRows(t, e, e.f, ds, facade.Append, 2*i, 2, "w"+strconv.Itoa(i))
+			rows = int64(2 * (i + 1))
+		}
 		tbl, err := e.f.LoadTable(ctx, ds)
 		require.NoError(t, err)
-		held = append(held, heldSnapshot{tbl: tbl, id: res.SnapshotID, rows: int64(2 * (i + 1))})
+		held = append(held, heldSnapshot{tbl: tbl, id: res.SnapshotID, rows: rows})
 		if !res.MaintenanceDue {
 			continue
 		}
@@ -95,33 +138,42 @@ func frequentWrites(t *testing.T, writes int, after func(i int, err error, held 
 // due expiry also listed.
 func TestGraceProtectsReadersUnderFrequentWrites(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	checked := 0
-	frequentWrites(t, 20, func(i int, merr error, held []heldSnapshot, now time.Time, _ *table.Table) {
-		for _, h := range held {
-			if !h.expiredAt.IsZero() && !now.Before(h.expiredAt.Add(tightLifecycle.FileGrace)) {
-				continue // past its grace: its files may be gone
-			}
-			n, err := h.readAll(ctx)
-			require.NoError(t, err, "write %d: snapshot %d expired %v ago", i, h.id, now.Sub(h.expiredAt))
-			require.Equal(t, h.rows, n, "write %d: snapshot %d", i, h.id)
-			if !h.expiredAt.IsZero() {
-				checked++
-			}
+	for _, merge := range []bool{false, true} {
+		name := "append"
+		if merge {
+			name = "merge"
 		}
-		require.NoError(t, merr, "write %d", i)
-	})
-	require.Positive(t, checked, "expired snapshots in their grace were read")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			checked := 0
+			frequentWrites(t, 20, merge, func(i int, merr error, held []heldSnapshot, now time.Time, _ *table.Table) {
+				for _, h := range held {
+					if !h.expiredAt.IsZero() && !now.Before(h.expiredAt.Add(tightLifecycle.FileGrace)) {
+						continue // past its grace: its files may be gone
+					}
+					n, err := h.readAll(ctx)
+					require.NoError(t, err, "write %d: snapshot %d expired %v ago", i, h.id, now.Sub(h.expiredAt))
+					require.Equal(t, h.rows, n, "write %d: snapshot %d", i, h.id)
+					if !h.expiredAt.IsZero() {
+						checked++
+					}
+				}
+				require.NoError(t, merr, "write %d", i)
+			})
+			require.Positive(t, checked, "expired snapshots in their grace were read")
+		})
+	}
 }
 
 // TestExpiryStaysBoundedUnderFrequentWrites: with expiries coming faster
-// than FileGrace, every maintenance run succeeds and the table holds at
+// than FileGrace (a merge changing one row of 10 every half second), every maintenance run succeeds and the table holds at
 // most KeepLast+EveryCommits snapshots after each, and the expiry record
 // holds only the expiries of about one grace period.
 func TestExpiryStaysBoundedUnderFrequentWrites(t *testing.T) {
 	t.Parallel()
 	runs := 0
-	frequentWrites(t, 30, func(i int, merr error, _ []heldSnapshot, _ time.Time, tbl *table.Table) {
+	frequentWrites(t, 30, true, func(i int, merr error, _ []heldSnapshot, _ time.Time, tbl *table.Table) {
 		runs++
 		require.NoError(t, merr, "write %d", i)
 		require.LessOrEqual(t, len(tbl.Metadata().Snapshots()), tightLifecycle.KeepLast+tightLifecycle.EveryCommits, "write %d", i)
