@@ -2,6 +2,7 @@ package writestrategy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -101,8 +102,9 @@ func (d *Dispatcher) Verify(ctx context.Context, req Request) ([]Parity, error) 
 	return out, nil
 }
 
-// Checksum returns the checksum of a dataset's current contents: its Iceberg table's current snapshot (facade.Lakehouse's
-// Checksum) when the ledger records it on sink.Iceberg, otherwise its
+// Checksum returns the checksum of a dataset's current contents: its
+// Iceberg table's current snapshot, over the columns the ledger declares
+// for the dataset, when the ledger records it on sink.Iceberg, otherwise its
 // rows in the Postgres row store, read through the cursor with the
 // dispatcher's options, unconstrained numerics rounded as an Iceberg write
 // rounds them. Equal business rows on either sink give equal checksums.
@@ -131,7 +133,7 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 		if d.cfg.Lakehouse == nil {
 			return "", facade.Checksum{}, fmt.Errorf("%w: dataset %q lives in Iceberg but DispatchConfig.Lakehouse is nil", ErrInvalid, datasetID)
 		}
-		sum, err := d.cfg.Lakehouse.Checksum(ctx, datasetID, 0)
+		sum, err := d.icebergChecksum(ctx, datasetID, ds.Schema)
 		return sink.Iceberg, sum, err
 	}
 	// The dataset read as a source: the same relation every strategy reads.
@@ -144,6 +146,26 @@ func (d *Dispatcher) checksum(ctx context.Context, tx pgx.Tx, datasetID string, 
 		return sink.Relation, sum, err
 	}
 	return sink.Postgres, sum, err
+}
+
+// icebergChecksum is the checksum of an Iceberg dataset's current snapshot
+// over its declared columns (all business columns when it declares none).
+// An append whose rows leave out a column of the table keeps that column
+// (the earlier rows keep their values, the new ones read NULL), while the
+// dataset declares only the write's columns: the row store, and every
+// strategy reading the dataset as a source, no longer see it.
+func (d *Dispatcher) icebergChecksum(ctx context.Context, datasetID string, declared json.RawMessage) (facade.Checksum, error) {
+	if len(declared) == 0 {
+		return d.cfg.Lakehouse.Checksum(ctx, datasetID, 0)
+	}
+	s, err := ParseSchema(declared)
+	if err != nil {
+		return facade.Checksum{}, fmt.Errorf("dataset %q: declared schema: %w", datasetID, err)
+	}
+	if len(s.Columns) == 0 {
+		return d.cfg.Lakehouse.Checksum(ctx, datasetID, 0)
+	}
+	return facade.ChecksumBatches(d.cfg.Lakehouse.Scan(ctx, datasetID, facade.ScanOptions{Columns: s.names(), ExcludeIdentity: true}))
 }
 
 func (d *Dispatcher) env() *Env {
