@@ -106,7 +106,11 @@
 // the last write keeps no row (none is unchanged): on either sink it is a
 // full rebuild with the new columns. An append_new whose source gained a
 // column appends on either sink with it (the rows already there read NULL
-// in it).
+// in it). One whose source lost a column appends without it: the dataset
+// declares the remaining columns on either sink, and its Iceberg table
+// keeps the column (the earlier rows keep their values, the new ones read
+// NULL), which the dataset's checksum (Verify) leaves out as the row store
+// does.
 //
 // When an output moves to the other sink (a canary flip or a revert), its
 // first write there is a full rebuild: an append strategy then writes the
