@@ -500,27 +500,35 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 		out  []iceberg.DataFile
 		werr error
 	)
-	writeOpts := []table.WriteRecordOption{
-		table.WithWriteUUID(writeID),
-		table.WithRecordBatchBufferSize(f.s.WriteQueue),
-		table.WithTargetFileSize(target),
-		table.WithParquetRowGroupLimit(f.s.RowGroupRows),
-		table.WithMaxWriteWorkers(1),
+	nf, err := f.nativeRewriter(wctx, writeTbl, schema, lineage, target, writeID)
+	if err != nil {
+		return nil, err
 	}
-	writeSchema := schema
-	if lineage != nil {
-		// the rows keep their _row_id and _last_updated_sequence_number
-		if writeSchema, err = lineageArrowSchema(tbl, lineage); err != nil {
-			return nil, err
+	if nf != nil {
+		out, werr = writeNative(nf, rows)
+	} else {
+		writeOpts := []table.WriteRecordOption{
+			table.WithWriteUUID(writeID),
+			table.WithRecordBatchBufferSize(f.s.WriteQueue),
+			table.WithTargetFileSize(target),
+			table.WithParquetRowGroupLimit(f.s.RowGroupRows),
+			table.WithMaxWriteWorkers(1),
 		}
-		writeOpts = append(writeOpts, table.WithPreserveRowLineage(lineage))
-	}
-	for df, err := range table.WriteRecords(wctx, writeTbl, writeSchema, rows, writeOpts...) {
-		if err != nil {
-			werr = errors.Join(werr, err)
-			continue
+		writeSchema := schema
+		if lineage != nil {
+			// the rows keep their _row_id and _last_updated_sequence_number
+			if writeSchema, err = lineageArrowSchema(tbl, lineage); err != nil {
+				return nil, err
+			}
+			writeOpts = append(writeOpts, table.WithPreserveRowLineage(lineage))
 		}
-		out = append(out, df)
+		for df, err := range table.WriteRecords(wctx, writeTbl, writeSchema, rows, writeOpts...) {
+			if err != nil {
+				werr = errors.Join(werr, err)
+				continue
+			}
+			out = append(out, df)
+		}
 	}
 	if srcErr != nil {
 		return out, srcErr
@@ -539,6 +547,82 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 		return out, fmt.Errorf("rewrote %d rows of %d", after, before)
 	}
 	return out, nil
+}
+
+// nativeRewriter returns the facade's own Parquet writer (pqwrite.go) for
+// a rewrite of tbl's files whose rows are read as schema, when the facade
+// writes tbl's files itself: the rewritten files then have the encodings,
+// physical types, statistics and row groups of the files a write adds.
+// lineage, when not nil, is the schema with the row lineage columns the
+// rewrite carries. It returns nil when iceberg-go's writer writes tbl's
+// files (a partition spec, a sort order, writer properties or column
+// types the facade's writer leaves to it).
+func (f *Facade) nativeRewriter(ctx context.Context, tbl *table.Table, schema *arrow.Schema, lineage *iceberg.Schema,
+	target int64, writeID uuid.UUID) (*nativeFiles, error) {
+	fileSchema := tbl.Schema()
+	if lineage != nil {
+		fileSchema = lineage
+	}
+	sc, err := table.SchemaToArrowSchemaWithOptions(fileSchema, table.ArrowSchemaOptions{
+		IncludeFieldIDs: true, TableProperties: tbl.Metadata().Properties(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write schema: %w", err)
+	}
+	if !nativeWritable(tbl, sc) || !sameLayout(schema, sc) {
+		return nil, nil
+	}
+	nf, err := newNativeFiles(ctx, tbl, sc, f.s.RowGroupRows, target, f.s.Allocator, writeID)
+	if err != nil {
+		return nil, err
+	}
+	nf.fileSchema = fileSchema
+	return nf, nil
+}
+
+// sameLayout reports whether batches of schema a can be written as batches
+// of b: the same names, types and nullability in the same order (b may add
+// metadata, such as field ids).
+func sameLayout(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i, fa := range a.Fields() {
+		fb := b.Field(i)
+		if fa.Name != fb.Name || fa.Nullable != fb.Nullable || !arrow.TypeEqual(fa.Type, fb.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeNative writes rows (which carry no error) with nf, rolling files at
+// its target size. It returns the files written, also on error (the open
+// file is then removed; the caller deletes the others).
+func writeNative(nf *nativeFiles, rows iter.Seq2[arrow.RecordBatch, error]) ([]iceberg.DataFile, error) {
+	var out []iceberg.DataFile
+	var err error
+	for rec := range rows {
+		out2 := array.NewRecordBatch(nf.sc, rec.Columns(), rec.NumRows())
+		rec.Release()
+		err = nf.write(out2)
+		out2.Release()
+		if err == nil && nf.full() {
+			var df iceberg.DataFile
+			if df, err = nf.close(); df != nil {
+				out = append(out, df)
+			}
+		}
+		if err != nil {
+			nf.abort()
+			return out, err
+		}
+	}
+	df, err := nf.close()
+	if df != nil {
+		out = append(out, df)
+	}
+	return out, err
 }
 
 // mergeStream is one file's batches during a merge.

@@ -197,6 +197,11 @@ func nativeWriterProps(props iceberg.Properties, sc *arrow.Schema, rowGroupRows 
 	if sc.HasField(ColCreatedAt) {
 		wp = append(wp, parquet.WithDictionaryFor(ColCreatedAt, true))
 	}
+	if sc.HasField(iceberg.RowIDColumnName) {
+		// a rewrite's Iceberg row ids (format v3): unique per row, mostly
+		// consecutive, as __row_index
+		wp = append(wp, parquet.WithDictionaryFor(iceberg.RowIDColumnName, false))
+	}
 	return parquet.NewWriterProperties(wp...), nil
 }
 
@@ -232,6 +237,9 @@ type nativeFiles struct {
 	targetSize int64
 	writeID    uuid.UUID
 	opened     int
+	// fileSchema is the Iceberg schema of the files (statistics and field
+	// ids): the table's, or a rewrite's with the row lineage columns.
+	fileSchema *iceberg.Schema
 
 	cur *nativeFile
 }
@@ -315,7 +323,7 @@ func newNativeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Schema, row
 	return &nativeFiles{
 		tbl: tbl, fs: wfs, loc: loc, sc: sc, props: props,
 		arrProps:   pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem), pqarrow.WithStoreSchema()),
-		targetSize: targetSize, writeID: writeID,
+		targetSize: targetSize, writeID: writeID, fileSchema: tbl.Schema(),
 	}, nil
 }
 
@@ -371,7 +379,7 @@ func (n *nativeFiles) close() (iceberg.DataFile, error) {
 		return nil, fmt.Errorf("facade: data file footer: %w", err)
 	}
 	df, err := table.DataFileFromMetadata(table.DataFileArgs{
-		Schema:        n.tbl.Schema(),
+		Schema:        n.fileSchema,
 		Spec:          n.tbl.Spec(),
 		Format:        iceberg.ParquetFile,
 		Metadata:      meta,
