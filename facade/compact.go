@@ -36,9 +36,10 @@ import (
 // error it returns without deleting the files it already wrote, and its
 // result carries only counts, so after a failed catalog commit the caller
 // cannot delete the new files either; nor can it order rows across files.
-// compact writes the files itself (table.WriteRecords, as writeFiles does)
-// and stages them with Transaction.NewRewrite, the builder RewriteDataFiles
-// uses underneath: same snapshot operation and conflict validation, with the
+// compact writes the files itself, with the writer writeFiles uses for the
+// table (the facade's own, pqwrite.go, or table.WriteRecords), and stages
+// them with Transaction.NewRewrite, the builder RewriteDataFiles uses
+// underneath: same snapshot operation and conflict validation, with the
 // new files in our hands for cleanup.
 
 const (
@@ -369,7 +370,8 @@ func mergeGroups(files []compactFile) [][]compactFile {
 // data files of about target bytes. It returns the files written, also on
 // error (the caller deletes them).
 //
-// As in writeFiles, the stream handed to iceberg-go never carries an error
+// The files are written as writeFiles writes the table's (nativeRewriter).
+// As in writeFiles, the stream handed to the writer never carries an error
 // and never sees the caller's cancellation: on any failure it simply ends,
 // so every file the writer produced is returned instead of leaking.
 func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table.Snapshot, files []compactFile,

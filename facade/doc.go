@@ -431,9 +431,13 @@
 // __created_at a dictionary, decimals of precision <= 18 as INT32/INT64,
 // and the business columns the table's codec, level, page and dictionary
 // settings, on format v2 and v3 alike (a v3 file holds no lineage
-// columns: its rows inherit them). Partitioned and sorted tables, and
-// tables with bloom-filter or variant-shredding properties, are written by
-// iceberg-go's writer, as are compacted files.
+// columns: its rows inherit them). Compaction and copy-on-write merges
+// rewrite such a table's files with the same writer and settings, so a
+// rewritten file has the layout and statistics of a written one (on v3 it
+// also carries the rows' _row_id and _last_updated_sequence_number, as the
+// spec asks of a rewrite; _row_id without a dictionary). Partitioned and
+// sorted tables, and tables with bloom-filter or variant-shredding
+// properties, are written, compacted and rewritten by iceberg-go's writer.
 //
 // Every data file, from either writer, is meant to be read by the engines
 // users query the tables with. Each choice of the facade's writer and the

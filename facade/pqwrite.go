@@ -49,12 +49,19 @@ import (
 // sets first_row_id where the snapshot needs it (addV3). Tables with a
 // partition spec, a sort order or writer properties this path does not
 // reproduce (bloom filters, variant shredding) keep iceberg-go's writer.
+//
+// Compaction and copy-on-write merges rewrite files through the same path
+// (nativeRewriter), so a rewritten file is laid out as a written one; on
+// format v3 a rewrite also writes the rows' _row_id (no dictionary) and
+// _last_updated_sequence_number, described under the schema with the row
+// lineage columns.
 
 // PropertyRowIndexEncoding is the table property choosing the Parquet
 // encoding of __row_index in the files the facade writes itself
-// (unpartitioned, unsorted format v2 tables; iceberg-go's writer, and so
-// compaction, ignores it). Set it with Config.TableProperties (applied when
-// the facade creates a table) or on the table. Values:
+// (unpartitioned, unsorted tables, their compactions and copy-on-write
+// rewrites included; iceberg-go's writer ignores it). Set it with
+// Config.TableProperties (applied when the facade creates a table) or on
+// the table. Values:
 //
 //   - "plain" (default): PLAIN under the table's codec, read by every
 //     Parquet reader.
