@@ -217,6 +217,17 @@ func TestCompactFilesLikeWrites(t *testing.T) {
 			require.Equal(t, before, fullRows(t, e.f, "c"))
 			if version >= 3 {
 				require.Equal(t, lin, lineageOf(t, e.f, "c"))
+				// the lineage columns have statistics too: row ids 0..8799,
+				// the sequence numbers of the eight appends
+				for id, bounds := range map[int][2]int64{
+					iceberg.RowIDFieldID:                     {0, int64(len(ids)) - 1},
+					iceberg.LastUpdatedSequenceNumberFieldID: {1, 8},
+				} {
+					lo, _ := int64Bound(df.LowerBoundValues()[id])
+					hi, _ := int64Bound(df.UpperBoundValues()[id])
+					require.Equal(t, bounds, [2]int64{lo, hi}, "bounds of field %d", id)
+					require.EqualValues(t, len(ids), df.ValueCounts()[id])
+				}
 			}
 			want, err := e.f.Checksum(ctx, "ref", 0)
 			require.NoError(t, err)
