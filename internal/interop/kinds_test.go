@@ -133,8 +133,8 @@ func TestDuckDBReadsEveryTableKind(t *testing.T) {
 		require.Positive(t, rep.CompactedFiles)
 		require.Less(t, len(e.dataFiles("append_hist")), before)
 		e.check("append_hist", `SELECT * FROM truth.append_hist`)
-		// One more append lands a file of the own writer beside the
-		// compacted one (iceberg-go's writer).
+		// One more append lands a file beside the compacted one (both of
+		// the own writer).
 		e.load("append_src", gen2)
 		e.write(deploy)
 		e.exec(`INSERT INTO truth.append_hist ` + gen2)

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -91,6 +92,41 @@ func TestDuckDBV3DeletionVectors(t *testing.T) {
 func TestDuckDBV3Decimals(t *testing.T) {
 	e := newEnv(t)
 	const id = "v3_decimals"
+	e.writeDecimals(id, facade.Replace, 1, 100)
+	tbl, err := e.lw.Facade.LoadTable(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 3, tbl.Metadata().Version())
+	require.Equal(t, []string{"amount INT64", "small INT32"}, e.decimalTypes(id))
+	e.check(id, decimalsSQL(1, 100))
+}
+
+// TestDuckDBCompactedDecimals: compaction writes the files as a write
+// does, decimals of precision <= 18 as INT64 and INT32, on format v2 and
+// v3 (where the files also hold the row lineage columns), and DuckDB
+// reads every value of the compacted table back.
+func TestDuckDBCompactedDecimals(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"compacted_decimals", "v3_compacted_decimals"} {
+		t.Run(id, func(t *testing.T) {
+			e.t = t
+			for lo := int64(1); lo <= 100; lo += 25 {
+				e.writeDecimals(id, facade.Append, lo, lo+24)
+			}
+			require.Len(t, e.dataFiles(id), 4)
+			rep, err := e.lw.Facade.MaintainWith(e.ctx, id, facade.Lifecycle{CompactMinFiles: 2, KeepLast: 1, FileGrace: -1, EveryCommits: 1})
+			require.NoError(t, err)
+			require.Equal(t, 4, rep.CompactedFiles)
+			require.Len(t, e.dataFiles(id), 1)
+			require.Equal(t, []string{"amount INT64", "small INT32"}, e.decimalTypes(id))
+			e.check(id, decimalsSQL(1, 100))
+		})
+	}
+}
+
+// writeDecimals writes the rows lo..hi of decimalsSQL to dataset id with
+// the facade (the Dispatcher's numerics arrive as decimal(38,18)).
+func (e *env) writeDecimals(id string, mode facade.WriteMode, lo, hi int64) {
+	e.t.Helper()
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
 		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true},
@@ -98,7 +134,7 @@ func TestDuckDBV3Decimals(t *testing.T) {
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
-	for i := int64(1); i <= 100; i++ {
+	for i := lo; i <= hi; i++ {
 		b.Field(0).(*array.Int32Builder).Append(int32(i))
 		if i%10 == 0 {
 			b.Field(1).AppendNull()
@@ -109,13 +145,21 @@ func TestDuckDBV3Decimals(t *testing.T) {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	_, err := e.lw.Facade.Write(e.ctx, facade.Target{DatasetID: id}, facade.WriteRequest{Mode: facade.Replace, Schema: sc,
+	_, err := e.lw.Facade.Write(e.ctx, facade.Target{DatasetID: id}, facade.WriteRequest{Mode: mode, Schema: sc,
 		Rows: func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }})
-	require.NoError(t, err)
-	tbl, err := e.lw.Facade.LoadTable(e.ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, 3, tbl.Metadata().Version())
+	require.NoError(e.t, err)
+}
 
+// decimalsSQL is the rows lo..hi of writeDecimals in Postgres.
+func decimalsSQL(lo, hi int64) string {
+	return `SELECT g AS id, CASE WHEN g % 10 = 0 THEN NULL ELSE ((g::bigint * 123456789 - 5000000000) / 100.0)::numeric(12,2) END AS amount,
+		(-g * 999999 / 1000.0)::numeric(9,3) AS small FROM generate_series(` + strconv.FormatInt(lo, 10) + `, ` + strconv.FormatInt(hi, 10) + `) g`
+}
+
+// decimalTypes is the Parquet physical type of the decimal columns of
+// writeDecimals in the current data files of id, as DuckDB reads them.
+func (e *env) decimalTypes(id string) []string {
+	e.t.Helper()
 	files := e.dataFiles(id)
 	quoted := make([]string, len(files))
 	for i, f := range files {
@@ -123,17 +167,14 @@ func TestDuckDBV3Decimals(t *testing.T) {
 	}
 	rows, err := e.duck.QueryContext(e.ctx, `SELECT DISTINCT name, type FROM parquet_schema([`+strings.Join(quoted, ", ")+
 		`]) WHERE name IN ('amount', 'small') ORDER BY name`)
-	require.NoError(t, err)
+	require.NoError(e.t, err)
+	defer rows.Close()
 	var got []string
 	for rows.Next() {
 		var name, typ string
-		require.NoError(t, rows.Scan(&name, &typ))
+		require.NoError(e.t, rows.Scan(&name, &typ))
 		got = append(got, name+" "+typ)
 	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
-	require.Equal(t, []string{"amount INT64", "small INT32"}, got)
-
-	e.check(id, `SELECT g AS id, CASE WHEN g % 10 = 0 THEN NULL ELSE ((g::bigint * 123456789 - 5000000000) / 100.0)::numeric(12,2) END AS amount,
-		(-g * 999999 / 1000.0)::numeric(9,3) AS small FROM generate_series(1, 100) g`)
+	require.NoError(e.t, rows.Err())
+	return got
 }
