@@ -189,11 +189,11 @@ func TestCompactFilesLikeWrites(t *testing.T) {
 			e := newCompactEnv(t, func(c *Config) { c.FormatVersionFor = func(string) (int, bool) { return version, true } })
 			defer e.mem.AssertSize(t, 0)
 			ctx := context.Background()
-			ids := idRange(0, 8*layoutBatchRows)
+			ids := idRange(0, 4*layoutBatchRows)
 			// the reference: the same rows in one write
 			writeLayout(t, e.f, "ref", Replace, ids, noTag, false)
 			ref := onlyFile(t, e.f, "ref")
-			for i := range 8 {
+			for i := range 4 {
 				writeLayout(t, e.f, "c", Append, ids[i*layoutBatchRows:(i+1)*layoutBatchRows], noTag, false)
 			}
 			tbl := mustLoad(t, e.f, "c")
@@ -207,9 +207,9 @@ func TestCompactFilesLikeWrites(t *testing.T) {
 				lin = lineageOf(t, e.f, "c")
 			}
 
-			tbl, rep, err := e.f.compact(ctx, tbl, compactOptions{})
+			tbl, rep, err := e.f.compact(ctx, tbl, compactOptions{MinFiles: 4})
 			require.NoError(t, err)
-			require.Equal(t, 8, rep.CompactedFiles)
+			require.Equal(t, 4, rep.CompactedFiles)
 			require.Equal(t, 1, rep.WrittenFiles)
 			df := onlyFile(t, e.f, "c")
 			require.Equal(t, table.OpReplace, tbl.CurrentSnapshot().Summary.Operation)
@@ -217,11 +217,11 @@ func TestCompactFilesLikeWrites(t *testing.T) {
 			require.Equal(t, before, fullRows(t, e.f, "c"))
 			if version >= 3 {
 				require.Equal(t, lin, lineageOf(t, e.f, "c"))
-				// the lineage columns have statistics too: row ids 0..8799,
-				// the sequence numbers of the eight appends
+				// the lineage columns have statistics too: row ids 0..4399,
+				// the sequence numbers of the four appends
 				for id, bounds := range map[int][2]int64{
 					iceberg.RowIDFieldID:                     {0, int64(len(ids)) - 1},
-					iceberg.LastUpdatedSequenceNumberFieldID: {1, 8},
+					iceberg.LastUpdatedSequenceNumberFieldID: {1, 4},
 				} {
 					lo, _ := int64Bound(df.LowerBoundValues()[id])
 					hi, _ := int64Bound(df.UpperBoundValues()[id])
@@ -248,7 +248,7 @@ func TestMergeCoWFilesLikeWrites(t *testing.T) {
 			t.Parallel()
 			e := newCompactEnv(t, copyOnWriteAll, func(c *Config) { c.FormatVersionFor = func(string) (int, bool) { return version, true } })
 			defer e.mem.AssertSize(t, 0)
-			ids := idRange(0, 8*layoutBatchRows)
+			ids := idRange(0, 4*layoutBatchRows)
 			changed := func(id int64) string {
 				if id%4 == 1 {
 					return "-changed"
