@@ -21,6 +21,24 @@ import (
 // timestamps as int64 µs, UUIDs as 16 bytes (string or binary form),
 // strings and binaries as bytes. Columns are folded in name order, so column
 // order does not matter; identity columns are never hashed.
+//
+// It comes in two forms that differ only for rows holding a float -0:
+//
+//   - the row-id hash (version 1, behind __row_id): every NaN is one value
+//     and -0 is +0, as it has been since row ids were first written, so the
+//     __row_id of a row does not depend on which library version wrote it;
+//   - the row hash (behind Checksum and the merge's comparison of rows):
+//     the row-id hash of a row without a float -0, and for a row with one
+//     that hash mixed with where its -0 values are (the columns, and the
+//     positions within arrays), so -0 and +0 differ as they differ in
+//     Postgres' text form and in the row store. Every NaN is still one
+//     value: Postgres prints every NaN as "NaN", and the row store keeps
+//     them as that text.
+//
+// Every other distinction the sinks make is one of the row-id hash
+// already: NULL hashes apart from every value (the text 'NULL', the JSON
+// text null, the empty string, the empty array, 0, false), and an array's
+// length and its NULL elements are hashed.
 
 const (
 	k1 = 0xa0761d6478bd642f
@@ -311,6 +329,8 @@ func intHashes[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32](vs []T,
 	}
 }
 
+// floatBits is the value a float contributes to the row-id hash: every NaN
+// is one value and -0 is +0 (the row hash tells -0 apart: see negZeros).
 func floatBits(v float64) uint64 {
 	switch {
 	case math.IsNaN(v):
@@ -321,12 +341,75 @@ func floatBits(v float64) uint64 {
 	return math.Float64bits(v)
 }
 
+// kNegZero separates the row hash of a row holding a float -0 from the
+// row-id hash it is derived from.
+const kNegZero = 0x589965cc75374cc3
+
+// isNegZero reports whether v is -0.
+func isNegZero(v float64) bool { return v == 0 && math.Signbit(v) }
+
+// negZeros calls mark(i, where) for each non-NULL value i of arr that is or
+// holds a float -0: where is 1 for a float, and for an array a hash of the
+// positions (and, nested, the places) of the -0 among its elements. Values
+// without one, and arrays of types that hold no float, are not reported.
+func negZeros(arr arrow.Array, mark func(i int, where uint64)) {
+	switch a := arr.(type) {
+	case *array.Float64:
+		for i, v := range a.Float64Values() {
+			if isNegZero(v) && a.IsValid(i) {
+				mark(i, 1)
+			}
+		}
+	case *array.Float32:
+		for i, v := range a.Float32Values() {
+			if isNegZero(float64(v)) && a.IsValid(i) {
+				mark(i, 1)
+			}
+		}
+	case *array.List:
+		// the elements' -0 in element order, then folded per list
+		type at struct {
+			k     int
+			where uint64
+		}
+		var found []at
+		negZeros(a.ListValues(), func(k int, where uint64) { found = append(found, at{k, where}) })
+		for j, i := 0, 0; j < len(found) && i < a.Len(); i++ {
+			lo, hi := a.ValueOffsets(i)
+			for j < len(found) && int64(found[j].k) < lo {
+				j++
+			}
+			if a.IsNull(i) {
+				continue
+			}
+			w, has := uint64(0), false
+			for ; j < len(found) && int64(found[j].k) < hi; j++ {
+				w, has = mix(mix(w, uint64(int64(found[j].k)-lo)), found[j].where), true
+			}
+			if has {
+				mark(i, w)
+			}
+		}
+	}
+}
+
 // rowHasher computes row hashes over the business columns of batches that
 // share one schema. Not safe for concurrent use: it keeps scratch space.
 type rowHasher struct {
 	order []int    // business column indices, sorted by name
 	seeds []uint64 // per order entry: hash of the column name
 	vals  []uint64 // scratch: one column's value hashes
+	// zeros are the rows of the last batch hashed that hold a float -0,
+	// each with where they hold them (see negZeros); zat maps a row to
+	// its entry plus one (0: none), sized on the first -0.
+	zeros []negZeroRow
+	zat   []int32
+}
+
+// negZeroRow is a row holding a float -0 and where it holds them.
+type negZeroRow struct {
+	row   int
+	where uint64
 }
 
 func newRowHasher(sc *arrow.Schema) *rowHasher {
@@ -346,19 +429,62 @@ func newRowHasher(sc *arrow.Schema) *rowHasher {
 	return &rowHasher{order: order, seeds: seeds}
 }
 
-// hash fills h (resized to the batch length) with the row hashes.
+// hash fills h (resized to the batch length) with the row-id hashes and
+// notes the rows holding a float -0 (see exact and sum).
 func (rh *rowHasher) hash(rec arrow.RecordBatch, h []uint64) ([]uint64, error) {
 	n := int(rec.NumRows())
 	h = slices.Grow(h[:0], n)[:n]
 	clear(h)
 	rh.vals = slices.Grow(rh.vals[:0], n)[:n]
+	for _, z := range rh.zeros {
+		rh.zat[z.row] = 0
+	}
+	rh.zeros = rh.zeros[:0]
 	sc := rec.Schema()
 	for j, i := range rh.order {
 		if err := hashColumn(sc.Field(i), rh.seeds[j], rec.Column(i), h, rh.vals); err != nil {
 			return nil, err
 		}
+		seed := rh.seeds[j]
+		negZeros(rec.Column(i), func(r int, where uint64) {
+			if len(rh.zat) < n {
+				rh.zat = slices.Grow(rh.zat[:0], n)[:n]
+				clear(rh.zat)
+			}
+			z := int(rh.zat[r]) - 1
+			if z < 0 {
+				z = len(rh.zeros)
+				rh.zeros = append(rh.zeros, negZeroRow{row: r})
+				rh.zat[r] = int32(z + 1)
+			}
+			rh.zeros[z].where = mix(rh.zeros[z].where^seed, where)
+		})
 	}
 	return h, nil
+}
+
+// exactHash is the row hash of a row whose row-id hash is h and that holds
+// a float -0 where z says.
+func exactHash(h uint64, z negZeroRow) uint64 { return mix(h^kNegZero, z.where) }
+
+// exact turns the row-id hashes h of the last batch hashed into its row
+// hashes, in place.
+func (rh *rowHasher) exact(h []uint64) []uint64 {
+	for _, z := range rh.zeros {
+		h[z.row] = exactHash(h[z.row], z)
+	}
+	return h
+}
+
+// sum adds to c the rows of the last batch hashed, given their row-id
+// hashes h: c sums their row hashes.
+func (rh *rowHasher) sum(c *Checksum, h []uint64) {
+	c.add(h)
+	for _, z := range rh.zeros {
+		old, v := h[z.row], exactHash(h[z.row], z)
+		c.Sum += v - old
+		c.Sum2 += mix(v, k3) - mix(old, k3)
+	}
 }
 
 // Checksum is an order-independent fingerprint of a set of rows
@@ -408,7 +534,7 @@ func ChecksumBatches(batches iter.Seq2[arrow.RecordBatch, error]) (Checksum, err
 		if err != nil {
 			return Checksum{}, err
 		}
-		c.add(h)
+		rh.sum(&c, h)
 	}
 	return c, nil
 }

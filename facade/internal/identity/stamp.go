@@ -116,7 +116,7 @@ func (s *Stamper) Stamp(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.sum.add(s.h)
+	s.hasher.sum(&s.sum, s.h) // s.h stays the row-id hashes
 
 	cols := make([]arrow.Array, len(s.src))
 	defer func() {
