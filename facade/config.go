@@ -85,6 +85,9 @@ type Config struct {
 	// for tests (above 1: never); 0, always, takes the measured crossover
 	// of the format version (mergeCoWShareV2, mergeCoWShareV3).
 	mergeCoWShare float64
+	// keyHash, when set, replaces each key hash of a merge (tests: distinct
+	// keys sharing a hash).
+	keyHash func(uint64) uint64
 	// Lifecycle is the table maintenance policy of every dataset (see
 	// Lifecycle for its zero-value defaults and Facade.Maintain).
 	Lifecycle Lifecycle

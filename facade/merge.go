@@ -42,8 +42,10 @@ var errMergeShape = errors.New("facade: merge")
 type mergeEntry struct {
 	hash  uint64 // the row hash of its business columns
 	khash uint64 // the row hash of its key columns
+	key   uint64 // its key, exactly (see mergeKeys)
 	pos   int64  // position in its data file
 	file  int32  // index into mergePlan.files
+	knull bool   // its key is NULL (an integer key, see mergeKeys)
 	seen  bool   // an output row has the same key
 	keep  bool   // ... and the same row hash: left in place
 }
@@ -55,6 +57,7 @@ type mergePlan struct {
 	files   []iceberg.DataFile
 	tasks   []table.FileScanTask // the scan task of each of files
 	entries []mergeEntry         // in the order the probe read them
+	keys    mergeKeys            // the entries' keys
 	byKey   keyIndex
 	// next is the entry after the one the last output row matched: the
 	// output mostly comes in the target's order (unchanged rows stay in
@@ -112,7 +115,7 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 	if err != nil {
 		return nil, fmt.Errorf("facade: merge: %w", err)
 	}
-	p := &mergePlan{key: key, dead: map[int32]map[int64]bool{}, olds: map[int32][]iceberg.DataFile{}}
+	p := &mergePlan{key: key, keys: mergeKeys{cols: key, hash: f.s.keyHash}, dead: map[int32]map[int64]bool{}, olds: map[int32][]iceberg.DataFile{}}
 	var rows int64
 	for _, t := range tasks {
 		rows += t.File.Count()
@@ -144,43 +147,31 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 				return nil, fmt.Errorf("facade: merge: read %s: %w", t.File.FilePath(), err)
 			}
 			if h, err = identity.RowHashes(rec, h); err == nil {
-				kh, err = keyHashes(rec, key, kh)
+				kh, err = p.keys.batch(rec, kh)
 			}
-			if err != nil {
-				rec.Release()
-				return nil, err
-			}
-			for i := range h {
+			for i := 0; i < len(h) && err == nil; i++ {
 				if dead[pos] {
 					pos++
 					continue
 				}
-				p.entries = append(p.entries, mergeEntry{hash: h[i], khash: kh[i], file: fi, pos: pos})
+				e := mergeEntry{hash: h[i], khash: kh[i], file: fi, pos: pos}
+				var k probeKey
+				if k, err = p.keys.at(i); err == nil {
+					err = p.keys.store(&e, k)
+				}
+				p.entries = append(p.entries, e)
 				pos++
 			}
 			rec.Release()
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
-	if p.byKey, err = buildKeyIndex(p.entries); err != nil {
+	if p.byKey, err = buildKeyIndex(p.entries, &p.keys); err != nil {
 		return nil, err
 	}
 	return p, nil
-}
-
-// keyHashes returns the row hashes of rec's key columns.
-func keyHashes(rec arrow.RecordBatch, key []string, h []uint64) ([]uint64, error) {
-	fields := make([]arrow.Field, len(key))
-	cols := make([]arrow.Array, len(key))
-	for i, k := range key {
-		idx := rec.Schema().FieldIndices(k)
-		if len(idx) != 1 {
-			return nil, fmt.Errorf("%w: merge key column %q is not in the rows", ErrInvalidRequest, k)
-		}
-		fields[i], cols[i] = rec.Schema().Field(idx[0]), rec.Column(idx[0])
-	}
-	kr := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
-	defer kr.Release()
-	return identity.RowHashes(kr, h)
 }
 
 // deletedPositions reads the positions of t's data file that its position
@@ -259,7 +250,7 @@ func (p *mergePlan) filter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch
 			}
 			var herr error
 			if h, herr = identity.RowHashes(rec, h); herr == nil {
-				kh, herr = keyHashes(rec, p.key, kh)
+				kh, herr = p.keys.batch(rec, kh)
 			}
 			if herr != nil {
 				yield(nil, herr)
@@ -270,9 +261,14 @@ func (p *mergePlan) filter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch
 			write := 0
 			for i := range h {
 				keep := false
+				k, err := p.keys.at(i)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
 				j := p.next
-				if j >= len(p.entries) || p.entries[j].khash != kh[i] {
-					j = p.byKey.find(p.entries, kh[i])
+				if j >= len(p.entries) || p.entries[j].khash != kh[i] || !p.keys.equal(&p.entries[j], k) {
+					j = p.byKey.find(p.entries, &p.keys, kh[i], k)
 				}
 				if j >= 0 {
 					p.next = j + 1
