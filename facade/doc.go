@@ -169,12 +169,26 @@
 // identity: nullable __row_id and __created_at columns in the request keep
 // their non-null values (uniqueness is then the caller's).
 //
-// The row hash behind __row_id and Checksum is frozen as RowIDVersion "1",
-// recorded in the table property and the snapshot summary
-// lakewrite.row-id-version. A table recording another version is refused
-// with an error matching ErrRowIDVersion (naming the dataset and the
-// version its table records) before any file is written: changing the row
-// id function is a deliberate migration.
+// The row hash behind __row_id is frozen as RowIDVersion "1", recorded in
+// the table property and the snapshot summary lakewrite.row-id-version. A
+// table recording another version is refused with an error matching
+// ErrRowIDVersion (naming the dataset and the version its table records)
+// before any file is written: changing the row id function is a deliberate
+// migration.
+//
+// Checksum and the merge's comparison of rows use a row hash that tells
+// apart every pair of values the sinks tell apart: NULL from every value
+// (the text 'NULL', a JSON null, the empty string, the empty array), an
+// array's length and elements, and a float -0 from +0 (Postgres prints -0,
+// and the row store keeps it); every NaN is one value, as Postgres prints
+// each "NaN". For a row without a float -0 it is the hash behind __row_id.
+// __row_id keeps version 1's hash, in which -0 is +0, so the id of no
+// existing row changes. No table stores a row hash: a merge hashes the
+// live rows it reads and Checksum reads the snapshot, so a table that a
+// merge of an earlier library left holding +0 where its source holds -0
+// is compared exactly by its next merge, which rewrites that row. Only the
+// lakewrite.checksum of snapshots written by earlier libraries differs
+// from what Checksum now computes, for rows holding a -0.
 //
 // # Merges
 //
@@ -185,10 +199,14 @@
 // the table's business columns. The facade probes the current snapshot
 // file by file (the business columns of each live row are hashed with the
 // row hash behind Checksum and dropped at once; existing position deletes
-// applied; nothing is kept but a key hash, a row hash and a position per
-// row; while it runs, up to 32 MiB of the rows are read ahead, so the
-// source keeps streaming), then streams the rows: a row whose key and row
-// hash match a live row is left in place (its __row_index, __row_id and
+// applied; nothing is kept per row but its key, a key hash, a row hash
+// and a position: a key of one integer column as its value, any other key
+// as a canonical encoding of its values; while it runs, up to 32 MiB of
+// the rows are read ahead, so the source keeps streaming), then streams
+// the rows: a row whose key equals a live row's (compared value by value:
+// the key hash only chooses where the key is looked for, so keys sharing
+// a hash stay distinct) and whose row hash matches that row's is left in
+// place (its __row_index, __row_id and
 // __created_at with it), every other row is written as a new row, and the
 // live rows whose key changed content or is gone get a position delete. One row-delta snapshot
 // (merge-on-read: on format v2 one Parquet position delete file per data

@@ -7,11 +7,13 @@ import (
 	"github.com/apache/iceberg-go"
 )
 
-// RowIDVersion is the version of the row hash behind __row_id (and
-// Checksum) that this library computes. Every table the facade writes
-// records it as the table property "lakewrite.row-id-version", and every
-// snapshot under the summary key "lakewrite.row-id-version". A change to how __row_id is computed
-// must bump it: the tables written with another version are then refused
+// RowIDVersion is the version of the row hash behind __row_id that this
+// library computes (Checksum uses it too, telling a float -0 from +0 where
+// __row_id does not: see "Identity" in the package documentation). Every
+// table the facade writes records it as the table property
+// "lakewrite.row-id-version", and every snapshot under the summary key
+// "lakewrite.row-id-version". A change to how __row_id is computed must
+// bump it: the tables written with another version are then refused
 // (ErrRowIDVersion) instead of silently mixing row ids of two functions,
 // and moving a table to the new version is a deliberate migration.
 const RowIDVersion = "1"
