@@ -94,9 +94,10 @@ type mergeKeys struct {
 	// hash, when set, replaces each key hash (tests: keys sharing hashes)
 	hash func(uint64) uint64
 
-	// the batch being read
+	// the batch being read (i64: its key column, when ints and Int64)
 	fields []arrow.Field
 	arrs   []arrow.Array
+	i64    *array.Int64
 	buf    []byte
 }
 
@@ -126,6 +127,10 @@ func (m *mergeKeys) batch(rec arrow.RecordBatch, kh []uint64) ([]uint64, error) 
 			m.ints = identity.IsIntArray(m.arrs[0])
 		}
 	}
+	m.i64 = nil
+	if a, ok := m.arrs[0].(*array.Int64); ok && m.ints {
+		m.i64 = a
+	}
 	kr := array.NewRecordBatch(arrow.NewSchema(m.fields, nil), m.arrs, rec.NumRows())
 	defer kr.Release()
 	kh, err := identity.RowHashes(kr, kh)
@@ -142,6 +147,9 @@ func (m *mergeKeys) batch(rec arrow.RecordBatch, kh []uint64) ([]uint64, error) 
 
 // at reads the key of row i of the batch.
 func (m *mergeKeys) at(i int) (probeKey, error) {
+	if m.i64 != nil {
+		return probeKey{v: m.i64.Value(i), null: m.i64.IsNull(i)}, nil
+	}
 	if m.ints {
 		v, null, ok := identity.IntKey(m.arrs[0], i)
 		return probeKey{v: v, null: null, other: !ok}, nil
