@@ -155,9 +155,13 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 					continue
 				}
 				e := mergeEntry{hash: h[i], khash: kh[i], file: fi, pos: pos}
-				var k probeKey
-				if k, err = p.keys.at(i); err == nil {
-					err = p.keys.store(&e, k)
+				if a := p.keys.i64; a != nil { // the common key, without calls
+					e.key, e.knull = uint64(a.Value(i)), a.IsNull(i)
+				} else {
+					var k probeKey
+					if k, err = p.keys.at(i); err == nil {
+						err = p.keys.store(&e, k)
+					}
 				}
 				p.entries = append(p.entries, e)
 				pos++
