@@ -134,8 +134,9 @@
 //
 // __row_id (long, non-negative) is a 63-bit hash of the dataset id, the
 // write's first __row_index (0 for a full replace), the row hash of the
-// row's business values (the hash behind Checksum) and the row's ordinal:
-// the number of earlier rows of the same write with the same row hash.
+// row's business values (the hash behind Checksum, but with a float -0
+// taken as +0: see below) and the row's ordinal: the number of earlier
+// rows of the same write with the same row hash.
 //
 //   - A row whose values occur once in a full replace gets ordinal 0: the
 //     same __row_id in every full replace of the dataset that writes
@@ -151,7 +152,8 @@
 //     a new id); the rows it keeps, and every row compaction moves, keep
 //     theirs.
 //   - Two rows with different values but one 64-bit row hash (about
-//     n²/2^65 for n distinct rows) count as equal rows.
+//     n²/2^65 for n distinct rows) count as equal rows, and so do two
+//     rows that differ only by a float -0 where the other holds +0.
 //   - Bound: ordinals are counted exactly, by row hash, in a table of up to
 //     2^20 entries (12 MiB at most, grown as needed; memory does not grow
 //     with the row count): exact for a write of up to 786,432 distinct
