@@ -324,21 +324,59 @@ func (h *history) insert() {
 func (h *history) update(id int64) {
 	var sets []string
 	var args []any
+	tagged := false
 	for _, c := range h.cols[1:] {
 		if h.rnd.IntN(3) != 0 {
 			continue
 		}
 		args = append(args, h.value(c.kind))
 		sets = append(sets, fmt.Sprintf("%s = $%d::text::%s", c.name, len(args), hkindType[c.kind]))
+		tagged = tagged || c.kind == "tag"
 	}
-	if len(sets) == 0 {
-		args = append(args, h.value("f8"))
-		sets = append(sets, "f8 = $1::text::double precision")
+	if len(sets) == 0 || (len(sets) == 1 && tagged) {
+		args = append(args, h.value("cat"))
+		sets = append(sets, fmt.Sprintf("cat = $%d::text", len(args)))
 	}
 	args = append(args, id)
-	if !h.set(fmt.Sprintf(`UPDATE h_src SET %s WHERE id = $%d`, strings.Join(sets, ", "), len(args)), args...) {
-		h.set(`UPDATE h_src SET note = CASE WHEN note IS NULL THEN '' ELSE NULL END WHERE id = $1`, id)
+	sql := fmt.Sprintf(`UPDATE h_src SET %s WHERE id = $%d`, strings.Join(sets, ", "), len(args))
+	if !h.set(sql, args...) {
+		// The new tag is another row's: the row keeps its own.
+		for i, set := range sets {
+			if strings.HasPrefix(set, "tag = ") {
+				sets[i] = fmt.Sprintf("tag = CASE WHEN $%d::text IS NULL THEN tag ELSE tag END", i+1)
+			}
+		}
+		require.True(h.t, h.set(fmt.Sprintf(`UPDATE h_src SET %s WHERE id = $%d`, strings.Join(sets, ", "), len(args)), args...))
 	}
+}
+
+// twin changes row id in one column to the value the last one is easiest
+// to confuse with: 0 and -0 (also in arrays), NULL and 'NULL'.
+func (h *history) twin(id int64) {
+	var cands []hcol
+	for _, c := range h.cols {
+		switch c.kind {
+		case "f8", "f4", "arr", "text", "cat":
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		h.update(id)
+		return
+	}
+	c := cands[h.rnd.IntN(len(cands))]
+	typ := hkindType[c.kind]
+	var expr string
+	switch c.kind {
+	case "f8", "f4":
+		expr = fmt.Sprintf(`CASE WHEN %[1]s::text = '0' THEN '-0'::%[2]s ELSE '0'::%[2]s END`, c.name, typ)
+	case "arr":
+		expr = fmt.Sprintf(`CASE WHEN %[1]s::text = '{0}' THEN '{-0}'::%[2]s ELSE '{0}'::%[2]s END`, c.name, typ)
+	default:
+		expr = fmt.Sprintf(`CASE WHEN %[1]s IS NULL THEN 'NULL' END`, c.name)
+	}
+	h.set(fmt.Sprintf(`UPDATE h_src SET %s = %s WHERE id = $1`, c.name, expr), id)
+	h.stats["twin changes"]++
 }
 
 func (h *history) ids() []int64 {
@@ -360,7 +398,11 @@ func (h *history) mutate() string {
 	case r < 5:
 		u, n, d := 1+h.rnd.IntN(3), h.rnd.IntN(3), h.rnd.IntN(2)
 		for _, id := range ids[:min(u, len(ids))] {
-			h.update(id)
+			if h.rnd.IntN(2) == 0 {
+				h.twin(id)
+			} else {
+				h.update(id)
+			}
 		}
 		for _, id := range ids[min(u, len(ids)):min(u+d, len(ids))] {
 			h.set(`DELETE FROM h_src WHERE id = $1`, id)
