@@ -72,7 +72,8 @@ func TestHistoryRandomized(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Cleanup(func() {
 				if t.Failed() {
-					t.Logf("replay: go test -count=1 -run TestHistoryRandomized ./writestrategy/ -history.seed %d -history.steps %d", seed, *historySteps)
+					t.Logf("replay: go test -count=1 -run TestHistoryRandomized ./writestrategy/ -history.seed %d -history.steps %d -history.grace %v",
+						seed, *historySteps, *historyGrace)
 				}
 			})
 			runHistory(t, seed, *historySteps)
