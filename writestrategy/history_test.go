@@ -49,30 +49,25 @@ import (
 // the grace ago still reads as it did; no maintenance fails, and the
 // snapshots kept stay bounded.
 //
-// A failing seed is printed; -history.seed replays it.
+// Sized by flags: -history.runs seeds from -history.seed on, of
+// -history.steps steps each (short by default; -history.runs 50
+// -history.steps 30 for a long run). A failing seed is printed with the
+// command that replays it.
 
 var (
-	historySeed  = flag.Uint64("history.seed", 0, "run only this seed of TestHistoryRandomized (0: seeds 1..history.runs)")
-	historyRuns  = flag.Int("history.runs", 2, "seeds of TestHistoryRandomized")
-	historySteps = flag.Int("history.steps", 10, "steps per seed of TestHistoryRandomized")
+	historySeed  = flag.Uint64("history.seed", 1, "first seed of TestHistoryRandomized")
+	historyRuns  = flag.Int("history.runs", 1, "seeds of TestHistoryRandomized, from history.seed on")
+	historySteps = flag.Int("history.steps", 6, "steps per seed of TestHistoryRandomized")
 	historyGrace = flag.Duration("history.grace", 4*time.Second, "FileGrace of TestHistoryRandomized's lifecycle")
 )
 
 func TestHistoryRandomized(t *testing.T) {
 	t.Parallel()
-	var seeds []uint64
-	if *historySeed != 0 {
-		seeds = []uint64{*historySeed}
-	} else {
-		for s := 1; s <= *historyRuns; s++ {
-			seeds = append(seeds, uint64(s))
-		}
-	}
-	for _, seed := range seeds {
+	for seed := *historySeed; seed < *historySeed+uint64(*historyRuns); seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Cleanup(func() {
 				if t.Failed() {
-					t.Logf("replay: go test -count=1 -run TestHistoryRandomized ./writestrategy/ -history.seed %d -history.steps %d -history.grace %v",
+					t.Logf("replay: go test -count=1 -run TestHistoryRandomized ./writestrategy/ -history.seed %d -history.runs 1 -history.steps %d -history.grace %v",
 						seed, *historySteps, *historyGrace)
 				}
 			})
