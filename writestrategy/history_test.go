@@ -35,9 +35,10 @@ import (
 // copy-on-write crossover, or emptying a partition); and, at random, flips
 // the flippable outputs between Postgres and Iceberg, changes the source
 // schema (adds a column, widens int to bigint, and real to double with
-// -history.widenreal, drops a column), evolves the partitioning of one table, upgrades a table from
-// format v2 to v3, writes one table in a burst, and runs maintenance while
-// readers read snapshots they loaded earlier. The lifecycle is tight
+// -history.widenreal, drops a column), evolves the partitioning of one
+// table, upgrades a table from format v2 to v3, writes one table in a
+// burst, and runs maintenance while readers read snapshots they loaded
+// earlier. The lifecycle is tight
 // (KeepLast 2, EveryCommits 2, compaction from 3 small files, a grace of a
 // few seconds, an orphan pass on every run).
 //
@@ -68,8 +69,8 @@ func TestHistoryRandomized(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Cleanup(func() {
 				if t.Failed() {
-					t.Logf("replay: go test -count=1 -run TestHistoryRandomized ./writestrategy/ -history.seed %d -history.runs 1 -history.steps %d -history.grace %v",
-						seed, *historySteps, *historyGrace)
+					t.Logf("replay: go test -count=1 -run TestHistoryRandomized ./writestrategy/ -history.seed %d -history.runs 1 -history.steps %d -history.grace %v -history.widenreal=%v",
+						seed, *historySteps, *historyGrace, *historyReal)
 				}
 			})
 			runHistory(t, seed, *historySteps)
