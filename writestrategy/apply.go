@@ -184,7 +184,9 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
 			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
 		case p.mode == facade.Append:
-			n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)
+			if err = widenFloats(ctx, tx, ctl, p, results[i].columns); err == nil {
+				n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)
+			}
 		default:
 			n, err = replaceRows(ctx, tx, ctl, p, encs[i], txn)
 		}

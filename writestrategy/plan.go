@@ -1,6 +1,7 @@
 package writestrategy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -137,6 +138,9 @@ type projection struct {
 	// builtinVisible: the built-in types named through the search path
 	// were visible when the plan was made (see builtinVisibleSQL).
 	builtinVisible bool
+	// rowStoreSchema is the output's declared schema when its rows live
+	// in the row store (an append then keeps them; see widenFloats).
+	rowStoreSchema json.RawMessage
 	// frags are the caller's SQL fragments in sql, for error positions.
 	frags []fragment
 }
@@ -164,6 +168,9 @@ type planContext struct {
 	targets   map[string]*targetState
 	rowCounts map[string]int64 // recorded datasets.row_count per source
 	maxCross  int64
+	// rowStore holds the declared schema of each output whose rows live
+	// in the row store.
+	rowStore map[string]json.RawMessage
 }
 
 func (pc *planContext) source(id string) (*relation, error) {

@@ -130,7 +130,12 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 	}
 	pc := &planContext{ctlSchema: ctl, sources: map[string]*relation{}, targets: map[string]*targetState{},
-		rowCounts: map[string]int64{}, maxCross: env.maxCross()}
+		rowCounts: map[string]int64{}, maxCross: env.maxCross(), rowStore: map[string]json.RawMessage{}}
+	for _, o := range s.Outputs() {
+		if t := ds[o]; t.sink == sink.Postgres && sinkTo == sink.Postgres {
+			pc.rowStore[o] = t.schema
+		}
+	}
 	hydrated := map[string]*relation{}
 	nhydrated := 0
 	txns, err := env.windowTxns(ctx, tx)
@@ -263,6 +268,7 @@ func planWith(s WriteStrategy, pc *planContext, visible bool) ([]projection, err
 	ps, err := s.plan(pc)
 	for i := range ps {
 		ps[i].builtinVisible = visible
+		ps[i].rowStoreSchema = pc.rowStore[ps[i].output]
 	}
 	return ps, err
 }
