@@ -110,7 +110,13 @@
 // declares the remaining columns on either sink, and its Iceberg table
 // keeps the column (the earlier rows keep their values, the new ones read
 // NULL), which the dataset's checksum (Verify) leaves out as the row store
-// does.
+// does. A column an append widens from real to double precision reads,
+// in the rows written before, their single precision value widened
+// (0.1 then reads 0.10000000149011612) on either sink, as Postgres' own
+// ALTER TABLE ... TYPE double precision and Iceberg's promotion give: the
+// row store rewrites those values in the append's transaction. (Iceberg
+// does not promote a list of floats; such an append to Iceberg fails
+// with the facade's schema error and nothing written.)
 //
 // When an output moves to the other sink (a canary flip or a revert), its
 // first write there is a full rebuild: an append strategy then writes the
