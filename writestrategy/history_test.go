@@ -34,8 +34,8 @@ import (
 // these), in small changes (merge-on-read) and large ones (past the
 // copy-on-write crossover, or emptying a partition); and, at random, flips
 // the flippable outputs between Postgres and Iceberg, changes the source
-// schema (adds a column, widens int to bigint, and real to double with
-// -history.widenreal, drops a column), evolves the partitioning of one
+// schema (adds a column, widens int to bigint and real to double,
+// drops a column), evolves the partitioning of one
 // table, upgrades a table from format v2 to v3, writes one table in a
 // burst, and runs maintenance while readers read snapshots they loaded
 // earlier. The lifecycle is tight
@@ -59,7 +59,7 @@ var (
 	historySeed  = flag.Uint64("history.seed", 1, "first seed of TestHistoryRandomized")
 	historyRuns  = flag.Int("history.runs", 1, "seeds of TestHistoryRandomized, from history.seed on")
 	historySteps = flag.Int("history.steps", 6, "steps per seed of TestHistoryRandomized")
-	historyReal  = flag.Bool("history.widenreal", false, "let TestHistoryRandomized widen a real column to double precision (an append output's older rows then read differently on the two sinks)")
+	historyReal  = flag.Bool("history.widenreal", true, "let TestHistoryRandomized widen a real column to double precision (false: never)")
 	historyGrace = flag.Duration("history.grace", 4*time.Second, "FileGrace of TestHistoryRandomized's lifecycle")
 )
 
