@@ -1,0 +1,249 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Trigger name suffixes, one trigger per kind of statement.
+var triggerKinds = []struct{ suffix, event, referencing string }{
+	{"i", "INSERT", "REFERENCING NEW TABLE AS lw_new"},
+	{"u", "UPDATE", "REFERENCING OLD TABLE AS lw_old NEW TABLE AS lw_new"},
+	{"d", "DELETE", "REFERENCING OLD TABLE AS lw_old"},
+	{"t", "TRUNCATE", ""},
+}
+
+// Track installs change tracking of table under the source id: a function
+// in the control-plane schema and, on table, statement-level AFTER INSERT,
+// UPDATE and DELETE triggers with transition tables that record the images
+// of columns, and an AFTER TRUNCATE trigger that records an 'F'.
+//
+// table is a table's name as SQL writes it (schema-qualified or found by
+// the search_path, quoted where needed); a partitioned table, a view or a
+// foreign table is ErrInvalid, as are columns the table does not have.
+// Tracking a source again with the same table and columns changes nothing;
+// with other columns or another table it replaces the triggers and records
+// a new installed_xid, so readers whose position predates it read the
+// source whole once. Track waits for the transactions writing the table to
+// end (CREATE TRIGGER's lock) and needs only the TRIGGER privilege on it,
+// plus the right to create functions in the control-plane schema.
+func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []string) error {
+	if source == "" {
+		return fmt.Errorf("%w: empty source id", ErrInvalid)
+	}
+	if len(columns) == 0 {
+		return fmt.Errorf("%w: track %q: no columns", ErrInvalid, source)
+	}
+	for i, c := range columns {
+		if c == "" || slices.Contains(columns[:i], c) {
+			return fmt.Errorf("%w: track %q: column %q empty or repeated", ErrInvalid, source, c)
+		}
+	}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var (
+			relid    uint32
+			relation string
+			relkind  string
+		)
+		err := tx.QueryRow(ctx, `SELECT c.oid, format('%I.%I', n.nspname, c.relname), c.relkind::text
+			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = pg_catalog.to_regclass($1)`, table).Scan(&relid, &relation, &relkind)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: track %q: no table %q", ErrInvalid, source, table)
+		}
+		if err != nil {
+			return err
+		}
+		if relkind != "r" {
+			return fmt.Errorf("%w: track %q: %s is not a plain table (a partitioned table is tracked partition by partition)", ErrInvalid, source, relation)
+		}
+		sig, missing, err := signature(ctx, tx, relid, columns)
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%w: track %q: %s has no column %s", ErrInvalid, source, relation, strings.Join(missing, ", "))
+		}
+
+		var (
+			oldRelid    *uint32
+			oldRelation *string
+			oldSig      *string
+			oldFunction *string
+		)
+		err = tx.QueryRow(ctx, `SELECT relid, relation, signature, function FROM `+l.sources()+` WHERE source = $1 FOR UPDATE`, source).
+			Scan(&oldRelid, &oldRelation, &oldSig, &oldFunction)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case oldRelation == nil:
+			return fmt.Errorf("%w: %q is a row-store source", ErrKind, source)
+		}
+		fn := l.q + "." + pgx.Identifier{"changelog_" + l.stem(source)}.Sanitize()
+		if oldRelid != nil && *oldRelid == relid && oldSig != nil && *oldSig == sig {
+			ok, err := l.triggersInstalled(ctx, tx, source, relid)
+			if err != nil || ok {
+				return err
+			}
+		}
+		if oldFunction != nil {
+			// CASCADE drops the triggers that call it, which needs only
+			// the function's ownership (DROP TRIGGER needs the table's).
+			if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+*oldFunction+`() CASCADE`); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, l.captureFunction(fn, source, columns)); err != nil {
+			return err
+		}
+		for _, k := range triggerKinds {
+			name := pgx.Identifier{l.triggerName(source, k.suffix)}.Sanitize()
+			if _, err := tx.Exec(ctx, `CREATE TRIGGER `+name+` AFTER `+k.event+` ON `+relation+` `+k.referencing+
+				` FOR EACH STATEMENT EXECUTE FUNCTION `+fn+`()`); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO `+l.sources()+` AS s (source, relation, relid, columns, function, signature, installed_xid, installed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, pg_current_xact_id(), now())
+			ON CONFLICT (source) DO UPDATE SET relation = excluded.relation, relid = excluded.relid, columns = excluded.columns,
+				function = excluded.function, signature = excluded.signature,
+				installed_xid = excluded.installed_xid, installed_at = excluded.installed_at`,
+			source, relation, relid, columns, fn, sig)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("changelog: track %q on %s: %w", source, table, err)
+	}
+	return nil
+}
+
+// Untrack removes the recording of source: the triggers and function of a
+// tracked relation, the source's registration and its change log entries.
+// An unknown source is not an error. Readers of the source read it whole
+// from then on ("not tracked").
+func (l *Log) Untrack(ctx context.Context, db DB, source string) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var fn *string
+		err := tx.QueryRow(ctx, `DELETE FROM `+l.sources()+` WHERE source = $1 RETURNING function`, source).Scan(&fn)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fn != nil {
+			if _, err := tx.Exec(ctx, `DROP FUNCTION IF EXISTS `+*fn+`() CASCADE`); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM `+l.Table()+` WHERE source = $1`, source)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("changelog: untrack %q: %w", source, err)
+	}
+	return nil
+}
+
+func (l *Log) triggerName(source, suffix string) string {
+	return "lakewrite_changelog_" + l.stem(source) + "_" + suffix
+}
+
+// triggersInstalled reports whether the four triggers of source are on
+// relid and enabled.
+func (l *Log) triggersInstalled(ctx context.Context, q Querier, source string, relid uint32) (bool, error) {
+	names := make([]string, len(triggerKinds))
+	for i, k := range triggerKinds {
+		names[i] = l.triggerName(source, k.suffix)
+	}
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_trigger
+		WHERE tgrelid = $1 AND tgname = ANY($2) AND tgenabled <> 'D'`, relid, names).Scan(&n)
+	return n == len(names), err
+}
+
+// signature describes columns of relid as attnum:name:type, so that a
+// dropped, renamed, re-added or retyped column changes it; missing lists
+// the columns relid does not have.
+func signature(ctx context.Context, q Querier, relid uint32, columns []string) (sig string, missing []string, err error) {
+	rows, err := q.Query(ctx, `SELECT c.name, a.attnum || ':' || a.attname || ':' || a.atttypid || ':' || a.atttypmod
+		FROM unnest($2::text[]) WITH ORDINALITY AS c(name, i)
+		LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = $1 AND a.attname = c.name AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY c.i`, relid, columns)
+	if err != nil {
+		return "", nil, err
+	}
+	var parts []string
+	for rows.Next() {
+		var name string
+		var part *string
+		if err := rows.Scan(&name, &part); err != nil {
+			rows.Close()
+			return "", nil, err
+		}
+		if part == nil {
+			missing = append(missing, name)
+			continue
+		}
+		parts = append(parts, *part)
+	}
+	if err := rows.Err(); err != nil {
+		return "", nil, err
+	}
+	return strings.Join(parts, ","), missing, nil
+}
+
+// captureFunction is the trigger function of source. It builds each image
+// from to_jsonb of the whole row and picks the tracked keys, so an ALTER
+// TABLE of the user's table never makes the user's statement fail: a
+// dropped or renamed column reads as null. SECURITY DEFINER: the table's
+// writers need no right on the control-plane schema.
+func (l *Log) captureFunction(fn, source string, columns []string) string {
+	img := image(columns)
+	src := quoteLiteral(source)
+	ins := func(op, table string) string {
+		return `SELECT ` + src + `, '` + op + `'::"char", ` + img + ` FROM (SELECT to_jsonb(` + table + `.*) AS j FROM ` + table + `) s`
+	}
+	log := l.Table()
+	body := `
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		INSERT INTO ` + log + ` (source, op, image) ` + ins("I", "lw_new") + `;
+	ELSIF TG_OP = 'UPDATE' THEN
+		INSERT INTO ` + log + ` (source, op, image) ` + ins("D", "lw_old") + ` UNION ALL ` + ins("I", "lw_new") + `;
+	ELSIF TG_OP = 'DELETE' THEN
+		INSERT INTO ` + log + ` (source, op, image) ` + ins("D", "lw_old") + `;
+	ELSE
+		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
+	END IF;
+	RETURN NULL;
+END
+`
+	tag := "$lw$"
+	for i := 0; strings.Contains(body, tag); i++ {
+		tag = fmt.Sprintf("$lw%d$", i)
+	}
+	return `CREATE FUNCTION ` + fn + `() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS ` + tag + body + tag
+}
+
+// image is the jsonb object of columns picked from the row's jsonb j
+// (jsonb_build_object takes at most 100 arguments: 50 columns a call).
+func image(columns []string) string {
+	var calls []string
+	for chunk := range slices.Chunk(columns, 50) {
+		var args []string
+		for _, c := range chunk {
+			k := quoteLiteral(c)
+			args = append(args, k+", j -> "+k)
+		}
+		calls = append(calls, "jsonb_build_object("+strings.Join(args, ", ")+")")
+	}
+	return strings.Join(calls, " || ")
+}

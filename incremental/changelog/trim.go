@@ -1,0 +1,267 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Defaults of TrimOptions.
+const (
+	DefaultMaxAge    = 7 * 24 * time.Hour
+	DefaultBatchSize = 10_000
+)
+
+// TrimOptions bound the change log. Zero fields mean the defaults.
+type TrimOptions struct {
+	// MaxAge: entries older than this are deleted even when a consumer
+	// still needs them (it then reads the source whole). Zero means
+	// DefaultMaxAge, negative no age bound. Age is told by the marks each
+	// Trim records, so an entry goes at the first Trim after a Trim that
+	// ran at least MaxAge after the entry was written.
+	MaxAge time.Duration
+	// MaxRows: at most this many entries are kept per source (the newest,
+	// whole transactions), even when a consumer still needs older ones.
+	// Zero means no row bound.
+	MaxRows int64
+	// BatchSize: entries per DELETE statement, each its own transaction,
+	// so that a trim never holds many row locks long. Zero means
+	// DefaultBatchSize.
+	BatchSize int
+}
+
+// TrimReport says what a Trim deleted.
+type TrimReport struct {
+	Deleted int64        // entries deleted, all sources
+	Sources []SourceTrim // the sources Trim deleted entries of, or raised the bound of
+}
+
+// SourceTrim is what Trim did to one source.
+type SourceTrim struct {
+	Source       string
+	Deleted      int64
+	TrimmedBelow uint64   // entries below this xid may be gone (the source's trimmed_below)
+	Behind       []string // outputs whose position is now behind TrimmedBelow: their next run reads the source whole
+}
+
+// Trim deletes the change log entries no consumer needs: for each source,
+// those below the smallest xmin of its consumers' stored positions (an
+// entry below a position's xmin is visible in it); and, bounded by opts,
+// entries older than MaxAge or beyond MaxRows, raising the source's
+// trimmed_below first so that a consumer behind it reads the source whole
+// (it is listed in SourceTrim.Behind). A source without a consumer keeps
+// only what the bounds allow. Entries of sources no longer registered are
+// deleted.
+//
+// Trim runs outside any transaction of the caller's (db is a pool or a
+// connection) in short statements: the bound first, then batches of
+// deletes. It is safe to run concurrently with writers, readers and
+// another Trim: an entry is deleted only after a bound above it is
+// committed, and readers see the log through their snapshot.
+func (l *Log) Trim(ctx context.Context, db DB, opts TrimOptions) (TrimReport, error) {
+	if opts.MaxAge == 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBatchSize
+	}
+	var rep TrimReport
+	ageCut, err := l.mark(ctx, db, opts.MaxAge)
+	if err != nil {
+		return rep, fmt.Errorf("changelog: trim: %w", err)
+	}
+	type src struct {
+		name    string
+		trimmed uint64
+	}
+	rows, err := db.Query(ctx, `SELECT source, trimmed_below::text FROM `+l.sources()+` ORDER BY source`)
+	if err != nil {
+		return rep, fmt.Errorf("changelog: trim: %w", err)
+	}
+	var srcs []src
+	var name, below string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &below}, func() error {
+		v, err := strconv.ParseUint(below, 10, 64)
+		srcs = append(srcs, src{name, v})
+		return err
+	}); err != nil {
+		return rep, fmt.Errorf("changelog: trim: %w", err)
+	}
+	for _, s := range srcs {
+		st, err := l.trimSource(ctx, db, s.name, s.trimmed, ageCut, opts)
+		if err != nil {
+			return rep, fmt.Errorf("changelog: trim %q: %w", s.name, err)
+		}
+		if st.Deleted > 0 || st.TrimmedBelow > s.trimmed {
+			rep.Sources = append(rep.Sources, st)
+			rep.Deleted += st.Deleted
+		}
+	}
+	orphans, err := l.orphans(ctx, db, opts.BatchSize)
+	if err != nil {
+		return rep, fmt.Errorf("changelog: trim: %w", err)
+	}
+	for _, st := range orphans {
+		rep.Sources = append(rep.Sources, st)
+		rep.Deleted += st.Deleted
+	}
+	return rep, nil
+}
+
+// mark records this Trim's mark and returns the xid below which entries are
+// older than maxAge (0: none known yet, or no age bound).
+func (l *Log) mark(ctx context.Context, db DB, maxAge time.Duration) (uint64, error) {
+	if _, err := db.Exec(ctx, `INSERT INTO `+l.marks()+` (at, xid) VALUES (clock_timestamp(), pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
+		return 0, err
+	}
+	if maxAge < 0 {
+		return 0, nil
+	}
+	var at time.Time
+	var xid string
+	err := db.QueryRow(ctx, `SELECT at, xid::text FROM `+l.marks()+` WHERE at <= clock_timestamp() - $1::interval ORDER BY at DESC LIMIT 1`,
+		fmt.Sprintf("%d microseconds", maxAge.Microseconds())).Scan(&at, &xid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Older marks are of no further use.
+	if _, err := db.Exec(ctx, `DELETE FROM `+l.marks()+` WHERE at < $1`, at); err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(xid, 10, 64)
+}
+
+func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, ageCut uint64, opts TrimOptions) (SourceTrim, error) {
+	st := SourceTrim{Source: source, TrimmedBelow: trimmed}
+	type consumer struct {
+		output string
+		xmin   uint64
+	}
+	rows, err := db.Query(ctx, `SELECT dataset_id, position FROM `+l.positions()+` WHERE source_id = $1`, source)
+	if err != nil {
+		return st, err
+	}
+	var consumers []consumer
+	var output, position string
+	if _, err := pgx.ForEachRow(rows, []any{&output, &position}, func() error {
+		// A position that is not a pg_snapshot is of another kind of
+		// source (an Iceberg snapshot id): not a consumer of this log.
+		if s, err := parsePosition(Position(position)); err == nil {
+			consumers = append(consumers, consumer{output, s.xmin})
+		}
+		return nil
+	}); err != nil {
+		return st, err
+	}
+	// The bound: below what every consumer has read, or (no consumer)
+	// nothing, raised by the age and row bounds.
+	var bound uint64
+	for i, c := range consumers {
+		if i == 0 || c.xmin < bound {
+			bound = c.xmin
+		}
+	}
+	bound = max(bound, ageCut)
+	if opts.MaxRows > 0 {
+		var x string
+		err := db.QueryRow(ctx, `SELECT xid::text FROM `+l.Table()+` WHERE source = $1 ORDER BY xid DESC OFFSET $2 LIMIT 1`,
+			source, opts.MaxRows).Scan(&x)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return st, err
+		default:
+			v, err := strconv.ParseUint(x, 10, 64)
+			if err != nil {
+				return st, err
+			}
+			bound = max(bound, v+1)
+		}
+	}
+	if bound > trimmed {
+		var now string
+		if err := db.QueryRow(ctx, `UPDATE `+l.sources()+` SET trimmed_below = greatest(trimmed_below, $2::xid8)
+			WHERE source = $1 RETURNING trimmed_below::text`, source, strconv.FormatUint(bound, 10)).Scan(&now); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) { // untracked meanwhile
+				return st, nil
+			}
+			return st, err
+		}
+		v, err := strconv.ParseUint(now, 10, 64)
+		if err != nil {
+			return st, err
+		}
+		st.TrimmedBelow = v
+	}
+	for _, c := range consumers {
+		if c.xmin < st.TrimmedBelow {
+			st.Behind = append(st.Behind, c.output)
+		}
+	}
+	st.Deleted, err = l.deleteBelow(ctx, db, source, st.TrimmedBelow, opts.BatchSize)
+	return st, err
+}
+
+// deleteBelow deletes the entries of source below xid, batch entries a
+// statement.
+func (l *Log) deleteBelow(ctx context.Context, db DB, source string, xid uint64, batch int) (int64, error) {
+	var total int64
+	for {
+		tag, err := db.Exec(ctx, `DELETE FROM `+l.Table()+` WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM `+l.Table()+` WHERE source = $1 AND xid < $2::xid8 LIMIT $3))`,
+			source, strconv.FormatUint(xid, 10), batch)
+		if err != nil {
+			return total, err
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// orphans deletes the committed entries of source ids that are not
+// registered (untracked, or written by a writer that never registered).
+func (l *Log) orphans(ctx context.Context, db DB, batch int) ([]SourceTrim, error) {
+	rows, err := db.Query(ctx, `WITH RECURSIVE s(source) AS (
+			(SELECT source FROM `+l.Table()+` ORDER BY source LIMIT 1)
+			UNION ALL
+			SELECT (SELECT c.source FROM `+l.Table()+` c WHERE c.source > s.source ORDER BY c.source LIMIT 1)
+			FROM s WHERE s.source IS NOT NULL)
+		SELECT s.source, pg_snapshot_xmin(pg_current_snapshot())::text FROM s
+		WHERE s.source IS NOT NULL AND NOT EXISTS (SELECT FROM `+l.sources()+` cs WHERE cs.source = s.source)`)
+	if err != nil {
+		return nil, err
+	}
+	type orphan struct {
+		source string
+		xmin   uint64
+	}
+	var os []orphan
+	var source, xmin string
+	if _, err := pgx.ForEachRow(rows, []any{&source, &xmin}, func() error {
+		v, err := strconv.ParseUint(xmin, 10, 64)
+		os = append(os, orphan{source, v})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var out []SourceTrim
+	for _, o := range os {
+		n, err := l.deleteBelow(ctx, db, o.source, o.xmin, batch)
+		if err != nil {
+			return out, err
+		}
+		if n > 0 {
+			out = append(out, SourceTrim{Source: o.source, Deleted: n})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,194 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Position is a pg_snapshot in its text form (xmin:xmax:xip,...): what a
+// reader has read of a source. "" means none. Window and Trim also accept
+// it prefixed with "pg:".
+type Position string
+
+// Reasons a Window is not known.
+const (
+	ReasonNoPosition = "no earlier position"
+	ReasonNotTracked = "not tracked"
+	ReasonInstalled  = "tracking installed after the last run"
+	ReasonTrimmed    = "log trimmed past the last run"
+	ReasonFull       = "a TRUNCATE or full rewrite"
+	ReasonAltered    = "a tracked column was altered or the tracking triggers were removed"
+	ReasonAhead      = "the last position is not in this database's past"
+)
+
+// Window is what a source changed between two positions.
+type Window struct {
+	Known    bool     // false: the next run must read the source whole (see Reason)
+	Reason   string   // why not Known (one of the Reason constants)
+	Position Position // the reading transaction's snapshot: store it once the run commits
+	Images   int64    // images in the window (0 when nothing changed); 0 when not Known
+	SQL      string   // SELECT op, image: the window's images, valid in the reading transaction; "" when not Known
+	Args     []any    // SQL's parameters as $1..$n
+}
+
+// Window reads, inside tx, what source changed after since and up to tx's
+// own snapshot: the change log entries visible in tx's snapshot and not
+// visible in since. tx must be REPEATABLE READ (or SERIALIZABLE), so that
+// its snapshot is the one the run reads its sources with, and Position
+// (that snapshot) is what to store with SavePosition in the transaction
+// that commits the run: successive windows then neither skip nor repeat a
+// change, including changes of transactions in flight at either read.
+//
+// A window is not Known, and the run must read the source whole, when since
+// is "", the source is not tracked, its tracking was installed or
+// re-installed after since, the log was trimmed past since, a tracked
+// column was altered or the triggers removed, or the window holds an 'F'
+// (a TRUNCATE or a full rewrite). Position is set in every case.
+func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Position) (Window, error) {
+	var pos, iso string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, current_setting('transaction_isolation')`).Scan(&pos, &iso); err != nil {
+		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
+	}
+	if iso == "read committed" || iso == "read uncommitted" {
+		return Window{}, ErrNotRepeatableRead
+	}
+	w := Window{Position: Position(pos)}
+	if since == "" {
+		w.Reason = ReasonNoPosition
+		return w, nil
+	}
+	from, err := parsePosition(since)
+	if err != nil {
+		return Window{}, err
+	}
+	to, err := parsePosition(w.Position)
+	if err != nil {
+		return Window{}, err
+	}
+	if from.xmax > to.xmax {
+		w.Reason = ReasonAhead
+		return w, nil
+	}
+	var (
+		relid     *uint32
+		columns   []string
+		sig       *string
+		installed bool
+		trimmed   bool
+	)
+	err = tx.QueryRow(ctx, `SELECT relid, columns, signature,
+			pg_visible_in_snapshot(installed_xid, $2::pg_snapshot), trimmed_below > $3::xid8
+		FROM `+l.sources()+` WHERE source = $1`, source, from.text, strconv.FormatUint(from.xmin, 10)).
+		Scan(&relid, &columns, &sig, &installed, &trimmed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		w.Reason = ReasonNotTracked
+		return w, nil
+	case err != nil:
+		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
+	case !installed:
+		w.Reason = ReasonInstalled
+		return w, nil
+	case trimmed:
+		w.Reason = ReasonTrimmed
+		return w, nil
+	}
+	if relid != nil {
+		ok, err := l.triggersInstalled(ctx, tx, source, *relid)
+		if err != nil {
+			return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
+		}
+		now, missing, err := signature(ctx, tx, *relid, columns)
+		if err != nil {
+			return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
+		}
+		if !ok || len(missing) > 0 || sig == nil || now != *sig {
+			w.Reason = ReasonAltered
+			return w, nil
+		}
+	}
+	const where = ` WHERE source = $1 AND xid >= $2::xid8 AND xid < $3::xid8
+		AND NOT pg_visible_in_snapshot(xid, $4::pg_snapshot) AND pg_visible_in_snapshot(xid, $5::pg_snapshot)`
+	args := []any{source, strconv.FormatUint(from.xmin, 10), strconv.FormatUint(to.xmax, 10), from.text, to.text}
+	var full bool
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE op <> 'F'), coalesce(bool_or(op = 'F'), false) FROM `+l.Table()+where, args...).
+		Scan(&w.Images, &full); err != nil {
+		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
+	}
+	if full {
+		w.Images = 0
+		w.Reason = ReasonFull
+		return w, nil
+	}
+	w.Known = true
+	w.SQL = `SELECT op, image FROM ` + l.Table() + where
+	w.Args = args
+	return w, nil
+}
+
+// SavePosition stores position as what output read of source, in tx (the
+// transaction that commits the output's run).
+func (l *Log) SavePosition(ctx context.Context, tx pgx.Tx, output, source, position string) error {
+	if output == "" || source == "" || position == "" {
+		return fmt.Errorf("%w: save position: output, source and position must be set", ErrInvalid)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+l.positions()+` (dataset_id, source_id, position, updated_at)
+		VALUES ($1, $2, $3, now())
+		ON CONFLICT (dataset_id, source_id) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at`,
+		output, source, position); err != nil {
+		return fmt.Errorf("changelog: save position of %q in %q: %w", output, source, err)
+	}
+	return nil
+}
+
+// Positions returns the stored positions of output, by source id.
+func (l *Log) Positions(ctx context.Context, q Querier, output string) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT source_id, position FROM `+l.positions()+` WHERE dataset_id = $1`, output)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: positions of %q: %w", output, err)
+	}
+	m := map[string]string{}
+	var s, p string
+	_, err = pgx.ForEachRow(rows, []any{&s, &p}, func() error {
+		m[s] = p
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("changelog: positions of %q: %w", output, err)
+	}
+	return m, nil
+}
+
+type snapshot struct {
+	text       string // without a "pg:" prefix
+	xmin, xmax uint64
+}
+
+// parsePosition parses a pg_snapshot's text form.
+func parsePosition(p Position) (snapshot, error) {
+	s := strings.TrimPrefix(string(p), "pg:")
+	parts := strings.Split(s, ":")
+	bad := fmt.Errorf("%w: position %q is not a pg_snapshot", ErrInvalid, string(p))
+	if len(parts) != 3 {
+		return snapshot{}, bad
+	}
+	xmin, err1 := strconv.ParseUint(parts[0], 10, 64)
+	xmax, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || xmin > xmax {
+		return snapshot{}, bad
+	}
+	if parts[2] != "" {
+		for _, x := range strings.Split(parts[2], ",") {
+			v, err := strconv.ParseUint(x, 10, 64)
+			if err != nil || v < xmin || v >= xmax {
+				return snapshot{}, bad
+			}
+		}
+	}
+	return snapshot{text: s, xmin: xmin, xmax: xmax}, nil
+}

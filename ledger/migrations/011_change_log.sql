@@ -1,0 +1,64 @@
+-- lakewrite control-plane schema, version 11: the change log.
+--
+-- Unqualified names, applied with search_path set to the configured schema.
+-- Package incremental/changelog reads and writes these tables; its doc.go
+-- is their contract.
+
+-- One row per change image of a source, stamped with the 64-bit id of the
+-- transaction that wrote it and read back with snapshot visibility.
+-- op: 'I' a new image (a row inserted, or the new version of an updated
+-- row), 'D' an old image (a row deleted, or the old version of an updated
+-- row), 'F' everything may have changed (TRUNCATE, a full rewrite; image
+-- NULL). image: a jsonb object keyed by column name. No primary key and no
+-- other index: every write of a tracked table pays for this one.
+CREATE TABLE change_log (
+    source text NOT NULL,
+    xid    xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    op     "char" NOT NULL,
+    image  jsonb
+);
+
+CREATE INDEX change_log_source_xid ON change_log (source, xid);
+
+-- The sources whose writes record change images: a tracked relation
+-- (relation, relid and columns set; its triggers call function) or a
+-- row-store dataset (relation NULL). signature: the tracked columns'
+-- attnum:name:type when tracking was installed, to tell a later ALTER
+-- TABLE of them. installed_xid: the transaction that
+-- installed (or last re-installed) the recording; a reader whose position
+-- does not see it must read the source whole. trimmed_below: entries with
+-- a smaller xid may have been deleted.
+CREATE TABLE change_sources (
+    source        text PRIMARY KEY,
+    relation      text,
+    relid         oid,
+    columns       text[],
+    function      text,
+    signature     text,
+    installed_xid xid8 NOT NULL,
+    trimmed_below xid8 NOT NULL DEFAULT '0',
+    installed_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- What an output's last committed run read of each of its sources, written
+-- in the transaction that commits the run. position is opaque here.
+CREATE TABLE refresh_positions (
+    dataset_id text NOT NULL,
+    source_id  text NOT NULL,
+    position   text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (dataset_id, source_id)
+);
+
+CREATE INDEX refresh_positions_source ON refresh_positions (source_id);
+
+-- The clock of the change log: each trim records when it ran and the xmin
+-- of its snapshot, so that an entry's age is known without a timestamp per
+-- entry (an entry whose xid is below a mark's xid was written before the
+-- mark's time).
+CREATE TABLE change_log_marks (
+    at  timestamptz NOT NULL,
+    xid xid8 NOT NULL
+);
+
+CREATE INDEX change_log_marks_at ON change_log_marks (at);
