@@ -212,11 +212,16 @@ func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, age
 // deleteBelow deletes the entries of source below xid, batch entries a
 // statement.
 func (l *Log) deleteBelow(ctx context.Context, db DB, source string, xid uint64, batch int) (int64, error) {
+	return l.deleteBatches(ctx, db, `source = $1 AND xid < $2::xid8`, batch, source, strconv.FormatUint(xid, 10))
+}
+
+func (l *Log) deleteBatches(ctx context.Context, db DB, where string, batch int, args ...any) (int64, error) {
 	var total int64
+	args = append(args, batch)
+	limit := "$" + strconv.Itoa(len(args))
 	for {
 		tag, err := db.Exec(ctx, `DELETE FROM `+l.Table()+` WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM `+l.Table()+` WHERE source = $1 AND xid < $2::xid8 LIMIT $3))`,
-			source, strconv.FormatUint(xid, 10), batch)
+			SELECT ctid FROM `+l.Table()+` WHERE `+where+` LIMIT `+limit+`))`, args...)
 		if err != nil {
 			return total, err
 		}
@@ -227,40 +232,34 @@ func (l *Log) deleteBelow(ctx context.Context, db DB, source string, xid uint64,
 	}
 }
 
-// orphans deletes the committed entries of source ids that are not
-// registered (untracked, or written by a writer that never registered).
+// orphans deletes the entries of source ids that are not registered
+// (untracked, or written by a writer that never registered). Each batch
+// checks the registration in its own snapshot: an entry it sees committed
+// while the source is not registered was written before any registration
+// that is to come, so no reader will need it.
 func (l *Log) orphans(ctx context.Context, db DB, batch int) ([]SourceTrim, error) {
 	rows, err := db.Query(ctx, `WITH RECURSIVE s(source) AS (
 			(SELECT source FROM `+l.Table()+` ORDER BY source LIMIT 1)
 			UNION ALL
 			SELECT (SELECT c.source FROM `+l.Table()+` c WHERE c.source > s.source ORDER BY c.source LIMIT 1)
 			FROM s WHERE s.source IS NOT NULL)
-		SELECT s.source, pg_snapshot_xmin(pg_current_snapshot())::text FROM s
+		SELECT s.source FROM s
 		WHERE s.source IS NOT NULL AND NOT EXISTS (SELECT FROM `+l.sources()+` cs WHERE cs.source = s.source)`)
 	if err != nil {
 		return nil, err
 	}
-	type orphan struct {
-		source string
-		xmin   uint64
-	}
-	var os []orphan
-	var source, xmin string
-	if _, err := pgx.ForEachRow(rows, []any{&source, &xmin}, func() error {
-		v, err := strconv.ParseUint(xmin, 10, 64)
-		os = append(os, orphan{source, v})
-		return err
-	}); err != nil {
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return nil, err
 	}
 	var out []SourceTrim
-	for _, o := range os {
-		n, err := l.deleteBelow(ctx, db, o.source, o.xmin, batch)
+	for _, source := range names {
+		n, err := l.deleteBatches(ctx, db, `source = $1 AND NOT EXISTS (SELECT FROM `+l.sources()+` WHERE source = $1)`, batch, source)
 		if err != nil {
 			return out, err
 		}
 		if n > 0 {
-			out = append(out, SourceTrim{Source: o.source, Deleted: n})
+			out = append(out, SourceTrim{Source: source, Deleted: n})
 		}
 	}
 	return out, nil

@@ -1,0 +1,502 @@
+package changelog_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/incremental/changelog"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.MainWithDatabase(m, "DATABASE_URL") }
+
+// image is one change log entry as a test reads it.
+type image struct {
+	Op  string
+	Row map[string]any
+}
+
+func (i image) String() string { b, _ := json.Marshal(i.Row); return i.Op + string(b) }
+
+// read reads the window of source since in a REPEATABLE READ transaction,
+// with its images (sorted by their text).
+func read(t *testing.T, db changelog.DB, l *changelog.Log, source string, since changelog.Position) (changelog.Window, []string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`)
+	require.NoError(t, err)
+	w, err := l.Window(ctx, tx, source, since)
+	require.NoError(t, err)
+	var got []string
+	if w.Known {
+		rows, err := tx.Query(ctx, w.SQL, w.Args...)
+		require.NoError(t, err)
+		for rows.Next() {
+			var op string
+			var row map[string]any
+			require.NoError(t, rows.Scan(&op, &row))
+			got = append(got, image{op, row}.String())
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, got, int(w.Images), "Images counts the rows of SQL")
+	}
+	require.NoError(t, tx.Commit(ctx))
+	slices.Sort(got)
+	return w, got
+}
+
+func setup(t *testing.T) (*pgxpool.Pool, *changelog.Log) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	_, err := pool.Exec(context.Background(), `CREATE SCHEMA app;
+		CREATE TABLE app."Orders" (id int PRIMARY KEY, k text, v int)`)
+	require.NoError(t, err)
+	return pool, changelog.New("")
+}
+
+func exec(t *testing.T, db changelog.Querier, sql string, args ...any) {
+	t.Helper()
+	_, err := db.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+// A transaction in flight at a read is in the next window, exactly once;
+// nothing is skipped or repeated across successive windows.
+func TestWindowNeitherSkipsNorRepeats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k"}))
+
+	w0, _ := read(t, pool, l, "orders", "")
+	require.False(t, w0.Known)
+	require.Equal(t, changelog.ReasonNoPosition, w0.Reason)
+
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10), (2, 'b', 20)`)
+	inflight, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = inflight.Rollback(ctx) }()
+	exec(t, inflight, `INSERT INTO app."Orders" VALUES (3, 'c', 30)`)
+
+	w1, got := read(t, pool, l, "orders", w0.Position)
+	require.True(t, w1.Known, w1.Reason)
+	require.Equal(t, []string{`I{"id":1,"k":"a"}`, `I{"id":2,"k":"b"}`}, got)
+
+	require.NoError(t, inflight.Commit(ctx))
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (4, 'd', 40)`)
+
+	w2, got := read(t, pool, l, "orders", w1.Position)
+	require.True(t, w2.Known, w2.Reason)
+	require.Equal(t, []string{`I{"id":3,"k":"c"}`, `I{"id":4,"k":"d"}`}, got, "the in-flight insert appears once, in the window after its commit")
+
+	w3, got := read(t, pool, l, "orders", w2.Position)
+	require.True(t, w3.Known)
+	require.Empty(t, got)
+	require.Zero(t, w3.Images)
+
+	// The same window read twice is the same (a retry of a failed run).
+	_, again := read(t, pool, l, "orders", w1.Position)
+	require.Equal(t, []string{`I{"id":3,"k":"c"}`, `I{"id":4,"k":"d"}`}, again)
+	// "pg:" prefixed positions read the same.
+	_, again = read(t, pool, l, "orders", "pg:"+w1.Position)
+	require.Equal(t, []string{`I{"id":3,"k":"c"}`, `I{"id":4,"k":"d"}`}, again)
+}
+
+func TestUpdateAndDeleteImages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10), (2, 'b', 20), (3, NULL, 30)`)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"k", "v"}))
+	w0, _ := read(t, pool, l, "orders", "")
+
+	exec(t, pool, `UPDATE app."Orders" SET k = 'z' WHERE id = 1`)
+	exec(t, pool, `UPDATE app."Orders" SET v = 31 WHERE id = 3`)
+	exec(t, pool, `DELETE FROM app."Orders" WHERE id = 2`)
+	w1, got := read(t, pool, l, "orders", w0.Position)
+	require.True(t, w1.Known, w1.Reason)
+	require.Equal(t, []string{
+		`D{"k":"a","v":10}`, `D{"k":"b","v":20}`, `D{"k":null,"v":30}`,
+		`I{"k":"z","v":10}`, `I{"k":null,"v":31}`,
+	}, got)
+
+	// A statement that changes no row records nothing.
+	exec(t, pool, `DELETE FROM app."Orders" WHERE id = 99`)
+	w2, got := read(t, pool, l, "orders", w1.Position)
+	require.True(t, w2.Known)
+	require.Empty(t, got)
+}
+
+func TestTruncateMakesTheWindowUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	w0, _ := read(t, pool, l, "orders", "")
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10)`)
+	exec(t, pool, `TRUNCATE app."Orders"`)
+	w1, _ := read(t, pool, l, "orders", w0.Position)
+	require.False(t, w1.Known)
+	require.Equal(t, changelog.ReasonFull, w1.Reason)
+	require.NotEmpty(t, w1.Position)
+	w2, _ := read(t, pool, l, "orders", w1.Position)
+	require.True(t, w2.Known, "the window after it is known again")
+}
+
+func TestTrackingAfterThePositionIsUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	before, _ := read(t, pool, l, "orders", "")
+	w, _ := read(t, pool, l, "orders", before.Position)
+	require.Equal(t, changelog.ReasonNotTracked, w.Reason)
+
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	w, _ = read(t, pool, l, "orders", before.Position)
+	require.False(t, w.Known)
+	require.Equal(t, changelog.ReasonInstalled, w.Reason)
+
+	after, _ := read(t, pool, l, "orders", "")
+	// The same columns again: nothing changes.
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	w, _ = read(t, pool, l, "orders", after.Position)
+	require.True(t, w.Known, w.Reason)
+
+	// Other columns: a new installation, the position predates it.
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k"}))
+	w, _ = read(t, pool, l, "orders", after.Position)
+	require.Equal(t, changelog.ReasonInstalled, w.Reason)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10)`)
+	w2, got := read(t, pool, l, "orders", w.Position)
+	require.True(t, w2.Known)
+	require.Equal(t, []string{`I{"id":1,"k":"a"}`}, got, "one set of triggers records, with the new columns")
+
+	require.NoError(t, l.Untrack(ctx, pool, "orders"))
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (2, 'b', 20)`)
+	w3, _ := read(t, pool, l, "orders", w2.Position)
+	require.Equal(t, changelog.ReasonNotTracked, w3.Reason)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log`).Scan(&n))
+	require.Zero(t, n, "untracked: no trigger records, the entries are gone")
+	require.NoError(t, l.Untrack(ctx, pool, "orders"), "untracking twice is fine")
+}
+
+// An ALTER TABLE of the tracked table never makes the user's writes fail;
+// the window after a tracked column changed is unknown.
+func TestAlterTableKeepsWritesWorking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k", "v"}))
+	w0, _ := read(t, pool, l, "orders", "")
+	exec(t, pool, `ALTER TABLE app."Orders" ADD COLUMN extra text`)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10, 'x')`)
+	w1, got := read(t, pool, l, "orders", w0.Position)
+	require.True(t, w1.Known, "adding a column changes no tracked column")
+	require.Equal(t, []string{`I{"id":1,"k":"a","v":10}`}, got)
+
+	exec(t, pool, `ALTER TABLE app."Orders" DROP COLUMN v`)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (2, 'b')`)
+	exec(t, pool, `UPDATE app."Orders" SET k = 'bb' WHERE id = 2`)
+	exec(t, pool, `ALTER TABLE app."Orders" RENAME COLUMN k TO kk`)
+	exec(t, pool, `UPDATE app."Orders" SET kk = 'c' WHERE id = 2`)
+	exec(t, pool, `ALTER TABLE app."Orders" ALTER COLUMN id TYPE bigint`)
+	exec(t, pool, `DELETE FROM app."Orders"`)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (3, 'c')`)
+	w2, _ := read(t, pool, l, "orders", w1.Position)
+	require.False(t, w2.Known)
+	require.Equal(t, changelog.ReasonAltered, w2.Reason)
+
+	// Tracking again with the columns the table has now is known after it.
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "kk"}))
+	w3, _ := read(t, pool, l, "orders", "")
+	exec(t, pool, `UPDATE app."Orders" SET kk = 'd'`)
+	_, got = read(t, pool, l, "orders", w3.Position)
+	require.Equal(t, []string{`D{"id":3,"kk":"c"}`, `I{"id":3,"kk":"d"}`}, got)
+}
+
+func TestTrackBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	exec(t, pool, `CREATE VIEW app.v AS SELECT * FROM app."Orders";
+		CREATE TABLE app.p (id int) PARTITION BY RANGE (id)`)
+	for _, c := range []struct {
+		source, table string
+		cols          []string
+	}{
+		{"", `app."Orders"`, []string{"id"}},
+		{"s", `app."Orders"`, nil},
+		{"s", `app."Orders"`, []string{"id", "id"}},
+		{"s", `app."Orders"`, []string{"nope"}},
+		{"s", `app.nope`, []string{"id"}},
+		{"s", `app.v`, []string{"id"}},
+		{"s", `app.p`, []string{"id"}},
+	} {
+		require.ErrorIs(t, l.Track(ctx, pool, c.source, c.table, c.cols), changelog.ErrInvalid, "%+v", c)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_sources`).Scan(&n))
+	require.Zero(t, n)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = l.Window(ctx, tx, "s", "")
+	require.ErrorIs(t, err, changelog.ErrNotRepeatableRead)
+	require.NoError(t, tx.Rollback(ctx))
+
+	tx, err = pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = l.Window(ctx, tx, "s", "12:10:")
+	require.ErrorIs(t, err, changelog.ErrInvalid)
+	require.ErrorIs(t, l.SavePosition(ctx, tx, "out", "s", ""), changelog.ErrInvalid)
+}
+
+// A source id that needs quoting everywhere, a table in a schema that
+// does too, a column with a quote in its name.
+func TestTrackQuotes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	exec(t, pool, `CREATE SCHEMA "My Schema"; CREATE TABLE "My Schema"."a""b" ("it's" int, "x\y" text)`)
+	l := changelog.New("")
+	src := `o'$lw$\src`
+	require.NoError(t, l.Track(ctx, pool, src, `"My Schema"."a""b"`, []string{"it's", `x\y`}))
+	w0, _ := read(t, pool, l, src, "")
+	exec(t, pool, `INSERT INTO "My Schema"."a""b" VALUES (1, 'q''\')`)
+	_, got := read(t, pool, l, src, w0.Position)
+	require.Equal(t, []string{`I{"it's":1,"x\\y":"q'\\"}`}, got)
+}
+
+func TestRowStoreRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	l := changelog.New("")
+	w0, _ := read(t, pool, l, "daily", "")
+	require.NoError(t, l.RegisterSource(ctx, pool, "daily"))
+	w1, _ := read(t, pool, l, "daily", w0.Position)
+	require.Equal(t, changelog.ReasonInstalled, w1.Reason)
+	require.NoError(t, l.RegisterSource(ctx, pool, "daily"), "registering again keeps the installation")
+	w2, _ := read(t, pool, l, "daily", w1.Position)
+	require.True(t, w2.Known, w2.Reason)
+
+	exec(t, pool, `INSERT INTO `+l.Table()+` (source, op, image) VALUES ('daily', 'I', '{"day": "2026-01-02", "n": 3}'), ('daily', 'D', '{"day": "2026-01-01", "n": 2}')`)
+	w3, got := read(t, pool, l, "daily", w2.Position)
+	require.True(t, w3.Known)
+	require.Equal(t, []string{`D{"day":"2026-01-01","n":2}`, `I{"day":"2026-01-02","n":3}`}, got)
+	exec(t, pool, `INSERT INTO `+l.Table()+` (source, op) VALUES ('daily', 'F')`)
+	w4, _ := read(t, pool, l, "daily", w3.Position)
+	require.Equal(t, changelog.ReasonFull, w4.Reason)
+
+	exec(t, pool, `CREATE TABLE t (id int)`)
+	require.NoError(t, l.Track(ctx, pool, "rel", "t", []string{"id"}))
+	require.ErrorIs(t, l.RegisterSource(ctx, pool, "rel"), changelog.ErrKind)
+	require.ErrorIs(t, l.Track(ctx, pool, "daily", "t", []string{"id"}), changelog.ErrKind)
+}
+
+func TestPositions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	l := changelog.New("")
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := l.SavePosition(ctx, tx, "out", "a", "pg:1:1:"); err != nil {
+			return err
+		}
+		return l.SavePosition(ctx, tx, "out", "b", "ice:42")
+	}))
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return l.SavePosition(ctx, tx, "out", "a", "pg:5:5:")
+	}))
+	got, err := l.Positions(ctx, pool, "out")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a": "pg:5:5:", "b": "ice:42"}, got)
+	got, err = l.Positions(ctx, pool, "other")
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+// Writers run while windows are read: every row is in exactly one window.
+func TestConcurrentWritersDuringWindows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	w, _ := read(t, pool, l, "orders", "")
+	const writers, per = 4, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				id := g*per + i
+				// Some transactions write several statements, some stay open a while.
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, `INSERT INTO app."Orders" VALUES ($1, 'x', 0)`, id); err != nil {
+						return err
+					}
+					_, err := tx.Exec(ctx, `UPDATE app."Orders" SET v = v + 1 WHERE id = $1`, id)
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	seen := map[string]int{}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		next, got := read(t, pool, l, "orders", w.Position)
+		require.True(t, next.Known, next.Reason)
+		for _, g := range got {
+			seen[g]++
+		}
+		w = next
+	}
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	// Everything committed before the last read (after the writers ended).
+	require.Len(t, seen, writers*per*2, "an I for the insert and a D for the update's old image (identical I images counted below)")
+	for g, n := range seen {
+		want := 1
+		if g[0] == 'I' {
+			want = 2 // the insert's image and the update's new image are equal
+		}
+		require.Equal(t, want, n, "image %s", g)
+	}
+}
+
+// Trim keeps what a consumer needs; a bounded trim past a consumer makes
+// its next window unknown.
+func TestTrim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	save := func(output string, p changelog.Position) {
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return l.SavePosition(ctx, tx, output, "orders", "pg:"+string(p))
+		}))
+	}
+	w0, _ := read(t, pool, l, "orders", "")
+	save("slow", w0.Position)
+	for i := range 3 {
+		exec(t, pool, `INSERT INTO app."Orders" VALUES ($1, 'x', 0)`, i)
+	}
+	w1, _ := read(t, pool, l, "orders", w0.Position)
+	save("fast", w1.Position)
+	for i := 3; i < 6; i++ {
+		exec(t, pool, `INSERT INTO app."Orders" VALUES ($1, 'x', 0)`, i)
+	}
+	_, slowWant := read(t, pool, l, "orders", w0.Position)
+	_, fastWant := read(t, pool, l, "orders", w1.Position)
+	require.Len(t, slowWant, 6)
+	require.Len(t, fastWant, 3)
+
+	// Unbounded: nothing "slow" needs goes.
+	rep, err := l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, BatchSize: 2})
+	require.NoError(t, err)
+	for _, s := range rep.Sources {
+		require.Empty(t, s.Behind)
+	}
+	_, got := read(t, pool, l, "orders", w0.Position)
+	require.Equal(t, slowWant, got)
+	_, got = read(t, pool, l, "orders", w1.Position)
+	require.Equal(t, fastWant, got)
+
+	// "slow" catches up: the entries only it needed go.
+	save("slow", w1.Position)
+	// (How many depends on the cluster's oldest running transaction,
+	// which the parallel tests hold back: at most the 3.)
+	rep, err = l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, BatchSize: 2})
+	require.NoError(t, err)
+	require.LessOrEqual(t, rep.Deleted, int64(3))
+	_, got = read(t, pool, l, "orders", w1.Position)
+	require.Equal(t, fastWant, got)
+
+	// Bounded to 2 rows: the consumers are behind, their windows unknown.
+	rep, err = l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, MaxRows: 2, BatchSize: 2})
+	require.NoError(t, err)
+	require.Len(t, rep.Sources, 1)
+	require.ElementsMatch(t, []string{"fast", "slow"}, rep.Sources[0].Behind)
+	w, _ := read(t, pool, l, "orders", w1.Position)
+	require.Equal(t, changelog.ReasonTrimmed, w.Reason)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log`).Scan(&n))
+	require.Equal(t, 2, n)
+
+	// A position taken now is known after the trim.
+	now, _ := read(t, pool, l, "orders", "")
+	exec(t, pool, `DELETE FROM app."Orders" WHERE id = 5`)
+	w, got = read(t, pool, l, "orders", now.Position)
+	require.True(t, w.Known, w.Reason)
+	require.Equal(t, []string{`D{"id":5}`}, got)
+
+	// Entries of a source no longer registered go.
+	exec(t, pool, `INSERT INTO lakewrite.change_log (source, op) VALUES ('gone', 'F')`)
+	rep, err = l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1})
+	require.NoError(t, err)
+	require.Contains(t, fmt.Sprint(rep.Sources), "gone")
+}
+
+// Tracking needs the TRIGGER privilege on the table; the table's writers
+// need no right on the control-plane schema.
+func TestTrackWithTriggerPrivilegeOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	suffix := fmt.Sprint(pool.Config().ConnConfig.Database)
+	tracker, writer := "tracker_"+suffix, "writer_"+suffix
+	exec(t, pool, fmt.Sprintf(`CREATE ROLE %[1]s; CREATE ROLE %[2]s;
+		GRANT USAGE, CREATE ON SCHEMA lakewrite TO %[1]s;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON lakewrite.change_sources, lakewrite.change_log TO %[1]s;
+		GRANT USAGE ON SCHEMA app TO %[1]s, %[2]s;
+		GRANT TRIGGER ON app."Orders" TO %[1]s;
+		GRANT SELECT, INSERT, UPDATE, DELETE ON app."Orders" TO %[2]s`, tracker, writer))
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s, %[2]s CASCADE; DROP ROLE %[1]s; DROP ROLE %[2]s`, tracker, writer))
+	})
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	exec(t, conn, `SET ROLE `+tracker)
+	require.NoError(t, l.Track(ctx, conn, "orders", `app."Orders"`, []string{"id"}))
+	w0, _ := read(t, conn, l, "orders", "")
+	exec(t, conn, `SET ROLE `+writer)
+	exec(t, conn, `INSERT INTO app."Orders" VALUES (1, 'a', 1)`)
+	exec(t, conn, `UPDATE app."Orders" SET v = 2`)
+	exec(t, conn, `DELETE FROM app."Orders"`)
+	exec(t, conn, `RESET ROLE`)
+	_, got := read(t, conn, l, "orders", w0.Position)
+	require.Equal(t, []string{`D{"id":1}`, `D{"id":1}`, `I{"id":1}`, `I{"id":1}`}, got)
+	exec(t, conn, `SET ROLE `+tracker)
+	require.NoError(t, l.Track(ctx, conn, "orders", `app."Orders"`, []string{"id", "k"}), "re-tracking too")
+	require.NoError(t, l.Untrack(ctx, conn, "orders"))
+	exec(t, conn, `RESET ROLE`)
+}
