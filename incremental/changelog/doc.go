@@ -1,0 +1,136 @@
+// Package changelog records what changed in a source — a plain Postgres
+// table tracked by triggers, or a row-store dataset whose writers record
+// their changes — and reads it back in windows between two snapshots, so
+// that a run recomputes only what its sources' changes touch.
+//
+// # The log
+//
+// Migration 011 of package ledger creates three tables in the control-plane
+// schema. change_log holds one row per change image:
+//
+//   - source: the source id;
+//   - xid (xid8, default pg_current_xact_id()): the 64-bit id of the
+//     transaction that wrote the image;
+//   - op ("char"): 'I' a new image (a row inserted, or the new version of an
+//     updated row), 'D' an old image (a row deleted, or the old version of
+//     an updated row), 'F' everything may have changed (a TRUNCATE, a full
+//     rewrite, a write too big to record row by row; image NULL);
+//   - image (jsonb): an object keyed by column name. For a tracked table,
+//     the tracked columns, each as to_jsonb(value). For a row-store dataset,
+//     the row's dataset_rows.data exactly as stored; read a value back as
+//     (image->>'col')::<declared type>.
+//
+// change_sources lists the sources that record (installed_xid: the
+// transaction that installed the recording; trimmed_below: entries with a
+// smaller xid may be gone) and refresh_positions what each output's last
+// committed run read of each source (opaque text here; Trim reads the
+// positions that are pg_snapshots, optionally prefixed "pg:").
+//
+// # Windows: never skip, never repeat
+//
+// A reader opens a REPEATABLE READ transaction and asks [Log.Window] for
+// the changes of a source since the position its last run stored. The
+// window is every entry whose transaction is visible in the reader's
+// snapshot and not visible in since (pg_visible_in_snapshot); its Position
+// is the reader's snapshot, which the run stores with [Log.SavePosition] in
+// the transaction that commits it. The next window starts there.
+//
+// A pg_snapshot says exactly which transactions had committed when it was
+// taken: those below its xmin, and those below its xmax that are not in its
+// in-progress list. A transaction's entries become visible all at once, at
+// its commit, and a snapshot taken later sees every transaction an earlier
+// one saw. So each committed transaction falls in exactly one window: the
+// first whose end snapshot sees it. A transaction in flight at a read is in
+// that snapshot's in-progress list (or at or above its xmax): not in the
+// window read then, not excluded by the next window's since, and so in the
+// window after its commit — however long it stays open and whatever order
+// transactions commit in. Filtering by a range of xids instead would skip
+// it: xids are handed out in start order, not commit order. The xid range
+// [xmin of since, xmax of the reader's snapshot) only bounds the index scan
+// on (source, xid). An aborted transaction's entries are never visible.
+// xid8 carries the epoch, so it does not wrap around. Reading the same
+// window twice (a run retried after a failure) gives the same images.
+// Read on the primary: a standby's snapshots are not comparable with it.
+//
+// A window is not Known, and the run reads the source whole, when: there is
+// no earlier position; the source does not record; its recording was
+// installed (or re-installed with other columns) after since; the log was
+// trimmed past since; a tracked column was dropped, renamed, re-added or
+// retyped, or the triggers were removed or disabled; or the window holds an
+// 'F'. Window.Position is set in every case: after a full run the next
+// window starts there.
+//
+// # Tracked tables
+//
+// [Log.Track] installs, in one transaction, a function in the control-plane
+// schema and four triggers on the table: statement-level AFTER INSERT,
+// UPDATE and DELETE triggers with transition tables that record one image
+// per row (an UPDATE records the old image as 'D' and the new one as 'I',
+// whatever columns it changed: the output may depend on the untracked
+// ones), and an AFTER TRUNCATE trigger recording an 'F'. No wal_level
+// change and no replication slot. CREATE TRIGGER waits for the transactions
+// writing the table and blocks new ones until Track commits, so every write
+// made without the triggers is visible in any snapshot that sees the
+// installation: that is why a position that does not see installed_xid is
+// unknown, and one that does is exact.
+//
+// Each image is built from to_jsonb of the whole row, picking the tracked
+// keys, so an ALTER TABLE of the user's table never makes the user's
+// statements fail: a dropped or renamed column reads as null (and the next
+// window is unknown, see above). Writes that fire no trigger are not
+// recorded: session_replication_role = replica (logical replication's
+// apply, pg_restore --disable-triggers) or triggers disabled for a while
+// and enabled again; do not track a table written that way. A partitioned
+// table's statement triggers do not fire for writes made directly to a
+// partition, so Track refuses one.
+//
+// # Row-store datasets
+//
+// A writer of a row-store dataset records its changes itself, in the
+// transaction of the write, with plain INSERTs into [Log.Table] (xid takes
+// its default): op 'I' with the data of each row it inserts, 'D' with the
+// data of each row it deletes or replaces, or one 'F' (image NULL) for a
+// write it does not record row by row. [Log.RegisterSource] records the
+// dataset as a source. From then on every write of the dataset must record:
+// a write already running when the registration commits does not see the
+// registration, so a writer that records only when it sees one can miss
+// changes; record always, or serialize the decision with the registration.
+//
+// # Trimming
+//
+// [Log.Trim] deletes, per source, the entries below the smallest xmin of
+// its consumers' stored positions (every transaction below a snapshot's
+// xmin is visible in it, so no consumer needs them). It is bounded:
+// entries older than TrimOptions.MaxAge or beyond MaxRows per source go
+// even when a consumer still needs them; before deleting, Trim raises the
+// source's trimmed_below past them (in its own committed statement), and a
+// consumer whose position's xmin is below trimmed_below reads the source
+// whole once. trimmed_below is raised for every deletion, so a consumer
+// whose first position was taken before a trim and stored after it is
+// caught too. A source without a consumer keeps what the bounds allow.
+// Entries of sources no longer registered are deleted. Deletes run in
+// batches of BatchSize rows, each its own statement; readers see the log
+// through their snapshot, so Trim is safe alongside writers, readers and
+// another Trim.
+//
+// # Privileges
+//
+// Track and Untrack need the TRIGGER privilege on the table and, in the
+// control-plane schema, CREATE and the right to write change_sources and
+// change_log. The function is SECURITY DEFINER with a pinned search_path,
+// owned by whoever ran Track: the table's writers need no right on the
+// control-plane schema. Re-tracking and Untrack drop the function with
+// CASCADE, which removes its triggers without owning the table. A reader
+// needs SELECT on change_log and change_sources and to write
+// refresh_positions; Trim to delete from change_log, update change_sources
+// and write change_log_marks.
+//
+// # Overhead
+//
+// Per statement that writes a tracked table: one PL/pgSQL call and one
+// INSERT ... SELECT over the transition tables. Per row: to_jsonb of the
+// row, the picked image, and one heap tuple and one index entry in
+// change_log (and their WAL); an UPDATE records two images. The benchmark
+// BenchmarkTrackingOverhead (and internal/trackoverhead for programs)
+// measures tracked / untracked time of the same inserts and updates.
+package changelog
