@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -62,7 +63,7 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 		if relkind != "r" {
 			return fmt.Errorf("%w: track %q: %s is not a plain table (a partitioned table is tracked partition by partition)", ErrInvalid, source, relation)
 		}
-		sig, missing, err := signature(ctx, tx, relid, columns)
+		sig, types, missing, err := signature(ctx, tx, relid, columns)
 		if err != nil {
 			return err
 		}
@@ -109,12 +110,12 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO `+l.sources()+` AS s (source, relation, relid, columns, function, signature, installed_xid, installed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, pg_current_xact_id(), now())
+		_, err = tx.Exec(ctx, `INSERT INTO `+l.sources()+` AS s (source, relation, relid, columns, function, signature, types, installed_xid, installed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, pg_current_xact_id(), now())
 			ON CONFLICT (source) DO UPDATE SET relation = excluded.relation, relid = excluded.relid, columns = excluded.columns,
-				function = excluded.function, signature = excluded.signature,
+				function = excluded.function, signature = excluded.signature, types = excluded.types,
 				installed_xid = excluded.installed_xid, installed_at = excluded.installed_at`,
-			source, relation, relid, columns, fn, sig)
+			source, relation, relid, columns, fn, sig, types)
 		return err
 	})
 	if err != nil {
@@ -169,56 +170,74 @@ func (l *Log) triggersInstalled(ctx context.Context, q Querier, source string, r
 }
 
 // signature describes columns of relid as attnum:name:type, so that a
-// dropped, renamed, re-added or retyped column changes it; missing lists
-// the columns relid does not have.
-func signature(ctx context.Context, q Querier, relid uint32, columns []string) (sig string, missing []string, err error) {
-	rows, err := q.Query(ctx, `SELECT c.name, a.attnum || ':' || a.attname || ':' || a.atttypid || ':' || a.atttypmod
+// dropped, renamed, re-added or retyped column changes it; types are their
+// types, schema-qualified and quoted; missing lists the columns relid does
+// not have.
+func signature(ctx context.Context, q Querier, relid uint32, columns []string) (sig string, types, missing []string, err error) {
+	rows, err := q.Query(ctx, `SELECT c.name, a.attnum || ':' || a.attname || ':' || a.atttypid || ':' || a.atttypmod,
+			quote_ident(tn.nspname) || '.' || quote_ident(t.typname)
 		FROM unnest($2::text[]) WITH ORDINALITY AS c(name, i)
 		LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = $1 AND a.attname = c.name AND a.attnum > 0 AND NOT a.attisdropped
+		LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+		LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
 		ORDER BY c.i`, relid, columns)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	var parts []string
 	for rows.Next() {
 		var name string
-		var part *string
-		if err := rows.Scan(&name, &part); err != nil {
+		var part, typ *string
+		if err := rows.Scan(&name, &part, &typ); err != nil {
 			rows.Close()
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		if part == nil {
 			missing = append(missing, name)
 			continue
 		}
 		parts = append(parts, *part)
+		types = append(types, *typ)
 	}
 	if err := rows.Err(); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return strings.Join(parts, ","), missing, nil
+	return strings.Join(parts, ","), types, missing, nil
 }
 
-// captureFunction is the trigger function of source. It builds each image
-// from to_jsonb of the whole row and picks the tracked keys, so an ALTER
-// TABLE of the user's table never makes the user's statement fail: a
-// dropped or renamed column reads as null. SECURITY DEFINER: the table's
-// writers need no right on the control-plane schema.
+// captureFunction is the trigger function of source. It records the tracked
+// columns' values as text, up to captureChunk rows a log entry (op 'i' or
+// 'd'); Window turns them back into jsonb images. Before that it checks
+// that the tracked columns still exist: after an ALTER TABLE that dropped
+// or renamed one it records an 'F' instead, so the user's statement never
+// fails. The function pins the settings that shape the text of a value
+// (DateStyle, IntervalStyle, extra_float_digits, bytea_output) so any
+// reader parses it back exactly. SECURITY DEFINER: the table's writers need
+// no right on the control-plane schema.
 func (l *Log) captureFunction(fn, source string, columns []string) string {
-	img := image(columns)
 	src := quoteLiteral(source)
+	names := make([]string, len(columns))
+	vals := make([]string, len(columns))
+	for i, c := range columns {
+		names[i] = quoteLiteral(c)
+		vals[i] = "t." + pgx.Identifier{c}.Sanitize() + "::text"
+	}
 	ins := func(op, table string) string {
-		return `SELECT ` + src + `, '` + op + `'::"char", ` + img + ` FROM (SELECT to_jsonb(` + table + `.*) AS j FROM ` + table + `) s`
+		return `SELECT ` + src + `, '` + op + `'::"char", array_agg(v) FROM (SELECT ARRAY[` + strings.Join(vals, ", ") +
+			`] AS v, row_number() OVER () AS n FROM ` + table + ` t) s GROUP BY (n - 1) / ` + strconv.Itoa(captureChunk)
 	}
 	log := l.Table()
 	body := `
 BEGIN
-	IF TG_OP = 'INSERT' THEN
-		INSERT INTO ` + log + ` (source, op, image) ` + ins("I", "lw_new") + `;
+	IF TG_OP <> 'TRUNCATE' AND (SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = TG_RELID
+			AND attname = ANY (ARRAY[` + strings.Join(names, ", ") + `]::text[]) AND attnum > 0 AND NOT attisdropped) <> ` + strconv.Itoa(len(columns)) + ` THEN
+		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
+	ELSIF TG_OP = 'INSERT' THEN
+		INSERT INTO ` + log + ` (source, op, vals) ` + ins("i", "lw_new") + `;
 	ELSIF TG_OP = 'UPDATE' THEN
-		INSERT INTO ` + log + ` (source, op, image) ` + ins("D", "lw_old") + ` UNION ALL ` + ins("I", "lw_new") + `;
+		INSERT INTO ` + log + ` (source, op, vals) ` + ins("d", "lw_old") + ` UNION ALL ` + ins("i", "lw_new") + `;
 	ELSIF TG_OP = 'DELETE' THEN
-		INSERT INTO ` + log + ` (source, op, image) ` + ins("D", "lw_old") + `;
+		INSERT INTO ` + log + ` (source, op, vals) ` + ins("d", "lw_old") + `;
 	ELSE
 		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
 	END IF;
@@ -229,19 +248,23 @@ END
 	for i := 0; strings.Contains(body, tag); i++ {
 		tag = fmt.Sprintf("$lw%d$", i)
 	}
-	return `CREATE FUNCTION ` + fn + `() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS ` + tag + body + tag
+	return `CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex'
+AS ` + tag + body + tag
 }
 
-// image is the jsonb object of columns picked from the row's jsonb j
-// (jsonb_build_object takes at most 100 arguments: 50 columns a call).
-func image(columns []string) string {
+// captureChunk is the most images a trigger records in one log entry.
+const captureChunk = 1000
+
+// images is the SQL expression of the jsonb image of row r of an entry's
+// vals (jsonb_build_object takes at most 100 arguments: 50 columns a call).
+func images(columns, types []string) string {
 	var calls []string
-	for chunk := range slices.Chunk(columns, 50) {
+	for i := 0; i < len(columns); i += 50 {
 		var args []string
-		for _, c := range chunk {
-			k := quoteLiteral(c)
-			args = append(args, k+", j -> "+k)
+		for j := i; j < min(i+50, len(columns)); j++ {
+			args = append(args, quoteLiteral(columns[j])+", (c.vals[r]["+strconv.Itoa(j+1)+"])::"+types[j])
 		}
 		calls = append(calls, "jsonb_build_object("+strings.Join(args, ", ")+")")
 	}

@@ -77,14 +77,15 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 	var (
 		relid     *uint32
 		columns   []string
+		types     []string
 		sig       *string
 		installed bool
 		trimmed   bool
 	)
-	err = tx.QueryRow(ctx, `SELECT relid, columns, signature,
+	err = tx.QueryRow(ctx, `SELECT relid, columns, types, signature,
 			pg_visible_in_snapshot(installed_xid, $2::pg_snapshot), trimmed_below > $3::xid8
 		FROM `+l.sources()+` WHERE source = $1`, source, from.text, strconv.FormatUint(from.xmin, 10)).
-		Scan(&relid, &columns, &sig, &installed, &trimmed)
+		Scan(&relid, &columns, &types, &sig, &installed, &trimmed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		w.Reason = ReasonNotTracked
@@ -103,7 +104,7 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		if err != nil {
 			return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
 		}
-		now, missing, err := signature(ctx, tx, *relid, columns)
+		now, _, missing, err := signature(ctx, tx, *relid, columns)
 		if err != nil {
 			return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
 		}
@@ -112,11 +113,12 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 			return w, nil
 		}
 	}
-	const where = ` WHERE source = $1 AND xid >= $2::xid8 AND xid < $3::xid8
-		AND NOT pg_visible_in_snapshot(xid, $4::pg_snapshot) AND pg_visible_in_snapshot(xid, $5::pg_snapshot)`
+	const where = ` WHERE c.source = $1 AND c.xid >= $2::xid8 AND c.xid < $3::xid8
+		AND NOT pg_visible_in_snapshot(c.xid, $4::pg_snapshot) AND pg_visible_in_snapshot(c.xid, $5::pg_snapshot)`
 	args := []any{source, strconv.FormatUint(from.xmin, 10), strconv.FormatUint(to.xmax, 10), from.text, to.text}
 	var full bool
-	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE op <> 'F'), coalesce(bool_or(op = 'F'), false) FROM `+l.Table()+where, args...).
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(CASE WHEN c.op IN ('i', 'd') THEN array_length(c.vals, 1) ELSE 1 END)
+			FILTER (WHERE c.op <> 'F'), 0), coalesce(bool_or(c.op = 'F'), false) FROM `+l.Table()+` c`+where, args...).
 		Scan(&w.Images, &full); err != nil {
 		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
 	}
@@ -126,7 +128,15 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		return w, nil
 	}
 	w.Known = true
-	w.SQL = `SELECT op, image FROM ` + l.Table() + where
+	w.SQL = `SELECT c.op, c.image FROM ` + l.Table() + ` c` + where + ` AND c.op IN ('I', 'D')`
+	if relid != nil {
+		// A tracked table's images are recorded compactly: one jsonb
+		// image per row of vals.
+		w.SQL += `
+		UNION ALL
+		SELECT upper(c.op::text)::"char", ` + images(columns, types) + `
+		FROM ` + l.Table() + ` c CROSS JOIN LATERAL generate_series(1, array_length(c.vals, 1)) r` + where + ` AND c.op IN ('i', 'd')`
+	}
 	w.Args = args
 	return w, nil
 }

@@ -4,18 +4,23 @@
 -- Package incremental/changelog reads and writes these tables; its doc.go
 -- is their contract.
 
--- One row per change image of a source, stamped with the 64-bit id of the
--- transaction that wrote it and read back with snapshot visibility.
+-- The change images of the sources, stamped with the 64-bit id of the
+-- transaction that wrote them and read back with snapshot visibility.
 -- op: 'I' a new image (a row inserted, or the new version of an updated
 -- row), 'D' an old image (a row deleted, or the old version of an updated
--- row), 'F' everything may have changed (TRUNCATE, a full rewrite; image
--- NULL). image: a jsonb object keyed by column name. No primary key and no
--- other index: every write of a tracked table pays for this one.
+-- row), each in image, a jsonb object keyed by column name; 'F' everything
+-- may have changed (TRUNCATE, a full rewrite; image NULL). The triggers of
+-- a tracked table write their images compactly, up to 1,000 rows an entry:
+-- op 'i' (new images) or 'd' (old images), vals a two-dimensional array of
+-- the tracked columns' values as text, one row per image, in the order of
+-- change_sources.columns. No primary key and one index: every write of a
+-- tracked table pays for them.
 CREATE TABLE change_log (
     source text NOT NULL,
     xid    xid8 NOT NULL DEFAULT pg_current_xact_id(),
     op     "char" NOT NULL,
-    image  jsonb
+    image  jsonb,
+    vals   text[]
 );
 
 CREATE INDEX change_log_source_xid ON change_log (source, xid);
@@ -24,7 +29,8 @@ CREATE INDEX change_log_source_xid ON change_log (source, xid);
 -- (relation, relid and columns set; its triggers call function) or a
 -- row-store dataset (relation NULL). signature: the tracked columns'
 -- attnum:name:type when tracking was installed, to tell a later ALTER
--- TABLE of them. installed_xid: the transaction that
+-- TABLE of them; types: their types, schema-qualified, to read vals back.
+-- installed_xid: the transaction that
 -- installed (or last re-installed) the recording; a reader whose position
 -- does not see it must read the source whole. trimmed_below: entries with
 -- a smaller xid may have been deleted.
@@ -35,6 +41,7 @@ CREATE TABLE change_sources (
     columns       text[],
     function      text,
     signature     text,
+    types         text[],
     installed_xid xid8 NOT NULL,
     trimmed_below xid8 NOT NULL DEFAULT '0',
     installed_at  timestamptz NOT NULL DEFAULT now()
