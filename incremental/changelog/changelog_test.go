@@ -527,3 +527,42 @@ func BenchmarkTrackingOverhead(b *testing.B) {
 }
 
 var overheadRows = flag.Int("trackoverhead.rows", 100_000, "rows inserted and updated by BenchmarkTrackingOverhead")
+
+// Images read back equal to_jsonb of each value, whatever its type and the
+// writer's session settings, across entries of many rows.
+func TestImagesRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	exec(t, pool, `CREATE TYPE mood AS ENUM ('sad', 'ok');
+		CREATE TABLE r (id int PRIMARY KEY, ts timestamptz, d date, n numeric(12,3), f float8, b bytea,
+			s text, iv interval, j jsonb, a int[], m mood, bo boolean, u uuid)`)
+	cols := []string{"id", "ts", "d", "n", "f", "b", "s", "iv", "j", "a", "m", "bo", "u"}
+	l := changelog.New("")
+	require.NoError(t, l.Track(ctx, pool, "r", "r", cols))
+	w0, _ := read(t, pool, l, "r", "")
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	exec(t, conn, `SET DateStyle = 'SQL, DMY'; SET IntervalStyle = 'sql_standard'; SET extra_float_digits = -3;
+		SET bytea_output = 'escape'; SET TimeZone = 'Asia/Kolkata'`)
+	exec(t, conn, `INSERT INTO r SELECT g, '2026-03-04 05:06:07.123456+00'::timestamptz + g * interval '1 day',
+			'2026-01-02'::date + g, g / 7.0, 0.1 * g + 1e-12, decode(md5(g::text), 'hex'), 'it''s "q" \ ' || g,
+			make_interval(0, 1, 0, g, 2, 3, 4.5), jsonb_build_object('k', g, 'a', ARRAY[g]), ARRAY[g, NULL],
+			CASE WHEN g % 2 = 0 THEN 'ok'::mood END, g % 3 = 0, md5(g::text)::uuid
+		FROM generate_series(1, 2500) g`)
+	exec(t, conn, `INSERT INTO r (id) VALUES (0)`)
+	exec(t, conn, `RESET ALL`)
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	w, err := l.Window(ctx, tx, "r", w0.Position)
+	require.NoError(t, err)
+	require.True(t, w.Known)
+	require.EqualValues(t, 2501, w.Images)
+	var bad int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM (`+w.SQL+`) w FULL JOIN
+		(SELECT jsonb_build_object('id', id, 'ts', ts, 'd', d, 'n', n, 'f', f, 'b', b, 's', s, 'iv', iv, 'j', j, 'a', a, 'm', m, 'bo', bo, 'u', u) AS image FROM r) r
+		ON w.image = r.image WHERE w.image IS NULL OR r.image IS NULL OR w.op <> 'I'`, w.Args...).Scan(&bad))
+	require.Zero(t, bad, "every image equals the row's to_jsonb values")
+}

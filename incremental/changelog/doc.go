@@ -5,8 +5,8 @@
 //
 // # The log
 //
-// Migration 011 of package ledger creates three tables in the control-plane
-// schema. change_log holds one row per change image:
+// Migration 011 of package ledger creates its tables in the control-plane
+// schema. change_log holds the change images:
 //
 //   - source: the source id;
 //   - xid (xid8, default pg_current_xact_id()): the 64-bit id of the
@@ -15,10 +15,14 @@
 //     updated row), 'D' an old image (a row deleted, or the old version of
 //     an updated row), 'F' everything may have changed (a TRUNCATE, a full
 //     rewrite, a write too big to record row by row; image NULL);
-//   - image (jsonb): an object keyed by column name. For a tracked table,
-//     the tracked columns, each as to_jsonb(value). For a row-store dataset,
-//     the row's dataset_rows.data exactly as stored; read a value back as
-//     (image->>'col')::<declared type>.
+//   - image (jsonb): an object keyed by column name. For a row-store
+//     dataset, the row's dataset_rows.data exactly as stored; read a value
+//     back as (image->>'col')::<declared type>.
+//   - vals (text[]): the compact form the triggers of a tracked table write,
+//     op 'i' or 'd' for up to 1,000 images an entry: one row of the
+//     two-dimensional array per image, the tracked columns' values as text.
+//     Window's SQL turns each into the jsonb image of the tracked columns,
+//     each as to_jsonb(value), with op 'I' or 'D': readers never see vals.
 //
 // change_sources lists the sources that record (installed_xid: the
 // transaction that installed the recording; trimmed_below: entries with a
@@ -74,13 +78,18 @@
 // installation: that is why a position that does not see installed_xid is
 // unknown, and one that does is exact.
 //
-// Each image is built from to_jsonb of the whole row, picking the tracked
-// keys, so an ALTER TABLE of the user's table never makes the user's
-// statements fail: a dropped or renamed column reads as null (and the next
-// window is unknown, see above). Writes that fire no trigger are not
-// recorded: session_replication_role = replica (logical replication's
-// apply, pg_restore --disable-triggers) or triggers disabled for a while
-// and enabled again; do not track a table written that way. A partitioned
+// The trigger function reads the tracked columns by name, after checking
+// (one catalog lookup per statement) that they are all still there: after
+// an ALTER TABLE that dropped or renamed one it records an 'F' instead, so
+// the user's statements never fail, and the window is unknown anyway (the
+// tracked columns' attnum, name and type are compared at each Window);
+// adding or altering other columns changes nothing. The function pins the
+// settings that shape a value's text (DateStyle, IntervalStyle,
+// extra_float_digits, bytea_output), so a reader in any session parses it
+// back to the same value. Writes that fire no trigger are not recorded:
+// session_replication_role = replica (logical replication's apply,
+// pg_restore --disable-triggers) or triggers disabled for a while and
+// enabled again; do not track a table written that way. A partitioned
 // table's statement triggers do not fire for writes made directly to a
 // partition, so Track refuses one.
 //
@@ -127,10 +136,12 @@
 //
 // # Overhead
 //
-// Per statement that writes a tracked table: one PL/pgSQL call and one
-// INSERT ... SELECT over the transition tables. Per row: to_jsonb of the
-// row, the picked image, and one heap tuple and one index entry in
-// change_log (and their WAL); an UPDATE records two images. The benchmark
-// BenchmarkTrackingOverhead (and internal/trackoverhead for programs)
-// measures tracked / untracked time of the same inserts and updates.
+// Per statement that writes a tracked table: one PL/pgSQL call (with its
+// pinned settings), one catalog lookup and one INSERT ... SELECT over the
+// transition tables. Per row: the tracked values' text output into one
+// array; per 1,000 rows one change_log tuple and one index entry (and their
+// WAL). An UPDATE records old and new values. The jsonb images are built
+// when a window is read, for the window's rows only. BenchmarkTrackingOverhead
+// (and internal/trackoverhead for programs) measures tracked / untracked
+// time of the same inserts and updates.
 package changelog

@@ -24,9 +24,10 @@ type TrimOptions struct {
 	// Trim records, so an entry goes at the first Trim after a Trim that
 	// ran at least MaxAge after the entry was written.
 	MaxAge time.Duration
-	// MaxRows: at most this many entries are kept per source (the newest,
-	// whole transactions), even when a consumer still needs older ones.
-	// Zero means no row bound.
+	// MaxRows: at most this many change_log rows are kept per source (the
+	// newest, whole transactions), even when a consumer still needs older
+	// ones; a tracked table's row holds up to 1,000 images. Zero means no
+	// row bound.
 	MaxRows int64
 	// BatchSize: entries per DELETE statement, each its own transaction,
 	// so that a trim never holds many row locks long. Zero means
