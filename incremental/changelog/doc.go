@@ -111,12 +111,15 @@
 // its consumers' stored positions (every transaction below a snapshot's
 // xmin is visible in it, so no consumer needs them). It is bounded:
 // entries older than TrimOptions.MaxAge or beyond MaxRows per source go
-// even when a consumer still needs them; before deleting, Trim raises the
-// source's trimmed_below past them (in its own committed statement), and a
-// consumer whose position's xmin is below trimmed_below reads the source
-// whole once. trimmed_below is raised for every deletion, so a consumer
-// whose first position was taken before a trim and stored after it is
-// caught too. A source without a consumer keeps what the bounds allow.
+// even when a consumer still needs them. Before deleting, Trim raises the
+// source's trimmed_below past them and records the snapshot it did that
+// in, in its own committed statement, and deletes only entries visible in
+// that snapshot; a consumer whose position does not see one of the
+// entries that may be gone (below trimmed_below and visible in the trim's
+// snapshot) reads the source whole once. The bound is raised for every
+// deletion, so a consumer whose first position was taken before a trim and
+// stored after it is caught too, and a position taken after the trim is
+// never behind it, however old the cluster's oldest running transaction. A source without a consumer keeps what the bounds allow.
 // Entries of sources no longer registered are deleted. Deletes run in
 // batches of BatchSize rows, each its own statement; readers see the log
 // through their snapshot, so Trim is safe alongside writers, readers and

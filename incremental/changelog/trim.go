@@ -78,22 +78,23 @@ func (l *Log) Trim(ctx context.Context, db DB, opts TrimOptions) (TrimReport, er
 	type src struct {
 		name    string
 		trimmed uint64
+		at      string
 	}
-	rows, err := db.Query(ctx, `SELECT source, trimmed_below::text FROM `+l.sources()+` ORDER BY source`)
+	rows, err := db.Query(ctx, `SELECT source, trimmed_below::text, coalesce(trimmed_snapshot, '') FROM `+l.sources()+` ORDER BY source`)
 	if err != nil {
 		return rep, fmt.Errorf("changelog: trim: %w", err)
 	}
 	var srcs []src
-	var name, below string
-	if _, err := pgx.ForEachRow(rows, []any{&name, &below}, func() error {
+	var name, below, at string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &below, &at}, func() error {
 		v, err := strconv.ParseUint(below, 10, 64)
-		srcs = append(srcs, src{name, v})
+		srcs = append(srcs, src{name, v, at})
 		return err
 	}); err != nil {
 		return rep, fmt.Errorf("changelog: trim: %w", err)
 	}
 	for _, s := range srcs {
-		st, err := l.trimSource(ctx, db, s.name, s.trimmed, ageCut, opts)
+		st, err := l.trimSource(ctx, db, s.name, s.trimmed, s.at, ageCut, opts)
 		if err != nil {
 			return rep, fmt.Errorf("changelog: trim %q: %w", s.name, err)
 		}
@@ -139,11 +140,11 @@ func (l *Log) mark(ctx context.Context, db DB, maxAge time.Duration) (uint64, er
 	return strconv.ParseUint(xid, 10, 64)
 }
 
-func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, ageCut uint64, opts TrimOptions) (SourceTrim, error) {
+func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed uint64, at string, ageCut uint64, opts TrimOptions) (SourceTrim, error) {
 	st := SourceTrim{Source: source, TrimmedBelow: trimmed}
 	type consumer struct {
 		output string
-		xmin   uint64
+		pos    snapshot
 	}
 	rows, err := db.Query(ctx, `SELECT dataset_id, position FROM `+l.positions()+` WHERE source_id = $1`, source)
 	if err != nil {
@@ -155,7 +156,7 @@ func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, age
 		// A position that is not a pg_snapshot is of another kind of
 		// source (an Iceberg snapshot id): not a consumer of this log.
 		if s, err := parsePosition(Position(position)); err == nil {
-			consumers = append(consumers, consumer{output, s.xmin})
+			consumers = append(consumers, consumer{output, s})
 		}
 		return nil
 	}); err != nil {
@@ -165,8 +166,8 @@ func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, age
 	// nothing, raised by the age and row bounds.
 	var bound uint64
 	for i, c := range consumers {
-		if i == 0 || c.xmin < bound {
-			bound = c.xmin
+		if i == 0 || c.pos.xmin < bound {
+			bound = c.pos.xmin
 		}
 	}
 	bound = max(bound, ageCut)
@@ -187,9 +188,13 @@ func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, age
 		}
 	}
 	if bound > trimmed {
+		// The new bound and the snapshot it is taken in: only entries
+		// visible in it are deleted, so a reader's position is behind only
+		// when it does not see one of them (see trimmedPast).
 		var now string
-		if err := db.QueryRow(ctx, `UPDATE `+l.sources()+` SET trimmed_below = greatest(trimmed_below, $2::xid8)
-			WHERE source = $1 RETURNING trimmed_below::text`, source, strconv.FormatUint(bound, 10)).Scan(&now); err != nil {
+		if err := db.QueryRow(ctx, `UPDATE `+l.sources()+` SET trimmed_below = greatest(trimmed_below, $2::xid8),
+				trimmed_snapshot = CASE WHEN $2::xid8 > trimmed_below THEN pg_current_snapshot()::text ELSE trimmed_snapshot END
+			WHERE source = $1 RETURNING trimmed_below::text, trimmed_snapshot`, source, strconv.FormatUint(bound, 10)).Scan(&now, &at); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) { // untracked meanwhile
 				return st, nil
 			}
@@ -201,19 +206,51 @@ func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed, age
 		}
 		st.TrimmedBelow = v
 	}
+	if st.TrimmedBelow == 0 {
+		return st, nil
+	}
+	trim, err := parsePosition(Position(at))
+	if err != nil {
+		return st, err
+	}
 	for _, c := range consumers {
-		if c.xmin < st.TrimmedBelow {
+		if trimmedPast(c.pos, st.TrimmedBelow, trim) {
 			st.Behind = append(st.Behind, c.output)
 		}
 	}
-	st.Deleted, err = l.deleteBelow(ctx, db, source, st.TrimmedBelow, opts.BatchSize)
+	st.Deleted, err = l.deleteBatches(ctx, db, `source = $1 AND xid < $2::xid8 AND pg_visible_in_snapshot(xid, $3::pg_snapshot)`,
+		opts.BatchSize, source, strconv.FormatUint(st.TrimmedBelow, 10), trim.text)
 	return st, err
 }
 
-// deleteBelow deletes the entries of source below xid, batch entries a
-// statement.
-func (l *Log) deleteBelow(ctx context.Context, db DB, source string, xid uint64, batch int) (int64, error) {
-	return l.deleteBatches(ctx, db, `source = $1 AND xid < $2::xid8`, batch, source, strconv.FormatUint(xid, 10))
+// trimmedPast reports whether an entry a trim may have deleted (xid below
+// below, visible in the trim's snapshot) is not visible in pos: then a
+// window since pos may miss it. Conservative: an xid that aborted counts.
+func trimmedPast(pos snapshot, below uint64, trim snapshot) bool {
+	if below == 0 {
+		return false
+	}
+	for _, x := range pos.xip {
+		if x < below && trim.visible(x) {
+			return true
+		}
+	}
+	// The xids at or above pos's xmax and below the bound: is one of them
+	// visible in the trim's snapshot?
+	hi := min(below, trim.xmax)
+	if pos.xmax >= hi {
+		return false
+	}
+	if pos.xmax < trim.xmin {
+		return true
+	}
+	inProgress := uint64(0)
+	for _, x := range trim.xip {
+		if x >= pos.xmax && x < hi {
+			inProgress++
+		}
+	}
+	return inProgress < hi-pos.xmax
 }
 
 func (l *Log) deleteBatches(ctx context.Context, db DB, where string, batch int, args ...any) (int64, error) {

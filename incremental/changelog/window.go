@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,12 +81,13 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		types     []string
 		sig       *string
 		installed bool
-		trimmed   bool
+		below     string
+		at        string
 	)
 	err = tx.QueryRow(ctx, `SELECT relid, columns, types, signature,
-			pg_visible_in_snapshot(installed_xid, $2::pg_snapshot), trimmed_below > $3::xid8
-		FROM `+l.sources()+` WHERE source = $1`, source, from.text, strconv.FormatUint(from.xmin, 10)).
-		Scan(&relid, &columns, &types, &sig, &installed, &trimmed)
+			pg_visible_in_snapshot(installed_xid, $2::pg_snapshot), trimmed_below::text, coalesce(trimmed_snapshot, '')
+		FROM `+l.sources()+` WHERE source = $1`, source, from.text).
+		Scan(&relid, &columns, &types, &sig, &installed, &below, &at)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		w.Reason = ReasonNotTracked
@@ -95,7 +97,10 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 	case !installed:
 		w.Reason = ReasonInstalled
 		return w, nil
-	case trimmed:
+	}
+	if trimmed, err := trimmedBefore(from, below, at); err != nil {
+		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
+	} else if trimmed {
 		w.Reason = ReasonTrimmed
 		return w, nil
 	}
@@ -177,6 +182,26 @@ func (l *Log) Positions(ctx context.Context, q Querier, output string) (map[stri
 type snapshot struct {
 	text       string // without a "pg:" prefix
 	xmin, xmax uint64
+	xip        []uint64
+}
+
+// visible is pg_visible_in_snapshot.
+func (s snapshot) visible(x uint64) bool {
+	return x < s.xmin || (x < s.xmax && !slices.Contains(s.xip, x))
+}
+
+// trimmedBefore reports whether the source's trim bound (trimmed_below and
+// trimmed_snapshot as text) may have deleted an entry since needs.
+func trimmedBefore(since snapshot, below, at string) (bool, error) {
+	b, err := strconv.ParseUint(below, 10, 64)
+	if err != nil || b == 0 {
+		return false, err
+	}
+	trim, err := parsePosition(Position(at))
+	if err != nil {
+		return false, err
+	}
+	return trimmedPast(since, b, trim), nil
 }
 
 // parsePosition parses a pg_snapshot's text form.
@@ -192,13 +217,15 @@ func parsePosition(p Position) (snapshot, error) {
 	if err1 != nil || err2 != nil || xmin > xmax {
 		return snapshot{}, bad
 	}
+	var xip []uint64
 	if parts[2] != "" {
 		for _, x := range strings.Split(parts[2], ",") {
 			v, err := strconv.ParseUint(x, 10, 64)
 			if err != nil || v < xmin || v >= xmax {
 				return snapshot{}, bad
 			}
+			xip = append(xip, v)
 		}
 	}
-	return snapshot{text: s, xmin: xmin, xmax: xmax}, nil
+	return snapshot{text: s, xmin: xmin, xmax: xmax, xip: xip}, nil
 }

@@ -30,10 +30,10 @@ CREATE INDEX change_log_source_xid ON change_log (source, xid);
 -- row-store dataset (relation NULL). signature: the tracked columns'
 -- attnum:name:type when tracking was installed, to tell a later ALTER
 -- TABLE of them; types: their types, schema-qualified, to read vals back.
--- installed_xid: the transaction that
--- installed (or last re-installed) the recording; a reader whose position
--- does not see it must read the source whole. trimmed_below: entries with
--- a smaller xid may have been deleted.
+-- installed_xid: the transaction that installed (or last re-installed) the
+-- recording; a reader whose position does not see it must read the source
+-- whole. trimmed_below, trimmed_snapshot: entries with a smaller xid that
+-- are visible in that pg_snapshot (text) may have been deleted.
 CREATE TABLE change_sources (
     source        text PRIMARY KEY,
     relation      text,
@@ -44,6 +44,7 @@ CREATE TABLE change_sources (
     types         text[],
     installed_xid xid8 NOT NULL,
     trimmed_below xid8 NOT NULL DEFAULT '0',
+    trimmed_snapshot text,
     installed_at  timestamptz NOT NULL DEFAULT now()
 );
 
