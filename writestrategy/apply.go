@@ -56,6 +56,12 @@ type WriteResult struct {
 	// read). The Dispatcher also logs it (Info, "lakewrite delta request
 	// read whole").
 	FullRead string
+	// Slices is the number of readers that wrote the output on the Iceberg
+	// path (Request.Slices): 1 for one stream, 0 on the Postgres path and
+	// for a replayed result. SliceNote says why a write asked to run in
+	// slices ran as one stream ("" otherwise).
+	Slices    int
+	SliceNote string
 
 	// columns of the output, stamped as the dataset's declared schema.
 	columns Schema

@@ -36,6 +36,10 @@ type Computed struct {
 	skips      bool
 	mergeKey   []string  // see merge.go
 	probe      *keyProbe // see keyprobe.go
+
+	slice         *sliceOf // see slicing.go
+	sliceNote     string
+	slicedRounded *int64
 }
 
 // Schema is the Arrow schema of the batches. For a snapshot_replace over a
@@ -105,7 +109,8 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err := checkOrderKeys(p.output, cols, oids, types, env.orderBy[p.output]); err != nil {
 			return nil, err
 		}
-		c := Computed{DatasetID: p.output, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe}
+		c := Computed{DatasetID: p.output, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe,
+			slice: p.slice, sliceNote: p.sliceNote}
 		if p.probe != nil { // counted with the source's key range
 			c.sourceRows, c.skips = p.probe.sourceRows, true
 		} else if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {

@@ -70,6 +70,9 @@ type DispatchConfig struct {
 	// released, its lease lapsed) are reconciled at once, whatever their
 	// age. Default 15 minutes; make it longer than your slowest write.
 	RecoverAfter time.Duration
+	// SliceDeadline bounds a write in slices (Request.Slices) from the
+	// export of its snapshot to its last slice; zero: sliced.DefaultDeadline.
+	SliceDeadline time.Duration
 	// Logger receives one Info record per output written. Default discard.
 	Logger *slog.Logger
 	// Observer sees the phases of every Write (resolve, open, compute,
@@ -143,6 +146,17 @@ type Request struct {
 	// intent; choose one per logical write (e.g. the job run id). Empty:
 	// every call writes.
 	IdempotencyKey string
+	// Slices > 1 asks the Iceberg path to read and write the output with
+	// that many readers under one exported snapshot, committed as one
+	// snapshot (package sliced). Setting it declares the output row-wise
+	// over its source: each source row gives at most one output row, and
+	// no step aggregates, sorts, limits or numbers rows across the source.
+	// It applies to a Transform or an append_always over a row-store
+	// dataset or a registered table, read whole or as a delta, and not
+	// partitioned; any other write runs as one stream and says why in
+	// WriteResult.SliceNote. A slice writing more rows than its source
+	// range holds fails the write (sliced.ErrNotRowWise).
+	Slices int
 }
 
 // Write writes the output (or split pair) of req.Strategy, in this order:

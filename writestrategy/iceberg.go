@@ -80,7 +80,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	for i := range computed {
 		c := &computed[i]
 		sctx, sph := d.observe(ctx, w, PhaseStream, []string{c.DatasetID})
-		st, err := d.cfg.Lakehouse.Stage(sctx, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
+		st, err := d.stageOutput(sctx, tx, req, c, facade.Target{DatasetID: c.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 			facade.WriteRequest{
 				Mode:       facade.WriteMode(c.Mode),
 				Schema:     c.stream.Schema(),
@@ -89,7 +89,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,
 				Rounded:    c.stream.Rounded,
-			})
+			}, &results[i])
 		if err != nil {
 			sph.end(0, err)
 			abortFrom(0)
@@ -159,7 +159,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			due[c.DatasetID] = true
 		}
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.skipped(res.Rows), c.preserved, c.stream.Rounded()
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.skipped(res.Rows), c.preserved, c.rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 		// The snapshot landed: from here on the intent is rolled forward,
 		// never aborted.
@@ -236,7 +236,7 @@ func (d *Dispatcher) commitAtomic(ctx context.Context, w *writeInfo, req Request
 			due[c.DatasetID] = true
 		}
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.skipped(res[i].Rows), c.preserved, c.stream.Rounded()
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res[i].Rows, c.skipped(res[i].Rows), c.preserved, c.rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res[i].SnapshotID, res[i].CommittedAt, res[i].Replayed
 		if err := d.cfg.Ledger.Commit(lctx, in, ledger.Outcome{RowCount: res[i].Rows, SnapshotID: res[i].SnapshotID,
 			CommittedAt: res[i].CommittedAt, Schema: c.Columns.JSON()}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/sliced"
 )
 
 // relation is a dataset readable by SQL: its business columns plus
@@ -34,6 +35,8 @@ type relation struct {
 	// only (and "__ord"): the row store then extracts only those from
 	// each row. An append_new reads its target's keys this way.
 	only func(names []string) *relation
+	// slice, when not nil, reads the relation by ranges (Request.Slices).
+	slice *sliceable
 }
 
 func (r *relation) cols(alias string) string {
@@ -63,31 +66,47 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 		}
 		return rowStoreRelation(ctlSchema, datasetID, sub, jsonCols, deltaTxns)
 	}
-	r.render = func(b *builder) string {
-		defs := make([]string, len(s.Columns))
-		sel := make([]string, len(s.Columns))
-		for i, c := range s.Columns {
-			q := quoteIdents([]string{c.Name})[0]
-			if jsonCols[c.Name] {
-				defs[i] = q + " pg_catalog.jsonb"
-				sel[i] = "CASE WHEN d.data ? '' THEN (r." + q + " #>> '{}')::" + c.Type + " ELSE r." + q + "::" + c.Type + " END AS " + q
-				continue
-			}
-			defs[i] = q + " " + c.Type
-			sel[i] = "r." + q
-		}
-		// A MATERIALIZED CTE: the planner then knows how many rows the
-		// source has (a function scan over jsonb is estimated at one row per
-		// input row, which turns joins into nested loops).
-		sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + strings.Join(sel, ", ") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
-			".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
-			") WHERE d.dataset_id = " + b.param(datasetID)
-		if deltaTxns != nil {
-			sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::pg_catalog.uuid[])"
-		}
-		return sql + `) SELECT * FROM "__rel")`
-	}
+	r.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, nil) }
+	r.slice = &sliceable{src: sliced.Source{Dataset: datasetID, Rows: ctlSchema + ".dataset_rows"}, at: func(rg sliced.Range) *relation {
+		out := *r
+		out.only, out.slice = nil, nil
+		out.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, &rg) }
+		return &out
+	}}
 	return r
+}
+
+// rowStoreSQL is rowStoreRelation's subquery, over the rows of rg only
+// when not nil.
+func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string, rg *sliced.Range) string {
+	defs := make([]string, len(s.Columns))
+	sel := make([]string, len(s.Columns))
+	for i, c := range s.Columns {
+		q := quoteIdents([]string{c.Name})[0]
+		if jsonCols[c.Name] {
+			defs[i] = q + " pg_catalog.jsonb"
+			sel[i] = "CASE WHEN d.data ? '' THEN (r." + q + " #>> '{}')::" + c.Type + " ELSE r." + q + "::" + c.Type + " END AS " + q
+			continue
+		}
+		defs[i] = q + " " + c.Type
+		sel[i] = "r." + q
+	}
+	// A MATERIALIZED CTE: the planner then knows how many rows the
+	// source has (a function scan over jsonb is estimated at one row per
+	// input row, which turns joins into nested loops).
+	sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + strings.Join(sel, ", ") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
+		".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
+		") WHERE d.dataset_id = " + b.param(datasetID)
+	if deltaTxns != nil {
+		sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::pg_catalog.uuid[])"
+	}
+	if rg != nil {
+		sql += " AND d.row_index >= " + b.param(rg.Lo)
+		if rg.Hi >= 0 {
+			sql += " AND d.row_index < " + b.param(rg.Hi)
+		}
+	}
+	return sql + `) SELECT * FROM "__rel")`
 }
 
 // tableRelation reads a temporary table holding a hydrated native dataset;
@@ -143,6 +162,9 @@ type projection struct {
 	rowStoreSchema json.RawMessage
 	// frags are the caller's SQL fragments in sql, for error positions.
 	frags []fragment
+	// slice: how to read the output in slices; sliceNote why not (nil).
+	slice     *sliceOf
+	sliceNote string
 }
 
 // targetState is what the plan knows about an output's current contents.

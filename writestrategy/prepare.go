@@ -260,7 +260,11 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.targets[dep.Target] = st
 	}
-	return planWith(s, pc, visible)
+	ps, err := planWith(s, pc, visible)
+	for i := range ps {
+		ps[i].slice, ps[i].sliceNote = slicePlan(s, pc, env, ps[i], visible)
+	}
+	return ps, err
 }
 
 // planWith plans s over the resolved pc.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/sliced"
 )
 
 // Errors of registered relations; match them with errors.Is.
@@ -266,11 +267,25 @@ func relationRelation(ctx context.Context, tx pgx.Tx, datasetID, rel string, s S
 		return nil, fmt.Errorf("%w: dataset %q was registered with columns %s, relation now has %s; register it again",
 			ErrRelationChanged, datasetID, schemaText(s), schemaText(now))
 	}
-	r := &relation{datasetID: datasetID, schema: s, scanOrder: true, render: func(*builder) string {
-		return "(SELECT " + (&relation{schema: s}).cols("r") + `, row_number() OVER () AS "__ord" FROM ` + relationFrom(rel) + " r)"
-	}}
+	from := func(b *builder, rg *sliced.Range) string {
+		sql := "(SELECT " + (&relation{schema: s}).cols("r") + `, row_number() OVER () AS "__ord" FROM ` + relationFrom(rel) + " r"
+		if rg != nil {
+			sql += " WHERE r.ctid >= " + b.param(fmt.Sprintf("(%d,0)", rg.Lo)) + "::pg_catalog.tid"
+			if rg.Hi >= 0 {
+				sql += " AND r.ctid < " + b.param(fmt.Sprintf("(%d,0)", rg.Hi)) + "::pg_catalog.tid"
+			}
+		}
+		return sql + ")"
+	}
+	r := &relation{datasetID: datasetID, schema: s, scanOrder: true, render: func(b *builder) string { return from(b, nil) }}
 	if !isQuery(rel) {
 		r.table = rel
+		r.slice = &sliceable{src: sliced.Source{Table: rel}, at: func(rg sliced.Range) *relation {
+			out := *r
+			out.slice = nil
+			out.render = func(b *builder) string { return from(b, &rg) }
+			return &out
+		}}
 	}
 	return r, nil
 }

@@ -79,7 +79,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 		}
 		rows += res.Rows
 		r := &results[i]
-		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.skipped(res.Rows), c.preserved, c.stream.Rounded()
+		r.Rows, r.Skipped, r.Preserved, r.Rounded = res.Rows, c.skipped(res.Rows), c.preserved, c.rounded()
 		r.TxnID, r.SnapshotID, r.CommittedAt, r.replayed = in.ID, res.SnapshotID, res.CommittedAt, res.Replayed
 	}
 	kph.end(rows, nil)

@@ -1,0 +1,114 @@
+package writestrategy
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/sliced"
+)
+
+// sliceOf is how an output is read in slices (Request.Slices): its
+// driving source and the output's SELECT over one range of it.
+type sliceOf struct {
+	src    sliced.Source
+	sqlFor func(sliced.Range) (string, []any, error)
+}
+
+// sliceable is a source relation that can be read by ranges: a row-store
+// dataset (row_index) or a registered table (ctid pages).
+type sliceable struct {
+	src sliced.Source
+	at  func(sliced.Range) *relation
+}
+
+// slicePlan decides whether output p of s can be written in slices, by
+// the rule of Request.Slices, and how; reason says why not.
+func slicePlan(s WriteStrategy, pc *planContext, env *Env, p projection, visible bool) (*sliceOf, string) {
+	var id string
+	switch st := s.(type) {
+	case Transform:
+		id = st.Source
+	case Deploy:
+		if t := pc.targets[st.Target]; st.Mode != KindAppendAlways || (t != nil && (t.flip || t.rel != nil)) {
+			return nil, "a " + string(st.Mode) + " is not row-wise over its source"
+		}
+		id = st.Source
+	default:
+		return nil, "a " + string(s.Kind()) + " is not row-wise over one source"
+	}
+	if len(env.orderBy[p.output]) > 0 {
+		return nil, "a partitioned output is written in partition order"
+	}
+	r := pc.sources[id]
+	if r == nil || r.slice == nil {
+		return nil, fmt.Sprintf("source %q is neither a row-store dataset nor a registered table read whole", id)
+	}
+	return &sliceOf{src: r.slice.src, sqlFor: func(rg sliced.Range) (string, []any, error) {
+		sub := *pc
+		sub.sources = map[string]*relation{}
+		for k, v := range pc.sources {
+			sub.sources[k] = v
+		}
+		sub.sources[id] = r.slice.at(rg)
+		ps, err := planWith(s, &sub, visible)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, q := range ps {
+			if q.output == p.output {
+				return q.sql, q.args, nil
+			}
+		}
+		return "", nil, fmt.Errorf("%w: output %q not planned", ErrInvalid, p.output)
+	}}, ""
+}
+
+// stageOutput stages one computed output: in slices (Request.Slices) when
+// the output, the lakehouse and the database allow it, else as one stream;
+// r records which, and why.
+func (d *Dispatcher) stageOutput(ctx context.Context, tx pgx.Tx, req Request, c *Computed, target facade.Target, wreq facade.WriteRequest, r *WriteResult) (facade.Staged, error) {
+	r.Slices = 1
+	if req.Slices <= 1 {
+		return d.cfg.Lakehouse.Stage(ctx, target, wreq)
+	}
+	f, isFacade := d.cfg.Lakehouse.(*facade.Facade)
+	db, isPool := d.db.(sliced.Beginner)
+	switch {
+	case c.slice == nil:
+		r.SliceNote = c.sliceNote
+	case !isFacade:
+		r.SliceNote = fmt.Sprintf("the lakehouse (%T) is not a *facade.Facade", d.cfg.Lakehouse)
+	case !isPool:
+		r.SliceNote = "the dispatcher's database cannot open a connection per slice (give it a pool)"
+	default:
+		if why, err := sliced.Check(ctx, tx, c.slice.src); err != nil || why != "" {
+			r.SliceNote = why
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.SliceNote != "" {
+		return d.cfg.Lakehouse.Stage(ctx, target, wreq)
+	}
+	cfg := &sliced.Config{DB: db, Cursor: d.cursorOptions(req), Deadline: d.cfg.SliceDeadline,
+		Wrap: func(_ int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+			return d.progress(ctx, c.DatasetID, rows)
+		}}
+	st, n, rounded, err := sliced.Stage(ctx, cfg, f, tx, target, wreq, c.slice.src, req.Slices, c.slice.sqlFor)
+	r.Slices, c.slicedRounded = n, &rounded
+	return st, err
+}
+
+// rounded is the numeric values the output's stream (or slices) rounded.
+func (c *Computed) rounded() int64 {
+	if c.slicedRounded != nil {
+		return *c.slicedRounded
+	}
+	return c.stream.Rounded()
+}
