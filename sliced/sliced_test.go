@@ -439,3 +439,78 @@ func TestSliceFilesRemovedByOrphanPass(t *testing.T) {
 	require.Equal(t, 1, rep.OrphansDeleted)
 	require.Equal(t, live, w.dataFiles())
 }
+
+// TestSlicesStepsReadOneSnapshot runs the three steps as a job system
+// would, one slice after the other: the source changes after the plan and
+// after the first slice, and every slice still reads it as of the plan's
+// snapshot, which the coordinator's transaction holds.
+func TestSlicesStepsReadOneSnapshot(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	_, err := w.pool.Exec(ctx, `CREATE TABLE src_table AS `+strings.Replace(srcSQL, "$1::int", "6000", 1))
+	require.NoError(t, err)
+	const cols = `SELECT id, name, amount, x, ts FROM src_table r`
+	stream, err := cursor.Batches(ctx, w.pool, cols, nil, nil)
+	require.NoError(t, err)
+	before, err := facade.ChecksumBatches(released(stream.All()))
+	require.NoError(t, err)
+
+	coord, err := w.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = coord.Rollback(ctx) }()
+	cfg := &sliced.Config{DB: w.pool}
+	plan, err := sliced.PlanSlices(ctx, cfg, coord, sliced.Source{Table: "src_table"}, 4, func(r sliced.Range) (string, []any, error) {
+		sql, args := cols+` WHERE r.ctid >= $1::tid`, []any{fmt.Sprintf("(%d,0)", r.Lo)}
+		if r.Hi >= 0 {
+			sql, args = sql+` AND r.ctid < $2::tid`, append(args, fmt.Sprintf("(%d,0)", r.Hi))
+		}
+		return sql, args, nil
+	})
+	require.NoError(t, err)
+	require.Len(t, plan.Slices, 4)
+	mutate := func() {
+		_, err := w.pool.Exec(ctx, `DELETE FROM src_table WHERE id % 2 = 0;
+			UPDATE src_table SET name = 'changed' WHERE id % 3 = 0;
+			INSERT INTO src_table SELECT id + 100000, name, amount, x, ts FROM src_table`)
+		require.NoError(t, err)
+	}
+	mutate()
+	sw, err := w.f.BeginSliced(ctx, facade.Target{DatasetID: "steps", WriterID: writer}, facade.WriteRequest{Mode: facade.Replace, Schema: stream.Schema()})
+	require.NoError(t, err)
+	var parts []facade.SliceFiles
+	for i, s := range plan.Slices {
+		got, err := sliced.WriteSlice(ctx, cfg, sw, plan.Snapshot, s)
+		require.NoError(t, err)
+		require.Equal(t, s.First, got.Files.First)
+		parts = append(parts, got.Files)
+		if i == 0 {
+			mutate()
+		}
+	}
+	st, err := sw.Stage(ctx, parts)
+	require.NoError(t, err)
+	res, err := st.Commit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, res.Checksum)
+	require.Equal(t, before, w.checksum("steps"))
+	require.NoError(t, coord.Rollback(ctx))
+
+	// The coordinator's transaction gone, the snapshot cannot be imported.
+	_, err = sliced.WriteSlice(ctx, cfg, sw, plan.Snapshot, plan.Slices[0])
+	require.ErrorIs(t, err, sliced.ErrSnapshot)
+}
+
+// released releases the owned batches of a cursor stream after each yield.
+func released(rows func(func(arrow.RecordBatch, error) bool)) func(func(arrow.RecordBatch, error) bool) {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range rows {
+			more := yield(rec, err)
+			if rec != nil {
+				rec.Release()
+			}
+			if !more {
+				return
+			}
+		}
+	}
+}
