@@ -100,6 +100,11 @@ func mainCode() int {
 	var shadowRows string
 	flag.IntVar(&shadow.Rounds, "shadow", 0, "shadow mode: this many rounds of one replace with shadow off and on (same output size, arms alternating) per row count; prints wall time and client CPU p50 per arm")
 	flag.StringVar(&shadowRows, "shadow-rows", "1000,1000000", "shadow mode: row counts, comma-separated")
+	var sl slicesConfig
+	var slN, slRows string
+	flag.StringVar(&slN, "slices", "", "slices mode: reader counts N, comma-separated (e.g. 1,2,4): one Transform over a registered table written through the Dispatcher with Request.Slices = N, over TCP; prints rows/s and client and server CPU per N")
+	flag.StringVar(&slRows, "slices-rows", "1000000", "slices mode: source row counts, comma-separated")
+	flag.IntVar(&sl.Rounds, "slices-rounds", 1, "slices mode: measured writes per N (the p50 is printed), after one warm-up")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -127,6 +132,10 @@ func mainCode() int {
 		dl.Rows, dl.Change, dl.DatabaseURL, dl.Warehouse, dl.Log = rows, inc.Change, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		r, err := runDelta(ctx, dl)
 		return output(r, err, asJSON, func() { printDelta(os.Stdout, r) })
+	}
+	if slN != "" {
+		r, err := runSlicesFlags(ctx, sl, slN, slRows, cfg)
+		return output(r, err, asJSON, func() { printSlices(os.Stdout, r) })
 	}
 	if small.Writes > 0 {
 		small.DatabaseURL, small.Warehouse, small.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
