@@ -308,6 +308,21 @@
 // files through their deletes, and a Replace, which writes only its own
 // rows: neither brings back a row a delete removed (tested).
 //
+// # Sliced writes
+//
+// BeginSliced opens a write whose rows arrive as several streams (slices
+// of the output read by several connections, see package sliced);
+// SlicedWrite.WriteSlice writes each slice's data files (concurrently,
+// each with the memory of one write) and SlicedWrite.Stage stages them all
+// as one write, committed as one snapshot like Stage's. A slice given a
+// first index k is stamped as the rows of a write whose first __row_index
+// is the write's plus k: its rows are numbered from there, and get the
+// __row_id such a write gives them (ordinals count equal rows within the
+// slice; the first index keeps equal rows of two slices apart). Rows and
+// the checksum are those of all slices' rows; lakewrite.next-row-index is
+// one past the last index a slice gave; lakewrite.slices records the
+// number of slices. A sliced write is never a merge.
+//
 // # Provenance, lookup, read-back, parity
 //
 // Every snapshot the facade commits carries these summary keys, which
@@ -328,6 +343,7 @@
 //	lakewrite.schema-change     the schema change, JSON, when there was one
 //	lakewrite.next-row-index    __row_index the next append starts at
 //	lakewrite.compact-base      data files after the last compaction
+//	lakewrite.slices            slices of a sliced write (SlicedWrite)
 //	lakewrite.meta.<key>        WriteRequest.Metadata (SummaryMetaPrefix)
 //
 // A compaction snapshot carries only the mode, write id, next row index

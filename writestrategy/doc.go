@@ -123,6 +123,16 @@
 // current target plus the new rows as one replace (Skipped still counts
 // source rows only).
 //
+// # Slices
+//
+// Request.Slices > 1 writes an output declared row-wise (a Transform, or an
+// append_always, over a row-store dataset or a registered table) with
+// that many readers importing the compute transaction's exported snapshot,
+// each over a range of the source, and commits their files as one snapshot
+// with the ledger, as one stream's (package sliced). WriteResult.Slices
+// says how many read; any other output runs as one stream and
+// WriteResult.SliceNote says why.
+//
 // # Delta reads
 //
 // A Request with ReadMode incremental.ReadDelta reads each source in

@@ -84,7 +84,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			facade.WriteRequest{
 				Mode:       facade.WriteMode(c.Mode),
 				Schema:     c.stream.Schema(),
-				Rows:       d.progress(sctx, c.DatasetID, c.Batches()),
+				Rows:       d.progress(sctx, c.DatasetID, 0, c.Batches()),
 				SourceRefs: req.Strategy.Sources(),
 				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,

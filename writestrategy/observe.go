@@ -116,10 +116,14 @@ type Observer interface {
 // the lakehouse so far and the time since its PhaseStream began. It comes
 // once per batch, under the context PhaseStart returned for that
 // PhaseStream (whose PhaseEvent names the writer and the sink).
+//
+// A write in slices (Request.Slices) reports each slice apart, from the
+// slice's goroutine (so concurrently): Slice is its index, Rows its rows.
 type ProgressEvent struct {
 	DatasetID string
 	Rows      int64
 	Elapsed   time.Duration
+	Slice     int
 }
 
 // progressObserver is an Observer that also sees each batch an Iceberg
@@ -192,14 +196,14 @@ type writeInfo struct {
 
 // progress wraps an output's borrowed batches so that a progressObserver
 // sees the rows so far; without one it returns rows unchanged.
-func (d *Dispatcher) progress(ctx context.Context, datasetID string, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+func (d *Dispatcher) progress(ctx context.Context, datasetID string, slice int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 	po, ok := d.cfg.Observer.(progressObserver)
 	if !ok {
 		return rows
 	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		t0 := time.Now()
-		ev := ProgressEvent{DatasetID: datasetID}
+		ev := ProgressEvent{DatasetID: datasetID, Slice: slice}
 		for rec, err := range rows {
 			var n int64
 			if err == nil && rec != nil {

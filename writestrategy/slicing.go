@@ -97,8 +97,8 @@ func (d *Dispatcher) stageOutput(ctx context.Context, tx pgx.Tx, req Request, c 
 		return d.cfg.Lakehouse.Stage(ctx, target, wreq)
 	}
 	cfg := &sliced.Config{DB: db, Cursor: d.cursorOptions(req), Deadline: d.cfg.SliceDeadline,
-		Wrap: func(_ int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
-			return d.progress(ctx, c.DatasetID, rows)
+		Wrap: func(i int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+			return d.progress(ctx, c.DatasetID, i, rows)
 		}}
 	st, n, rounded, err := sliced.Stage(ctx, cfg, f, tx, target, wreq, c.slice.src, req.Slices, c.slice.sqlFor)
 	r.Slices, c.slicedRounded = n, &rounded

@@ -1,0 +1,90 @@
+// Package sliced writes one output with N readers under one Postgres
+// snapshot and commits it once: the scale-out of a single write.
+//
+// A single-stream write runs the output's SELECT on one backend and
+// encodes it on one client goroutine. A sliced write cuts the output into
+// N slices by ranges of its driving source, and reads and encodes each
+// slice on its own connection and goroutine; all slices read as of the
+// same snapshot, and their data files are committed in one Iceberg
+// snapshot, with the ledger, exactly as a single stream's.
+//
+// # The three steps
+//
+//  1. Plan (PlanSlices): the coordinator's transaction (the write's compute
+//     transaction) exports its snapshot (pg_export_snapshot); a
+//     transaction importing it reads the driving source's bounds and cuts
+//     them into N ranges (Ranges); the caller's sqlFor gives each range's
+//     SELECT.
+//  2. Write a slice (WriteSlice): a new connection begins a REPEATABLE READ
+//     READ ONLY transaction, imports the snapshot (SET TRANSACTION
+//     SNAPSHOT), streams the slice's SELECT through package cursor and
+//     writes it with facade.SlicedWrite.WriteSlice, which returns the
+//     slice's files, rows and checksum. Memory per slice is that of one
+//     single-stream write (one batch in flight, Config.WriteWorkers
+//     encoders).
+//  3. Commit: facade.SlicedWrite.Stage stages every slice's files as one
+//     write; its Staged commits like any other (on the catalog of
+//     facade.NewPostgresCatalog, in the coordinator's transaction together
+//     with the ledger).
+//
+// Run does step 2 for every slice in this process, one goroutine each;
+// Stage does all three. writestrategy's Dispatcher uses Stage for a write
+// with Request.Slices > 1. A job system can run step 2 elsewhere: the plan
+// (snapshot id, ranges, SQL) is plain data, and the coordinator must stay
+// in its transaction until every slice has imported the snapshot.
+//
+// # Which outputs
+//
+// The caller declares an output row-wise (writestrategy.Request.Slices):
+// each source row gives at most one output row and no step aggregates,
+// sorts, limits or numbers rows across the source. The driving source is
+// then either a row-store dataset, cut into ranges of
+// dataset_rows.row_index (index range scans on its primary key
+// (dataset_id, row_index)), or a registered table or materialized view,
+// cut into ranges of heap pages read by TID range scans (ctid >= '(lo,0)'
+// AND ctid < '(hi,0)', PostgreSQL 14 or later). Anything else (a view, a
+// query relation, a native Iceberg source, which is hydrated into a
+// temporary table no other session sees, a join, a partitioned output,
+// whose rows are written in partition order) runs as one stream, and the
+// write says why (writestrategy.WriteResult.SliceNote). A declaration that
+// is false is caught when a slice writes more rows than its range holds
+// (ErrNotRowWise; nothing is committed); a step that aggregates within a
+// slice is not caught, and writes per-slice results.
+//
+// # Identity and order
+//
+// Slice k's rows are numbered from the write's first __row_index plus
+// Range.First, the offset of the slice's range in the source (row_index
+// minus the smallest row_index; for pages, the page offset times the most
+// tuples a page holds). Slices never share an index, and ordering the table
+// by __row_index gives the source order (slice by slice, each slice in its
+// scan order), which is the single stream's order for a row-store source;
+// the indexes have gaps where the steps dropped rows or a range holds fewer
+// rows than its span, as after a merge. lakewrite.next-row-index is one past
+// the last index given. __row_id of a slice's rows is that of a write
+// starting at the slice's first index (so N = 1 gives the single stream's
+// ids, and ids are distinct across slices); rows and the checksum equal
+// the single stream's, and every slice stamps the write's one __created_at. The snapshot summary records
+// lakewrite.slices.
+//
+// # Failure and time
+//
+// A failing slice cancels the others, every slice's files are deleted and
+// the write fails with nothing visible (the Dispatcher aborts its intent).
+// The coordinator holds the exported snapshot's transaction for the life
+// of the write, bounded by Config.Deadline on the client and, through
+// idle_in_transaction_session_timeout, on the server. A coordinator that
+// dies ends its transaction: slices not yet begun cannot import the
+// snapshot (ErrSnapshot), nothing commits, and its intent is reconciled by
+// the next writer. Files of a write that never commits are unreferenced
+// files under the table's location, removed by the lifecycle's orphan pass
+// (facade.Lifecycle.OrphanAge).
+//
+// # Connections
+//
+// Config.DB opens one connection per slice (a pgxpool.Pool sized for N
+// plus the coordinator). Through PgBouncer in transaction mode every slice
+// is one transaction that begins with SET TRANSACTION SNAPSHOT, which
+// should work there too when the pooler's server pool holds N + 1
+// connections to the same server (not tested here).
+package sliced
