@@ -41,16 +41,20 @@ type world struct {
 	flags     *sink.Flags
 	res       *sink.Resolver
 	warehouse string
+	mem       memory.Allocator
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
+
+// newWorldWith: mem, when set, is the facade's and the cursor's allocator.
+func newWorldWith(t *testing.T, mem memory.Allocator) *world {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	w := &world{t: t, pool: pool, warehouse: t.TempDir()}
+	w := &world{t: t, pool: pool, warehouse: t.TempDir(), mem: mem}
 	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: w.warehouse})
 	require.NoError(t, err)
-	w.f, err = facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}})
+	w.f, err = facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}, Allocator: mem})
 	require.NoError(t, err)
 	w.l, err = ledger.New(pool, nil)
 	require.NoError(t, err)
@@ -64,7 +68,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) dispatcher(obs writestrategy.Observer) *writestrategy.Dispatcher {
 	d, err := writestrategy.NewDispatcher(w.pool, &writestrategy.DispatchConfig{Ledger: w.l, Resolver: w.res, Lakehouse: w.f,
-		Workspace: "test", Observer: obs, Cursor: &cursor.Options{BatchSize: 512}})
+		Workspace: "test", Observer: obs, Cursor: &cursor.Options{BatchSize: 512, Allocator: w.mem}})
 	require.NoError(w.t, err)
 	return d
 }
@@ -383,6 +387,7 @@ func TestSlicesFailureLeavesNothing(t *testing.T) {
 	_, err = w.write(ctx, kill, good, 4)
 	require.Error(t, err)
 	require.Equal(t, head, w.head("out"), "killed coordinator")
+	require.Equal(t, files, w.dataFiles(), "killed coordinator: files")
 
 	res, err := w.write(ctx, nil, good, 4)
 	require.NoError(t, err)
@@ -513,4 +518,54 @@ func released(rows func(func(arrow.RecordBatch, error) bool)) func(func(arrow.Re
 			}
 		}
 	}
+}
+
+// peakAlloc tracks the Arrow memory in use and its peak.
+type peakAlloc struct {
+	*memory.CheckedAllocator
+	mu        sync.Mutex
+	cur, peak int64
+}
+
+func (a *peakAlloc) add(n int64) {
+	a.mu.Lock()
+	a.cur += n
+	a.peak = max(a.peak, a.cur)
+	a.mu.Unlock()
+}
+
+func (a *peakAlloc) Allocate(n int) []byte { a.add(int64(n)); return a.CheckedAllocator.Allocate(n) }
+func (a *peakAlloc) Reallocate(n int, b []byte) []byte {
+	a.add(int64(n - len(b)))
+	return a.CheckedAllocator.Reallocate(n, b)
+}
+func (a *peakAlloc) Free(b []byte) { a.add(-int64(len(b))); a.CheckedAllocator.Free(b) }
+
+func (a *peakAlloc) takePeak() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.peak
+	a.peak = a.cur
+	return p
+}
+
+// TestSlicesMemoryPerSlice: each slice holds the Arrow memory of one
+// stream (N slices at most N times one stream's peak, whatever the rows),
+// and every batch is released.
+func TestSlicesMemoryPerSlice(t *testing.T) {
+	mem := &peakAlloc{CheckedAllocator: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	w := newWorldWith(t, mem)
+	ctx := context.Background()
+	w.seedRowStore("src", 8000)
+	peaks := map[int]int64{}
+	for _, n := range []int{1, 4} {
+		mem.takePeak()
+		_, err := w.write(ctx, nil, transform(fmt.Sprintf("out%d", n), "src"), n)
+		require.NoError(t, err)
+		peaks[n] = mem.takePeak()
+		require.Zero(t, mem.CurrentAlloc(), "every batch released")
+	}
+	t.Logf("peak Arrow memory: one stream %d bytes, 4 slices %d bytes", peaks[1], peaks[4])
+	require.Positive(t, peaks[1])
+	require.LessOrEqual(t, peaks[4], 4*peaks[1])
 }
