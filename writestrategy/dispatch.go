@@ -146,16 +146,10 @@ type Request struct {
 	// intent; choose one per logical write (e.g. the job run id). Empty:
 	// every call writes.
 	IdempotencyKey string
-	// Slices > 1 asks the Iceberg path to read and write the output with
-	// that many readers under one exported snapshot, committed as one
-	// snapshot (package sliced). Setting it declares the output row-wise
-	// over its source: each source row gives at most one output row, and
-	// no step aggregates, sorts, limits or numbers rows across the source.
-	// It applies to a Transform or an append_always over a row-store
-	// dataset or a registered table, read whole or as a delta, and not
-	// partitioned; any other write runs as one stream and says why in
-	// WriteResult.SliceNote. A slice writing more rows than its source
-	// range holds fails the write (sliced.ErrNotRowWise).
+	// Slices > 1 declares the output row-wise over its source and writes
+	// it on the Iceberg path with that many readers under one snapshot,
+	// committed once (package sliced: which outputs, identity, failures);
+	// WriteResult.SliceNote says why a write ran as one stream.
 	Slices int
 }
 

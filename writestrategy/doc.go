@@ -125,13 +125,9 @@
 //
 // # Slices
 //
-// Request.Slices > 1 writes an output declared row-wise (a Transform, or an
-// append_always, over a row-store dataset or a registered table) with
-// that many readers importing the compute transaction's exported snapshot,
-// each over a range of the source, and commits their files as one snapshot
-// with the ledger, as one stream's (package sliced). WriteResult.Slices
-// says how many read; any other output runs as one stream and
-// WriteResult.SliceNote says why.
+// Request.Slices > 1 writes a row-wise output with that many readers of
+// the compute transaction's exported snapshot, committed as one stream's
+// (package sliced); WriteResult.Slices and SliceNote say how it ran.
 //
 // # Delta reads
 //

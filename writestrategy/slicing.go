@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
@@ -50,10 +51,7 @@ func slicePlan(s WriteStrategy, pc *planContext, env *Env, p projection, visible
 	}
 	return &sliceOf{src: r.slice.src, sqlFor: func(rg sliced.Range) (string, []any, error) {
 		sub := *pc
-		sub.sources = map[string]*relation{}
-		for k, v := range pc.sources {
-			sub.sources[k] = v
-		}
+		sub.sources = maps.Clone(pc.sources)
 		sub.sources[id] = r.slice.at(rg)
 		ps, err := planWith(s, &sub, visible)
 		if err != nil {
