@@ -311,7 +311,7 @@
 // # Sliced writes
 //
 // BeginSliced opens a write whose rows arrive as several streams (slices
-// of the output read by several connections, see package sliced);
+// of the output read by several connections, see package writestrategy/sliced);
 // SlicedWrite.WriteSlice writes each slice's data files (concurrently,
 // each with the memory of one write) and SlicedWrite.Stage stages them all
 // as one write, committed as one snapshot like Stage's. A slice given a

@@ -148,7 +148,7 @@ type Request struct {
 	IdempotencyKey string
 	// Slices > 1 declares the output row-wise over its source and writes
 	// it on the Iceberg path with that many readers under one snapshot,
-	// committed once (package sliced: which outputs, identity, failures);
+	// committed once (package writestrategy/sliced: which outputs, identity, failures);
 	// WriteResult.SliceNote says why a write ran as one stream.
 	Slices int
 }

@@ -127,7 +127,7 @@
 //
 // Request.Slices > 1 writes a row-wise output with that many readers of
 // the compute transaction's exported snapshot, committed as one stream's
-// (package sliced); WriteResult.Slices and SliceNote say how it ran.
+// (package writestrategy/sliced); WriteResult.Slices and SliceNote say how it ran.
 //
 // # Delta reads
 //

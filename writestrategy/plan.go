@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/sliced"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
 // relation is a dataset readable by SQL: its business columns plus

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
-	"github.com/lakewrite/lakewrite/sliced"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
 // Errors of registered relations; match them with errors.Is.

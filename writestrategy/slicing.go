@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/sliced"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
 // sliceOf is how an output is read in slices (Request.Slices): its

@@ -23,7 +23,7 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
-	"github.com/lakewrite/lakewrite/sliced"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
