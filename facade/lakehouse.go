@@ -183,6 +183,9 @@ type ScanOptions struct {
 	// (partition and min/max pruning); the rows returned are exact either
 	// way. A filter column need not be among Columns.
 	Filter []Range
+	// In keeps only the rows whose column holds one of the values of
+	// every In (a key-set read), pruned and filtered as Filter is.
+	In []In
 }
 
 // Lakehouse is the write contract of the lakehouse, implemented by *Facade

@@ -167,7 +167,14 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 		}
 		sctx, cancel := context.WithCancel(compute.WithAllocator(ctx, f.s.Allocator))
 		defer cancel()
-		_, recs, err := scan.ToArrowRecords(sctx)
+		var recs iter.Seq2[arrow.RecordBatch, error]
+		if len(opts.In) == 0 {
+			_, recs, err = scan.ToArrowRecords(sctx)
+		} else if tasks, perr := f.planTasks(ctx, scan, isc, opts); perr != nil {
+			err = perr
+		} else {
+			_, recs, err = scan.ReadTasks(sctx, tasks)
+		}
 		yieldWithPgMetadata(yield, recs, err, isc, fmt.Sprintf("facade: scan %q", datasetID))
 	}
 }
@@ -240,7 +247,11 @@ func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOption
 	}
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(cols...),
 		table.WithMaxConcurrency(1)}
-	filter, err := filterExpr(isc, opts.Filter)
+	ins, err := bindIns(isc, opts.In)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
+	}
+	filter, err := filterExpr(isc, opts.Filter, ins)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
@@ -248,6 +259,35 @@ func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOption
 		scanOpts = append(scanOpts, table.WithRowFilter(filter))
 	}
 	return tbl.Scan(scanOpts...), isc, nil
+}
+
+func bindIns(isc *iceberg.Schema, ins []In) ([]inSet, error) {
+	out := make([]inSet, 0, len(ins))
+	for _, in := range ins {
+		s, err := bindIn(isc, in)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// planTasks plans the files scan reads (of a planScan of opts on schema
+// isc): the data files pruned by partition and statistics, less those no
+// value of opts.In can be in.
+func (f *Facade) planTasks(ctx context.Context, scan *table.Scan, isc *iceberg.Schema, opts ScanOptions) ([]table.FileScanTask, error) {
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := bindIns(isc, opts.In)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(tasks, func(t table.FileScanTask) bool {
+		return slices.ContainsFunc(ins, func(s inSet) bool { return !s.keepFile(t.File) })
+	}), nil
 }
 
 func sameFields(a, b *arrow.Schema) bool {

@@ -1,7 +1,10 @@
 package facade
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -50,10 +53,141 @@ func (r Range) String() string {
 	return r.Column + " in " + lo + ", " + hi
 }
 
-// filterExpr translates a conjunction of ranges into an unbound iceberg-go
-// row filter over isc; nil ranges give nil (no filter).
-func filterExpr(isc *iceberg.Schema, ranges []Range) (iceberg.BooleanExpression, error) {
+// In is a condition on one column of a scan: the column holds one of
+// Values, typed as Range's bounds are; a nil value matches NULL; no values
+// match no row. On the Iceberg backend the data files are pruned before
+// they are read, by partition and by the column's min/max statistics (a
+// file is read only when a value falls within its bounds, for any number
+// of values), then the rows are filtered exactly; a key-set read is
+// cheapest on a table partitioned or sorted by the column.
+type In struct {
+	Column string
+	Values []any
+}
+
+// inSet is an In bound to its column: the literals of its values sorted
+// (by inKey), and whether NULL is among them.
+type inSet struct {
+	fld  iceberg.NestedField
+	lits []iceberg.Literal
+	keys []any
+	null bool
+}
+
+func bindIn(isc *iceberg.Schema, in In) (inSet, error) {
+	fld, ok := isc.FindFieldByName(in.Column)
+	if !ok {
+		return inSet{}, fmt.Errorf("%w: filter on unknown column %q", ErrInvalidRequest, in.Column)
+	}
+	s := inSet{fld: fld}
+	for _, v := range in.Values {
+		if v == nil {
+			s.null = true
+			continue
+		}
+		lit, err := rangeLiteral(fld.Type, v)
+		if err != nil {
+			return inSet{}, fmt.Errorf("%w: filter %s in set: %w", ErrInvalidRequest, in.Column, err)
+		}
+		s.lits = append(s.lits, lit)
+	}
+	slices.SortFunc(s.lits, func(a, b iceberg.Literal) int { return cmpKeys(inKey(a), inKey(b)) })
+	for _, l := range s.lits {
+		s.keys = append(s.keys, inKey(l))
+	}
+	return s, nil
+}
+
+// expr is s as an iceberg-go predicate. Above 200 values iceberg-go's
+// metrics pruning gives up on a set: the bounds of the set are added so it
+// still prunes by them (keepFile prunes by the set itself).
+func (s inSet) expr() iceberg.BooleanExpression {
+	ref := iceberg.Reference(s.fld.Name)
+	var e iceberg.BooleanExpression = iceberg.AlwaysFalse{}
+	if len(s.lits) > 0 {
+		e = iceberg.SetPredicate(iceberg.OpIn, ref, s.lits)
+		if len(s.lits) > 200 {
+			e = iceberg.NewAnd(e, iceberg.LiteralPredicate(iceberg.OpGTEQ, ref, s.lits[0]),
+				iceberg.LiteralPredicate(iceberg.OpLTEQ, ref, s.lits[len(s.lits)-1]))
+		}
+	}
+	if s.null {
+		e = iceberg.NewOr(e, iceberg.IsNull(ref))
+	}
+	return e
+}
+
+// inKey is a literal of rangeLiteral, or a column bound, in comparable
+// form (int64 or string); nil for other types (floats: not pruned here).
+func inKey(l iceberg.Literal) any {
+	switch v := l.(type) {
+	case iceberg.Int32Literal:
+		return int64(v)
+	case iceberg.Int64Literal:
+		return int64(v)
+	case iceberg.TimestampLiteral:
+		return int64(v)
+	case iceberg.DateLiteral:
+		return int64(v)
+	case iceberg.StringLiteral:
+		return string(v)
+	}
+	return nil
+}
+
+func cmpKeys(a, b any) int {
+	switch x := a.(type) {
+	case int64:
+		y, _ := b.(int64)
+		return cmp.Compare(x, y)
+	case string:
+		y, _ := b.(string)
+		return strings.Compare(x, y)
+	}
+	return 0
+}
+
+// keepFile reports whether df may hold a row of s: a NULL in the set and
+// NULLs in the file, or a value of the set within the file's bounds.
+func (s inSet) keepFile(df iceberg.DataFile) bool {
+	id := s.fld.ID
+	if s.null {
+		if n, ok := df.NullValueCounts()[id]; !ok || n > 0 {
+			return true
+		}
+	}
+	if len(s.keys) == 0 {
+		return false
+	}
+	if s.keys[0] == nil {
+		return true
+	}
+	bound := func(b map[int][]byte) any {
+		raw, ok := b[id]
+		if !ok {
+			return nil
+		}
+		lit, err := iceberg.LiteralFromBytes(s.fld.Type, raw)
+		if err != nil {
+			return nil
+		}
+		return inKey(lit)
+	}
+	lo, hi := bound(df.LowerBoundValues()), bound(df.UpperBoundValues())
+	i := 0
+	if lo != nil {
+		i, _ = slices.BinarySearchFunc(s.keys, lo, cmpKeys)
+	}
+	return i < len(s.keys) && (hi == nil || cmpKeys(s.keys[i], hi) <= 0)
+}
+
+// filterExpr translates a conjunction of ranges and sets into an unbound
+// iceberg-go row filter over isc; none gives nil (no filter).
+func filterExpr(isc *iceberg.Schema, ranges []Range, ins []inSet) (iceberg.BooleanExpression, error) {
 	var conj []iceberg.BooleanExpression
+	for _, s := range ins {
+		conj = append(conj, s.expr())
+	}
 	for _, r := range ranges {
 		fld, ok := isc.FindFieldByName(r.Column)
 		if !ok {

@@ -494,7 +494,7 @@ func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.Scan
 				return
 			}
 		}
-		filter, err := bindFilter(snap.schema, opts.Filter)
+		filter, err := bindFilter(snap.schema, opts.Filter, opts.In)
 		if err != nil {
 			yield(nil, fmt.Errorf("dataset %q: %w", datasetID, err))
 			return

@@ -22,11 +22,35 @@ type rangeFilter struct {
 	col int
 	min any // bound in the column's comparable form: int64, float64, string
 	max any
+	// in, for a facade.In, holds its values in comparable form (isIn set);
+	// null says whether NULL is among them.
+	in         map[any]bool
+	isIn, null bool
 }
 
-// bindFilter checks ranges against sc by the rules of facade.Range.
-func bindFilter(sc *arrow.Schema, ranges []facade.Range) ([]rangeFilter, error) {
-	out := make([]rangeFilter, 0, len(ranges))
+// bindFilter checks ranges and ins against sc by the rules of
+// facade.Range and facade.In.
+func bindFilter(sc *arrow.Schema, ranges []facade.Range, ins []facade.In) ([]rangeFilter, error) {
+	out := make([]rangeFilter, 0, len(ranges)+len(ins))
+	for _, in := range ins {
+		is := sc.FieldIndices(in.Column)
+		if len(is) != 1 {
+			return nil, fmt.Errorf("%w: filter on unknown column %q", facade.ErrInvalidRequest, in.Column)
+		}
+		rf := rangeFilter{col: is[0], in: map[any]bool{}, isIn: true}
+		for _, v := range in.Values {
+			if v == nil {
+				rf.null = true
+				continue
+			}
+			k, err := boundValue(sc.Field(is[0]).Type, v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: filter %s in set: %w", facade.ErrInvalidRequest, in.Column, err)
+			}
+			rf.in[k] = true
+		}
+		out = append(out, rf)
+	}
 	for _, r := range ranges {
 		is := sc.FieldIndices(r.Column)
 		if len(is) != 1 {
@@ -144,7 +168,19 @@ func compare(a, b any) int {
 	return strings.Compare(a.(string), b.(string))
 }
 
-func (f rangeFilter) match(v any) bool {
+func (f rangeFilter) match(v any, ok bool) bool {
+	if f.isIn {
+		if !ok {
+			return f.null
+		}
+		if x, isFloat := v.(float64); isFloat && x == 0 {
+			v = float64(0) // -0 equals 0
+		}
+		return f.in[v]
+	}
+	if !ok {
+		return false
+	}
 	if f.min != nil {
 		c := compare(v, f.min)
 		if c < 0 || (c == 0 && f.r.MinExclusive) {
@@ -169,7 +205,7 @@ func filterBatch(ctx context.Context, mem memory.Allocator, b arrow.RecordBatch,
 		keep := true
 		for _, f := range fs {
 			v, ok := cellValue(b.Column(f.col), i)
-			if !ok || !f.match(v) {
+			if !f.match(v, ok) {
 				keep = false
 				break
 			}

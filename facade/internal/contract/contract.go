@@ -64,6 +64,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		"ConcurrentReplaceAppend": testConcurrentReplaceAppend,
 		"Maintain":                testMaintain,
 		"ScanFilter":              testScanFilter,
+		"ScanIn":                  testScanIn,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {
