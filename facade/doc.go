@@ -360,12 +360,44 @@
 // ancestry of the current branch (the ledger's recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
 // (one file task at a time, projected by ScanOptions), optionally only the
 // rows within column ranges (ScanOptions.Filter: files are skipped by
-// partition and min/max statistics, the rows returned are exact).
+// partition and min/max statistics, the rows returned are exact) or whose
+// column holds one of a set of values (ScanOptions.In, a key-set read:
+// a file is read only when a value of the set falls within its bounds or
+// partition, for any number of values; it reads few files when the table
+// is partitioned or sorted by the column, and every file when the values
+// are spread over an unclustered one).
 // ScanAppended reads only the rows the append snapshots of given txn ids
 // added (a delta reader's window), and declines (ok false) unless the
 // table holds them, and everything after them, as appends; Checksum and
 // ChecksumBatches give the same order-independent fingerprint for an
 // Iceberg snapshot and for Arrow batches read from Postgres.
+//
+// # Changes
+//
+// Changes (ChangeReader) yields the rows that changed between two
+// snapshots of a dataset, from its metadata and files: each snapshot
+// after from, up to to, is read through the manifests it wrote. Rows of
+// added data files are new images; the rows a removed data file held live
+// before its snapshot (its earlier deletes applied), and the rows at the
+// positions of added position delete files and deletion vectors (less the
+// positions already deleted, so a vector that supersedes another yields
+// only its new positions), are old images (Removed). Only the named
+// columns of the files a snapshot touched are read (every business column
+// where it removed data files, for the cancelling below): a merge on read
+// costs a read of those columns of the data files it deleted rows from
+// and of the files it added.
+// A compaction (an Iceberg "replace" snapshot) yields nothing. In a
+// snapshot that removes data files and adds others (a copy-on-write
+// merge, a Replace), a removed row and an added row with the same
+// __row_id and business values cancel out, so a copy-on-write merge
+// yields the rows it changed, not the rows its rewrite carried; this
+// holds 17 bytes per live row of the removed files, and beyond 4,194,304
+// such rows in one snapshot the rows are reported without cancelling
+// (each unchanged row as an equal old and new image). A row added and
+// removed within the window comes as both images. A history it cannot
+// read exactly (from expired or not an ancestor of to, a manifest or file
+// gone, equality deletes, a delete file removed without its data file) is
+// an error matching ErrChangesUnknown: read the table whole then.
 //
 // # Lifecycle
 //
