@@ -9,7 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/lakewrite/lakewrite/facade/internal/changes"
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/icechanges"
 )
 
 // ChangeReader reads the rows of a dataset that changed between two of its
@@ -37,7 +38,7 @@ type Change struct {
 
 // ErrChangesUnknown: Changes cannot tell what changed between the two
 // snapshots (see ChangeReader); a caller then reads the table whole.
-var ErrChangesUnknown = changes.ErrUnknown
+var ErrChangesUnknown = icechanges.ErrUnknown
 
 var _ ChangeReader = (*Facade)(nil)
 
@@ -86,8 +87,16 @@ func (f *Facade) Changes(ctx context.Context, datasetID string, from, to int64, 
 			yield(Change{}, fmt.Errorf("facade: changes of %q: %w", datasetID, err))
 			return
 		}
-		r := &changes.Reader{Table: tbl, FS: fs, Mem: f.s.Allocator, Deleted: deletedPositions}
-		for c, err := range r.Read(ctx, from, snap, isc, columns) {
+		var net []string
+		for _, fld := range isc.Fields() {
+			if !identity.IsIdentity(fld.Name) || fld.Name == ColRowID {
+				net = append(net, fld.Name)
+			}
+		}
+		r := &icechanges.Reader{Table: tbl, FS: fs, Mem: f.s.Allocator, Deleted: deletedPositions, NetColumns: net,
+			RowID: ColRowID, RowHashes: identity.RowHashes,
+			Relabel: func(sc *arrow.Schema) *arrow.Schema { return identity.WithPgMetadata(sc, isc) }}
+		for c, err := range r.Read(ctx, from, snap, columns) {
 			if !yield(Change{Removed: c.Removed, Rows: c.Rows}, err) {
 				return
 			}

@@ -286,7 +286,7 @@ func (f *Facade) planTasks(ctx context.Context, scan *table.Scan, isc *iceberg.S
 		return nil, err
 	}
 	return slices.DeleteFunc(tasks, func(t table.FileScanTask) bool {
-		return slices.ContainsFunc(ins, func(s inSet) bool { return !s.keepFile(t.File) })
+		return slices.ContainsFunc(ins, func(s inSet) bool { return !s.set.MayContain(t.File) })
 	}), nil
 }
 

@@ -1,14 +1,13 @@
 package facade
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go"
 
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
@@ -65,13 +64,12 @@ type In struct {
 	Values []any
 }
 
-// inSet is an In bound to its column: the literals of its values sorted
-// (by inKey), and whether NULL is among them.
+// inSet is an In bound to its column: its values' literals, sorted, and
+// the set that prunes files by them.
 type inSet struct {
-	fld  iceberg.NestedField
+	name string
 	lits []iceberg.Literal
-	keys []any
-	null bool
+	set  scanfiles.Set
 }
 
 func bindIn(isc *iceberg.Schema, in In) (inSet, error) {
@@ -79,10 +77,10 @@ func bindIn(isc *iceberg.Schema, in In) (inSet, error) {
 	if !ok {
 		return inSet{}, fmt.Errorf("%w: filter on unknown column %q", ErrInvalidRequest, in.Column)
 	}
-	s := inSet{fld: fld}
+	s := inSet{name: fld.Name, set: scanfiles.Set{FieldID: fld.ID, Type: fld.Type}}
 	for _, v := range in.Values {
 		if v == nil {
-			s.null = true
+			s.set.Null = true
 			continue
 		}
 		lit, err := rangeLiteral(fld.Type, v)
@@ -91,18 +89,18 @@ func bindIn(isc *iceberg.Schema, in In) (inSet, error) {
 		}
 		s.lits = append(s.lits, lit)
 	}
-	slices.SortFunc(s.lits, func(a, b iceberg.Literal) int { return cmpKeys(inKey(a), inKey(b)) })
+	slices.SortFunc(s.lits, func(a, b iceberg.Literal) int { return scanfiles.CompareKeys(scanfiles.Key(a), scanfiles.Key(b)) })
 	for _, l := range s.lits {
-		s.keys = append(s.keys, inKey(l))
+		s.set.Keys = append(s.set.Keys, scanfiles.Key(l))
 	}
 	return s, nil
 }
 
 // expr is s as an iceberg-go predicate. Above 200 values iceberg-go's
-// metrics pruning gives up on a set: the bounds of the set are added so it
-// still prunes by them (keepFile prunes by the set itself).
+// metrics pruning gives up on a set: the set's bounds are added so that it
+// still prunes by them (planTasks prunes by the set itself).
 func (s inSet) expr() iceberg.BooleanExpression {
-	ref := iceberg.Reference(s.fld.Name)
+	ref := iceberg.Reference(s.name)
 	var e iceberg.BooleanExpression = iceberg.AlwaysFalse{}
 	if len(s.lits) > 0 {
 		e = iceberg.SetPredicate(iceberg.OpIn, ref, s.lits)
@@ -111,74 +109,10 @@ func (s inSet) expr() iceberg.BooleanExpression {
 				iceberg.LiteralPredicate(iceberg.OpLTEQ, ref, s.lits[len(s.lits)-1]))
 		}
 	}
-	if s.null {
+	if s.set.Null {
 		e = iceberg.NewOr(e, iceberg.IsNull(ref))
 	}
 	return e
-}
-
-// inKey is a literal of rangeLiteral, or a column bound, in comparable
-// form (int64 or string); nil for other types (floats: not pruned here).
-func inKey(l iceberg.Literal) any {
-	switch v := l.(type) {
-	case iceberg.Int32Literal:
-		return int64(v)
-	case iceberg.Int64Literal:
-		return int64(v)
-	case iceberg.TimestampLiteral:
-		return int64(v)
-	case iceberg.DateLiteral:
-		return int64(v)
-	case iceberg.StringLiteral:
-		return string(v)
-	}
-	return nil
-}
-
-func cmpKeys(a, b any) int {
-	switch x := a.(type) {
-	case int64:
-		y, _ := b.(int64)
-		return cmp.Compare(x, y)
-	case string:
-		y, _ := b.(string)
-		return strings.Compare(x, y)
-	}
-	return 0
-}
-
-// keepFile reports whether df may hold a row of s: a NULL in the set and
-// NULLs in the file, or a value of the set within the file's bounds.
-func (s inSet) keepFile(df iceberg.DataFile) bool {
-	id := s.fld.ID
-	if s.null {
-		if n, ok := df.NullValueCounts()[id]; !ok || n > 0 {
-			return true
-		}
-	}
-	if len(s.keys) == 0 {
-		return false
-	}
-	if s.keys[0] == nil {
-		return true
-	}
-	bound := func(b map[int][]byte) any {
-		raw, ok := b[id]
-		if !ok {
-			return nil
-		}
-		lit, err := iceberg.LiteralFromBytes(s.fld.Type, raw)
-		if err != nil {
-			return nil
-		}
-		return inKey(lit)
-	}
-	lo, hi := bound(df.LowerBoundValues()), bound(df.UpperBoundValues())
-	i := 0
-	if lo != nil {
-		i, _ = slices.BinarySearchFunc(s.keys, lo, cmpKeys)
-	}
-	return i < len(s.keys) && (hi == nil || cmpKeys(s.keys[i], hi) <= 0)
 }
 
 // filterExpr translates a conjunction of ranges and sets into an unbound

@@ -1,4 +1,4 @@
-// Package changes reads the rows that changed between two snapshots of an
+// Package icechanges reads the rows that changed between two snapshots of an
 // Iceberg table, from the table's metadata and files: old images (rows a
 // snapshot removed) and new images (rows it added), of chosen columns.
 //
@@ -26,7 +26,7 @@
 // from not an ancestor of to, a snapshot between them expired, a manifest
 // or file gone, equality deletes, a delete file removed without its data
 // file.
-package changes
+package icechanges
 
 import (
 	"context"
@@ -44,8 +44,6 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
-
-	"github.com/lakewrite/lakewrite/facade/internal/identity"
 )
 
 // ErrUnknown: the changes between the two snapshots cannot be known from
@@ -72,6 +70,14 @@ type Reader struct {
 	FS      iceio.IO
 	Mem     memory.Allocator
 	Deleted Deleted
+	// NetColumns are the columns a removed and an added row must agree on
+	// to cancel out, RowID among them; RowHashes hashes a batch's rows over
+	// them (the identity columns other than RowID left out).
+	NetColumns []string
+	RowID      string
+	RowHashes  func(rec arrow.RecordBatch, h []uint64) ([]uint64, error)
+	// Relabel gives an output schema the table's type metadata.
+	Relabel func(*arrow.Schema) *arrow.Schema
 	// NetMaxRows bounds the live rows of the data files one snapshot
 	// removes that are netted against the rows it adds (0:
 	// DefaultNetMaxRows).
@@ -79,9 +85,9 @@ type Reader struct {
 }
 
 // Read yields the changes after snapshot from (0: before the table's first
-// snapshot) up to snapshot to, of columns (names of to's schema isc, in
-// that order). Batches carry isc's Postgres type metadata.
-func (r *Reader) Read(ctx context.Context, from int64, to *table.Snapshot, isc *iceberg.Schema, columns []string) iter.Seq2[Change, error] {
+// snapshot) up to snapshot to, of columns (names of to's schema, in that
+// order), each batch's schema relabeled by Relabel.
+func (r *Reader) Read(ctx context.Context, from int64, to *table.Snapshot, columns []string) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
 		steps, err := chain(r.Table, from, to)
 		if err != nil {
@@ -92,12 +98,12 @@ func (r *Reader) Read(ctx context.Context, from int64, to *table.Snapshot, isc *
 			return
 		}
 		ctx = compute.WithAllocator(ctx, r.Mem)
-		rd := &run{r: r, ctx: ctx, isc: isc, cols: columns, yield: yield}
+		rd := &run{r: r, ctx: ctx, cols: columns, yield: yield}
 		rd.proj = r.Table.Scan(table.WithSnapshotID(to.SnapshotID), table.WithSelectedFields(columns...), table.WithMaxConcurrency(1))
 		netCols := slices.Clone(columns)
-		for _, f := range isc.Fields() {
-			if (!identity.IsIdentity(f.Name) || f.Name == identity.ColRowID) && !slices.Contains(netCols, f.Name) {
-				netCols = append(netCols, f.Name)
+		for _, c := range r.NetColumns {
+			if !slices.Contains(netCols, c) {
+				netCols = append(netCols, c)
 			}
 		}
 		rd.net = r.Table.Scan(table.WithSnapshotID(to.SnapshotID), table.WithSelectedFields(netCols...), table.WithMaxConcurrency(1))
@@ -140,7 +146,6 @@ func chain(tbl *table.Table, from int64, to *table.Snapshot) ([]*table.Snapshot,
 type run struct {
 	r     *Reader
 	ctx   context.Context
-	isc   *iceberg.Schema
 	cols  []string
 	proj  *table.Scan // reads cols
 	net   *table.Scan // reads cols, the business columns and __row_id
@@ -496,7 +501,7 @@ func (rd *run) project(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		}
 		fields[i], cols[i] = sc.Field(ix[0]), rec.Column(ix[0])
 	}
-	out := identity.WithPgMetadata(arrow.NewSchema(fields, nil), rd.isc)
+	out := rd.r.Relabel(arrow.NewSchema(fields, nil))
 	return array.NewRecordBatch(out, cols, rec.NumRows()), nil
 }
 
@@ -522,13 +527,13 @@ func cmpKey(a, b netKey) int {
 
 // keysOf appends to ks the net keys of the rows i of rec for which
 // keep(i).
-func keysOf(rec arrow.RecordBatch, h []uint64, ks []netKey, keep func(int) bool) ([]uint64, []netKey, error) {
-	h, err := identity.RowHashes(rec, h)
+func (rd *run) keysOf(rec arrow.RecordBatch, h []uint64, ks []netKey, keep func(int) bool) ([]uint64, []netKey, error) {
+	h, err := rd.r.RowHashes(rec, h)
 	if err != nil {
 		return h, ks, err
 	}
 	var ids *array.Int64
-	if ix := rec.Schema().FieldIndices(identity.ColRowID); len(ix) == 1 {
+	if ix := rec.Schema().FieldIndices(rd.r.RowID); len(ix) == 1 {
 		ids, _ = rec.Column(ix[0]).(*array.Int64)
 	}
 	for i := range h {
@@ -565,7 +570,7 @@ func (rd *run) netted(gone []removedFile, added []iceberg.DataFile) (bool, error
 	for _, g := range gone {
 		err := rd.readFile(rd.net, g.file, func(rec arrow.RecordBatch, at int64) error {
 			var err error
-			h, keys, err = keysOf(rec, h, keys, func(i int) bool { return g.liveAt(at + int64(i)) })
+			h, keys, err = rd.keysOf(rec, h, keys, func(i int) bool { return g.liveAt(at + int64(i)) })
 			return err
 		})
 		if err != nil {
@@ -590,7 +595,7 @@ func (rd *run) netted(gone []removedFile, added []iceberg.DataFile) (bool, error
 	for _, df := range added {
 		err := rd.readFile(rd.net, df, func(rec arrow.RecordBatch, _ int64) error {
 			var err error
-			if h, ks, err = keysOf(rec, h, ks[:0], nil); err != nil {
+			if h, ks, err = rd.keysOf(rec, h, ks[:0], nil); err != nil {
 				return err
 			}
 			return rd.emit(rec, false, func(i int) bool { return !take(ks[i], false) })
@@ -602,7 +607,7 @@ func (rd *run) netted(gone []removedFile, added []iceberg.DataFile) (bool, error
 	for _, g := range gone {
 		err := rd.readFile(rd.net, g.file, func(rec arrow.RecordBatch, at int64) error {
 			var err error
-			if h, ks, err = keysOf(rec, h, ks[:0], nil); err != nil {
+			if h, ks, err = rd.keysOf(rec, h, ks[:0], nil); err != nil {
 				return err
 			}
 			return rd.emit(rec, true, func(i int) bool { return g.liveAt(at+int64(i)) && !take(ks[i], true) })
