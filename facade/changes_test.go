@@ -3,6 +3,7 @@ package facade
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -263,4 +264,22 @@ func summaryOr(m map[string]string, k, def string) string {
 		return v
 	}
 	return def
+}
+
+// A data file of the window gone from storage: ErrChangesUnknown.
+func TestChangesFileGone(t *testing.T) {
+	t.Parallel()
+	f := newCompactEnv(t).f
+	const ds = "gone"
+	plainWrite(t, f, ds, Append, idRange(0, 10))
+	from := headID(t, f, ds)
+	res, err := f.Write(context.Background(), Target{DatasetID: ds}, WriteRequest{Mode: Append, Schema: mergeSchema, Rows: mergeRowsOf(idRange(10, 20), plainName, nil)})
+	require.NoError(t, err)
+	require.Len(t, res.DataFiles, 1)
+	_, added, err := readChanges(t, f, ds, from, res.SnapshotID, changeCols)
+	require.NoError(t, err)
+	require.Len(t, added, 10)
+	require.NoError(t, os.Remove(strings.TrimPrefix(res.DataFiles[0].Path, "file://")))
+	_, _, err = readChanges(t, f, ds, from, res.SnapshotID, changeCols)
+	require.ErrorIs(t, err, ErrChangesUnknown)
 }
