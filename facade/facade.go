@@ -88,7 +88,7 @@ func validateRequest(req WriteRequest) error {
 	if req.Rows == nil {
 		return fmt.Errorf("%w: no rows (use an empty sequence for an empty write)", ErrInvalidRequest)
 	}
-	return nil
+	return validateScope(req)
 }
 
 // Stage writes the data files of req and prepares its snapshot. Input
@@ -172,7 +172,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			required[fld.Name] = true
 		}
 	}
-	mp, mr, rows, stopMerge, err := f.mergeOf(ctx, tbl, req, rows, first, firstErr)
+	mp, mr, rows, stopMerge, err := f.mergeOf(ctx, tbl, target.DatasetID, req, rows, first, firstErr)
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,16 @@ type WriteRequest struct {
 	// cursor stream, Stream.Rounded); it is recorded as
 	// lakewrite.numeric-rounded.
 	Rounded func() int64
+	// Scope, with Mode Replace, limits the replace to the rows of the
+	// table whose Scope.Columns values (NULL equal to NULL) are among
+	// Scope.Keys' rows: those rows become the rows of Rows (each of which
+	// must fall in the scope: ErrInvalidRequest otherwise); every other
+	// row stays as it is. A row of the table equal in every business
+	// column to a row of Rows is kept in place (identity columns
+	// unchanged) and counted as preserved. One snapshot, merge-on-read or
+	// copy-on-write as a merge; an empty Keys batch changes nothing. See
+	// "Scoped replace" in the package documentation.
+	Scope *Scope
 }
 
 // DataFile is one data file written by a write.

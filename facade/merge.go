@@ -75,6 +75,9 @@ type mergePlan struct {
 	// cow is the copy-on-write of the merge, when it rewrites the files
 	// it touches (see copyOnWrite); nil for merge-on-read.
 	cow *cowRewrite
+	// scope: the plan is a scoped replace's (see probeScope); its entries
+	// are the in-scope rows only, and it has no keys.
+	scope *scopePlan
 
 	rows      int64 // output rows
 	written   int64 // output rows written (new or changed)
@@ -243,6 +246,9 @@ func readPositionDeletes(ctx context.Context, fs iceio.IO, deletes, dataPath str
 // output row, and reports the rows left in place to done once the rows
 // are read to the end.
 func (p *mergePlan) filter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch, error], done func(int64)) iter.Seq2[arrow.RecordBatch, error] {
+	if p.scope != nil {
+		return p.scopeFilter(ctx, rows, done)
+	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		var h, kh []uint64
 		mask := array.NewBooleanBuilder(memory.DefaultAllocator)
@@ -289,34 +295,35 @@ func (p *mergePlan) filter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch
 					write++
 				}
 			}
-			m := mask.NewBooleanArray()
 			p.preserved += int64(len(h) - write)
 			p.written += int64(write)
-			switch {
-			case write == 0:
-				m.Release()
-				continue
-			case write == len(h):
-				m.Release()
-				if !yield(rec, nil) {
-					return
-				}
-				continue
-			}
-			out, err := compute.FilterRecordBatch(ctx, rec, m, compute.DefaultFilterOptions())
-			m.Release()
-			if err != nil {
-				yield(nil, fmt.Errorf("facade: merge: %w", err))
-				return
-			}
-			more := yield(out, nil)
-			out.Release()
-			if !more {
+			if !yieldMasked(ctx, rec, mask, write, yield) {
 				return
 			}
 		}
 		done(p.preserved)
 	}
+}
+
+// yieldMasked yields the rows of rec that mask (one value per row, taken
+// from the builder) marks, write of them: nothing, rec itself, or a
+// filtered copy. It reports whether to go on.
+func yieldMasked(ctx context.Context, rec arrow.RecordBatch, mask *array.BooleanBuilder, write int, yield func(arrow.RecordBatch, error) bool) bool {
+	m := mask.NewBooleanArray()
+	defer m.Release()
+	switch write {
+	case 0:
+		return true
+	case int(rec.NumRows()):
+		return yield(rec, nil)
+	}
+	out, err := compute.FilterRecordBatch(ctx, rec, m, compute.DefaultFilterOptions())
+	if err != nil {
+		yield(nil, fmt.Errorf("facade: merge: %w", err))
+		return false
+	}
+	defer out.Release()
+	return yield(out, nil)
 }
 
 // deletes returns, per data file (index into p.files), the sorted
@@ -446,7 +453,11 @@ func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table
 // overwrite of buildCoW) on the snapshot the probe read (a table that
 // moved since is a conflict: the positions may be stale).
 func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *table.Transaction, summary iceberg.Properties) error {
-	if cur := tbl.CurrentSnapshot(); cur == nil || cur.SnapshotID != s.baseSnapshotID {
+	cur, base := int64(-1), s.baseSnapshotID // -1: no snapshot (a scoped replace into an empty table)
+	if snap := tbl.CurrentSnapshot(); snap != nil {
+		cur = snap.SnapshotID
+	}
+	if cur != base {
 		return fmt.Errorf("%w: the table changed since the merge read it", ErrCommitConflict)
 	}
 	var data, dels []iceberg.DataFile
@@ -475,9 +486,18 @@ func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *t
 // ahead (see probeAhead), the rows read ahead followed by the rest. stop
 // ends the read of rows the merge began (call it once the rows are read
 // or abandoned).
-func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest, rows iter.Seq2[arrow.RecordBatch, error],
+func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, datasetID string, req WriteRequest, rows iter.Seq2[arrow.RecordBatch, error],
 	first arrow.RecordBatch, firstErr error) (_ *mergePlan, _ mergeRows, _ iter.Seq2[arrow.RecordBatch, error], stop func(), _ error) {
 	stop = func() {}
+	if req.Scope != nil {
+		if firstErr != nil {
+			return nil, nil, nil, stop, firstErr
+		}
+		p, rows, stop, err := f.probeAhead(ctx, tbl, func(ctx context.Context) (*mergePlan, error) {
+			return f.probeScope(ctx, tbl, datasetID, req)
+		}, rows)
+		return p, scopeRows(first), rows, stop, err
+	}
 	if req.Mode != Replace || firstErr != nil || first == nil || tbl.CurrentSnapshot() == nil {
 		return nil, nil, rows, stop, nil
 	}
@@ -485,7 +505,9 @@ func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest
 	if !ok || len(m.MergeKey()) == 0 {
 		return nil, nil, rows, stop, nil
 	}
-	p, rows, stop, err := f.probeAhead(ctx, tbl, m.MergeKey(), req.Schema, rows)
+	p, rows, stop, err := f.probeAhead(ctx, tbl, func(ctx context.Context) (*mergePlan, error) {
+		return f.probeMerge(ctx, tbl, m.MergeKey(), req.Schema)
+	}, rows)
 	if err != nil {
 		return nil, nil, nil, func() {}, err
 	}
@@ -524,7 +546,7 @@ const mergeReadAhead = 32 << 20
 // while the target is read: the probe runs in a goroutine that ends
 // before probeAhead returns. It returns the plan and the rows (those read
 // ahead, then the rest), and stop, which ends the read of the rest.
-func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, key []string, reqSchema *arrow.Schema,
+func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe func(context.Context) (*mergePlan, error),
 	rows iter.Seq2[arrow.RecordBatch, error]) (*mergePlan, iter.Seq2[arrow.RecordBatch, error], func(), error) {
 	type probed struct {
 		p   *mergePlan
@@ -532,7 +554,7 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, key []string,
 	}
 	done := make(chan probed, 1)
 	go func() {
-		p, err := f.probeMerge(ctx, tbl, key, reqSchema)
+		p, err := probe(ctx)
 		done <- probed{p, err}
 	}()
 	next, stop := iter.Pull2(rows)

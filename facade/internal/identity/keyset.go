@@ -1,0 +1,108 @@
+package identity
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// KeySet is a set of keys over named columns (a scoped replace's scope),
+// compared as AppendKey compares them: NULL equal to NULL, integers of any
+// width equal by value, a float -0 apart from +0. A key of one integer
+// column is held as its value, any other as its encoding.
+type KeySet struct {
+	cols   []string
+	ints   bool
+	vals   map[int64]struct{}
+	null   bool // ints: the NULL key is in the set
+	enc    map[string]struct{}
+	fields []arrow.Field // of the batch bound
+	arrs   []arrow.Array
+	buf    []byte
+}
+
+// NewKeySet returns the set of the rows of keys, whose columns are cols
+// in order; fields describe them (their Postgres tags decide how a value
+// is encoded, see AppendKey).
+func NewKeySet(cols []string, fields []arrow.Field, keys arrow.RecordBatch) (*KeySet, error) {
+	s := &KeySet{cols: cols, ints: len(cols) == 1 && IsIntArray(keys.Column(0))}
+	if s.ints {
+		s.vals = map[int64]struct{}{}
+	} else {
+		s.enc = map[string]struct{}{}
+	}
+	s.fields, s.arrs = fields, keys.Columns()
+	for i := range int(keys.NumRows()) {
+		if s.ints {
+			v, null, _ := IntKey(s.arrs[0], i)
+			if null {
+				s.null = true
+			} else {
+				s.vals[v] = struct{}{}
+			}
+			continue
+		}
+		b, err := AppendKey(s.buf[:0], s.fields, s.arrs, i)
+		if err != nil {
+			return nil, err
+		}
+		s.buf = b
+		s.enc[string(b)] = struct{}{}
+	}
+	s.fields, s.arrs = nil, nil
+	return s, nil
+}
+
+// Len is the number of keys in the set.
+func (s *KeySet) Len() int {
+	if s.ints {
+		n := len(s.vals)
+		if s.null {
+			n++
+		}
+		return n
+	}
+	return len(s.enc)
+}
+
+// Bind makes rec the batch Has reads; rec must have the set's columns.
+func (s *KeySet) Bind(rec arrow.RecordBatch) error {
+	s.fields, s.arrs = s.fields[:0], s.arrs[:0]
+	for _, c := range s.cols {
+		idx := rec.Schema().FieldIndices(c)
+		if len(idx) != 1 {
+			return fmt.Errorf("%w: scope column %q is not in the rows", ErrInvalidRequest, c)
+		}
+		s.fields, s.arrs = append(s.fields, rec.Schema().Field(idx[0])), append(s.arrs, rec.Column(idx[0]))
+	}
+	return nil
+}
+
+// Has reports whether the key of row i of the bound batch is in the set.
+func (s *KeySet) Has(i int) (bool, error) {
+	if s.ints {
+		v, null, ok := IntKey(s.arrs[0], i)
+		if null {
+			return s.null, nil
+		}
+		_, in := s.vals[v]
+		return ok && in, nil
+	}
+	b, err := AppendKey(s.buf[:0], s.fields, s.arrs, i)
+	if err != nil {
+		return false, err
+	}
+	s.buf = b
+	_, in := s.enc[string(b)]
+	return in, nil
+}
+
+// Sub returns c less the rows of d.
+func (c Checksum) Sub(d Checksum) Checksum {
+	return Checksum{Rows: c.Rows - d.Rows, Sum: c.Sum - d.Sum, Sum2: c.Sum2 - d.Sum2}
+}
+
+// Plus returns c with the rows of d.
+func (c Checksum) Plus(d Checksum) Checksum {
+	return Checksum{Rows: c.Rows + d.Rows, Sum: c.Sum + d.Sum, Sum2: c.Sum2 + d.Sum2}
+}

@@ -1,0 +1,470 @@
+package facade
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
+	"github.com/lakewrite/lakewrite/internal/vocab"
+)
+
+// Scope limits a Replace to part of the table (WriteRequest.Scope; see
+// "Scoped replace" in the package documentation): the rows whose Columns
+// hold one of Keys' rows, compared as a merge compares keys (NULL equal to
+// NULL, integers of any width by value).
+type Scope struct {
+	// Columns are business columns of the table, at least one, each once.
+	Columns []string
+	// Keys has one column per Columns, in that order, typed as the
+	// request's column of that name (an integer of any width for an
+	// integer column). Its rows need not be distinct; no rows: the write
+	// changes nothing.
+	Keys arrow.RecordBatch
+}
+
+// scopePlan is what a scoped replace adds to its mergePlan: the key set,
+// the in-scope live rows not yet matched by row hash (indices into
+// mergePlan.entries, in the order read) and the checksum of the table
+// before the write.
+type scopePlan struct {
+	set    *identity.KeySet
+	byHash map[uint64][]int32
+	base   identity.Checksum
+}
+
+// validateScope checks the shape of req.Scope against req.Schema.
+func validateScope(req WriteRequest) error {
+	sc := req.Scope
+	switch {
+	case sc == nil:
+		return nil
+	case req.Mode != Replace:
+		return fmt.Errorf("%w: a Scope needs mode %q", ErrInvalidRequest, Replace)
+	case len(sc.Columns) == 0 || sc.Keys == nil:
+		return fmt.Errorf("%w: a Scope needs Columns and a Keys batch", ErrInvalidRequest)
+	case int(sc.Keys.NumCols()) != len(sc.Columns):
+		return fmt.Errorf("%w: Scope.Keys has %d columns for %d scope columns", ErrInvalidRequest, sc.Keys.NumCols(), len(sc.Columns))
+	}
+	for i, c := range sc.Columns {
+		idx := req.Schema.FieldIndices(c)
+		switch {
+		case identity.IsIdentity(c) || len(idx) != 1:
+			return fmt.Errorf("%w: scope column %q is not a business column of the rows", ErrInvalidRequest, c)
+		case slices.Index(sc.Columns, c) != i:
+			return fmt.Errorf("%w: scope column %q named twice", ErrInvalidRequest, c)
+		case !sameKeyType(req.Schema.Field(idx[0]).Type, sc.Keys.Column(i).DataType()):
+			return fmt.Errorf("%w: scope column %q is %s in the rows, %s in Scope.Keys", ErrInvalidRequest,
+				c, req.Schema.Field(idx[0]).Type, sc.Keys.Column(i).DataType())
+		}
+	}
+	return nil
+}
+
+// sameKeyType: values of types a and b compare as keys (integers of any
+// width, a timestamp whatever its zone, else the same type).
+func sameKeyType(a, b arrow.DataType) bool {
+	ta, ok1 := a.(*arrow.TimestampType)
+	tb, ok2 := b.(*arrow.TimestampType)
+	switch {
+	case ok1 && ok2:
+		return ta.Unit == tb.Unit
+	case arrow.IsInteger(a.ID()) && arrow.IsInteger(b.ID()):
+		return a.ID() != arrow.UINT64 && b.ID() != arrow.UINT64
+	}
+	return arrow.TypeEqual(a, b)
+}
+
+// newScopeSet is the key set of req.Scope, its values encoded as the
+// request's columns are.
+func newScopeSet(req WriteRequest) (*identity.KeySet, error) {
+	fields := make([]arrow.Field, len(req.Scope.Columns))
+	for i, c := range req.Scope.Columns {
+		fields[i] = req.Schema.Field(req.Schema.FieldIndices(c)[0])
+	}
+	return identity.NewKeySet(req.Scope.Columns, fields, req.Scope.Keys)
+}
+
+// scopeRows is the mergeRows of a scoped replace: the first batch's, when
+// it has them (its MergeKey is not used), else none.
+func scopeRows(first arrow.RecordBatch) mergeRows {
+	if m, ok := first.(mergeRows); ok {
+		return m
+	}
+	return noMergeRows{}
+}
+
+type noMergeRows struct{}
+
+func (noMergeRows) MergeKey() []string { return nil }
+func (noMergeRows) MergeDone(int64)    {}
+
+// probeScope reads the in-scope live rows of tbl's current snapshot:
+// the scope columns of the data files the key set's min/max bounds do not
+// rule out, then the business columns of the files holding in-scope rows,
+// whose row hashes and positions become the plan's entries.
+func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID string, req WriteRequest) (*mergePlan, error) {
+	set, err := newScopeSet(req)
+	if err != nil {
+		return nil, err
+	}
+	p := &mergePlan{dead: map[int32]map[int64]bool{}, olds: map[int32][]iceberg.DataFile{},
+		scope: &scopePlan{set: set, byHash: map[uint64][]int32{}}}
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return p, nil // no rows: every row of the request is new
+	}
+	business, err := scopeColumns(tbl, datasetID, req)
+	if err != nil {
+		return nil, err
+	}
+	if p.scope.base, err = f.baseChecksum(ctx, tbl, datasetID); err != nil {
+		return nil, err
+	}
+	if set.Len() == 0 {
+		return p, nil
+	}
+	var bounds []scopeBound
+	for i, c := range req.Scope.Columns {
+		fld, _ := tbl.Schema().FindFieldByName(c)
+		if b, ok := newScopeBound(fld, req.Scope.Keys.Column(i)); ok {
+			bounds = append(bounds, b)
+		}
+	}
+	bscan := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(business...))
+	kscan := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(req.Scope.Columns...))
+	tasks, err := scanfiles.Plan(ctx, bscan)
+	if err != nil {
+		return nil, fmt.Errorf("facade: scoped replace: plan files: %w", err)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("facade: scoped replace: %w", err)
+	}
+	var h []uint64
+	for _, t := range tasks {
+		if slices.ContainsFunc(bounds, func(b scopeBound) bool { return !b.may(t.File) }) {
+			continue
+		}
+		dead, err := deletedPositions(ctx, fs, t)
+		if err == nil && len(t.EqualityDeleteFiles) > 0 {
+			err = fmt.Errorf("%w: data file %s has equality deletes", errMergeShape, t.File.FilePath())
+		}
+		if errors.Is(err, errMergeShape) {
+			return nil, fmt.Errorf("%w: a scoped replace cannot update the table in place: %s", ErrInvalidRequest, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		in, err := scopePositions(ctx, kscan, t, dead, set)
+		if err != nil {
+			return nil, err
+		}
+		if len(in) == 0 {
+			continue
+		}
+		fi := int32(len(p.files))
+		p.files, p.tasks = append(p.files, t.File), append(p.tasks, t)
+		if len(dead) > 0 {
+			p.dead[fi], p.olds[fi] = dead, slices.Concat(t.DeleteFiles, t.DeletionVectorFiles)
+		}
+		if h, err = hashPositions(ctx, bscan, t, in, h[:0]); err != nil {
+			return nil, err
+		}
+		for k, pos := range in {
+			p.scope.byHash[h[k]] = append(p.scope.byHash[h[k]], int32(len(p.entries)))
+			p.entries = append(p.entries, mergeEntry{hash: h[k], file: fi, pos: pos})
+		}
+	}
+	return p, nil
+}
+
+// scopeColumns returns the request's business columns, which must be the
+// table's, of the same or a promotable type: a scoped replace keeps the
+// rows outside its scope as they are, so it cannot change what they hold.
+func scopeColumns(tbl *table.Table, datasetID string, req WriteRequest) ([]string, error) {
+	cols, _, _, err := identity.RequestColumns(req.Schema)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := identity.PlanChange(datasetID, Replace, identity.SchemaPolicy{}, identity.IcebergCols(tbl.Schema()), cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(ch.Added)+len(ch.Dropped)+len(ch.Retyped) > 0 {
+		return nil, fmt.Errorf("%w: a scoped replace keeps the table's columns (the rows would add %v, drop %v, retype %v): write the whole table",
+			ErrInvalidRequest, ch.Added, ch.Dropped, ch.Retyped)
+	}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Field.Name
+	}
+	return out, nil
+}
+
+// baseChecksum is the checksum of the table at its current snapshot: the
+// lakewrite.checksum of its last replace (a replace, a merge and a scoped
+// replace record the whole table's) when only compactions followed it,
+// else the table read whole (an append records its own rows only; a
+// snapshot of another engine records none).
+func (f *Facade) baseChecksum(ctx context.Context, tbl *table.Table, datasetID string) (identity.Checksum, error) {
+	for snap := tbl.CurrentSnapshot(); snap != nil && snap.Summary != nil; {
+		props := snap.Summary.Properties
+		if props[vocab.SummaryMode] == string(Replace) {
+			if c, err := parseChecksum(props[vocab.SummaryChecksum]); err == nil {
+				return identity.Checksum(c), nil
+			}
+			break
+		}
+		if props[vocab.SummaryMode] != compactMode || snap.ParentSnapshotID == nil {
+			break
+		}
+		snap = tbl.SnapshotByID(*snap.ParentSnapshotID)
+	}
+	f.s.Logger.InfoContext(ctx, "lakewrite scoped replace reads the whole table for its checksum", "table", tbl.Identifier())
+	c, err := f.Checksum(ctx, datasetID, tbl.CurrentSnapshot().SnapshotID)
+	return identity.Checksum(c), err
+}
+
+// readFile reads the data file of t through scan, its deletes not applied
+// (positions count every row), calling fn with each batch and the file
+// position of its first row.
+func readFile(ctx context.Context, scan *table.Scan, t table.FileScanTask, fn func(rec arrow.RecordBatch, at int64) error) error {
+	whole := t
+	whole.DeleteFiles, whole.DeletionVectorFiles = nil, nil
+	_, recs, err := scan.ReadTasks(ctx, []table.FileScanTask{whole})
+	var at int64
+	for rec, rerr := range recs {
+		if err = rerr; err == nil {
+			err = fn(rec, at)
+			at += rec.NumRows()
+			rec.Release()
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("facade: scoped replace: read %s: %w", t.File.FilePath(), err)
+	}
+	return nil
+}
+
+// scopePositions returns the live positions of t's file (not in dead)
+// whose scope columns hold a key of set, in order.
+func scopePositions(ctx context.Context, kscan *table.Scan, t table.FileScanTask, dead map[int64]bool, set *identity.KeySet) ([]int64, error) {
+	var out []int64
+	err := readFile(ctx, kscan, t, func(rec arrow.RecordBatch, at int64) error {
+		if err := set.Bind(rec); err != nil {
+			return err
+		}
+		for i := range int(rec.NumRows()) {
+			in, err := set.Has(i)
+			if err != nil {
+				return err
+			}
+			if in && !dead[at+int64(i)] {
+				out = append(out, at+int64(i))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// hashPositions appends to h the row hashes of the rows of t's file at
+// the sorted positions pos, only those hashed.
+func hashPositions(ctx context.Context, bscan *table.Scan, t table.FileScanTask, pos []int64, h []uint64) ([]uint64, error) {
+	var rh []uint64
+	err := readFile(ctx, bscan, t, func(rec arrow.RecordBatch, at int64) error {
+		n := rec.NumRows()
+		lo := sort.Search(len(pos), func(i int) bool { return pos[i] >= at })
+		hi := sort.Search(len(pos), func(i int) bool { return pos[i] >= at+n })
+		if lo == hi {
+			return nil
+		}
+		sel := rec
+		if hi-lo < int(n) {
+			keep := make([]bool, n)
+			for _, p := range pos[lo:hi] {
+				keep[p-at] = true
+			}
+			mb := array.NewBooleanBuilder(memory.DefaultAllocator)
+			mb.AppendValues(keep, nil)
+			m := mb.NewBooleanArray()
+			mb.Release()
+			var err error
+			sel, err = compute.FilterRecordBatch(ctx, rec, m, compute.DefaultFilterOptions())
+			m.Release()
+			if err != nil {
+				return err
+			}
+			defer sel.Release()
+		}
+		var err error
+		rh, err = identity.RowHashes(sel, rh)
+		h = append(h, rh...)
+		return err
+	})
+	return h, err
+}
+
+// scopeBound prunes data files by one scope column's min/max statistics:
+// a file is read only when one of the keys' values of the column lies
+// within its bounds, or a key holds NULL there and the file may hold one.
+// Partitioned tables gain by it too: a file's bounds lie within its
+// partition.
+type scopeBound struct {
+	id   int
+	ints []int64  // sorted distinct values: integers, dates (days), timestamps (µs)
+	strs []string // sorted distinct values: text
+	null bool
+}
+
+// newScopeBound is the bound of the keys' column a on the table column
+// fld; ok is false for a type it does not prune by.
+func newScopeBound(fld iceberg.NestedField, a arrow.Array) (b scopeBound, ok bool) {
+	b.id = fld.ID
+	for i := range a.Len() {
+		if a.IsNull(i) {
+			b.null = true
+			continue
+		}
+		switch x := a.(type) {
+		case *array.String:
+			b.strs = append(b.strs, x.Value(i))
+		case *array.Date32:
+			b.ints = append(b.ints, int64(x.Value(i)))
+		case *array.Timestamp:
+			if x.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
+				return b, false
+			}
+			b.ints = append(b.ints, int64(x.Value(i)))
+		default:
+			v, _, isInt := identity.IntKey(a, i)
+			if !isInt {
+				return b, false
+			}
+			b.ints = append(b.ints, v)
+		}
+	}
+	switch fld.Type.(type) {
+	case iceberg.StringType:
+		slices.Sort(b.strs)
+		b.strs = slices.Compact(b.strs)
+		return b, len(b.ints) == 0
+	case iceberg.Int32Type, iceberg.Int64Type, iceberg.DateType, iceberg.TimestampType, iceberg.TimestampTzType:
+		slices.Sort(b.ints)
+		b.ints = slices.Compact(b.ints)
+		return b, len(b.strs) == 0
+	}
+	return b, false
+}
+
+// may reports whether df may hold a row whose column is one of b's values.
+func (b *scopeBound) may(df iceberg.DataFile) bool {
+	nulls, counted := df.NullValueCounts()[b.id]
+	switch {
+	case b.null && (!counted || nulls > 0):
+		return true
+	case len(b.ints)+len(b.strs) == 0, counted && nulls >= df.Count():
+		return false
+	}
+	lo, ok1 := df.LowerBoundValues()[b.id]
+	hi, ok2 := df.UpperBoundValues()[b.id]
+	if !ok1 || !ok2 {
+		return true
+	}
+	if b.strs != nil {
+		i := sort.SearchStrings(b.strs, string(lo))
+		return i < len(b.strs) && b.strs[i] <= string(hi)
+	}
+	l, ok1 := boundInt(lo)
+	u, ok2 := boundInt(hi)
+	if !ok1 || !ok2 {
+		return true
+	}
+	i := sort.Search(len(b.ints), func(i int) bool { return b.ints[i] >= l })
+	return i < len(b.ints) && b.ints[i] <= u
+}
+
+// boundInt decodes an Iceberg int, long, date or timestamp bound (4 bytes
+// for a column written before its promotion to long).
+func boundInt(v []byte) (int64, bool) {
+	switch len(v) {
+	case 4:
+		return int64(int32(binary.LittleEndian.Uint32(v))), true
+	case 8:
+		return int64(binary.LittleEndian.Uint64(v)), true
+	}
+	return 0, false
+}
+
+// scopeFilter is filter for a scoped replace: every row must fall in the
+// scope; a row whose row hash equals that of an in-scope table row not
+// yet matched leaves that row in place, every other row is yielded to be
+// written. Once the rows are read, the table rows left unmatched are the
+// deletes, and the plan's rows and checksum become the whole table's.
+func (p *mergePlan) scopeFilter(ctx context.Context, rows iter.Seq2[arrow.RecordBatch, error], done func(int64)) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		sp := p.scope
+		var h, wh []uint64
+		var added identity.Checksum
+		mask := array.NewBooleanBuilder(memory.DefaultAllocator)
+		defer mask.Release()
+		for rec, err := range rows {
+			if err == nil {
+				if h, err = identity.RowHashes(rec, h); err == nil {
+					err = sp.set.Bind(rec)
+				}
+			}
+			wh = wh[:0]
+			for i := 0; i < len(h) && err == nil; i++ {
+				var in bool
+				if in, err = sp.set.Has(i); err == nil && !in {
+					err = fmt.Errorf("%w: scoped replace: a row is outside the scope", ErrInvalidRequest)
+				}
+				keep := false
+				if q := sp.byHash[h[i]]; len(q) > 0 && err == nil {
+					p.entries[q[0]].keep, sp.byHash[h[i]], keep = true, q[1:], true
+				} else {
+					wh = append(wh, h[i])
+				}
+				mask.Append(!keep)
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			added.Add(wh)
+			p.preserved += int64(len(h) - len(wh))
+			p.written += int64(len(wh))
+			if !yieldMasked(ctx, rec, mask, len(wh), yield) {
+				return
+			}
+		}
+		var rh []uint64
+		for _, e := range p.entries {
+			if !e.keep {
+				rh = append(rh, e.hash)
+			}
+		}
+		var removed identity.Checksum
+		removed.Add(rh)
+		p.sum = sp.base.Plus(added).Sub(removed)
+		p.rows = p.sum.Rows
+		done(p.preserved)
+	}
+}
