@@ -47,44 +47,13 @@ type scopePlan struct {
 
 // validateScope checks the shape of req.Scope against req.Schema.
 func validateScope(req WriteRequest) error {
-	sc := req.Scope
 	switch {
-	case sc == nil:
+	case req.Scope == nil:
 		return nil
 	case req.Mode != Replace:
 		return fmt.Errorf("%w: a Scope needs mode %q", ErrInvalidRequest, Replace)
-	case len(sc.Columns) == 0 || sc.Keys == nil:
-		return fmt.Errorf("%w: a Scope needs Columns and a Keys batch", ErrInvalidRequest)
-	case int(sc.Keys.NumCols()) != len(sc.Columns):
-		return fmt.Errorf("%w: Scope.Keys has %d columns for %d scope columns", ErrInvalidRequest, sc.Keys.NumCols(), len(sc.Columns))
 	}
-	for i, c := range sc.Columns {
-		idx := req.Schema.FieldIndices(c)
-		switch {
-		case identity.IsIdentity(c) || len(idx) != 1:
-			return fmt.Errorf("%w: scope column %q is not a business column of the rows", ErrInvalidRequest, c)
-		case slices.Index(sc.Columns, c) != i:
-			return fmt.Errorf("%w: scope column %q named twice", ErrInvalidRequest, c)
-		case !sameKeyType(req.Schema.Field(idx[0]).Type, sc.Keys.Column(i).DataType()):
-			return fmt.Errorf("%w: scope column %q is %s in the rows, %s in Scope.Keys", ErrInvalidRequest,
-				c, req.Schema.Field(idx[0]).Type, sc.Keys.Column(i).DataType())
-		}
-	}
-	return nil
-}
-
-// sameKeyType: values of types a and b compare as keys (integers of any
-// width, a timestamp whatever its zone, else the same type).
-func sameKeyType(a, b arrow.DataType) bool {
-	ta, ok1 := a.(*arrow.TimestampType)
-	tb, ok2 := b.(*arrow.TimestampType)
-	switch {
-	case ok1 && ok2:
-		return ta.Unit == tb.Unit
-	case arrow.IsInteger(a.ID()) && arrow.IsInteger(b.ID()):
-		return a.ID() != arrow.UINT64 && b.ID() != arrow.UINT64
-	}
-	return arrow.TypeEqual(a, b)
+	return identity.CheckScope(req.Schema, req.Scope.Columns, req.Scope.Keys)
 }
 
 // newScopeSet is the key set of req.Scope, its values encoded as the
@@ -97,19 +66,22 @@ func newScopeSet(req WriteRequest) (*identity.KeySet, error) {
 	return identity.NewKeySet(req.Scope.Columns, fields, req.Scope.Keys)
 }
 
-// scopeRows is the mergeRows of a scoped replace: the first batch's, when
-// it has them (its MergeKey is not used), else none.
+// scopeRows is the mergeRows of a scoped replace: its MergeDone is the
+// first batch's, when it has one (a MergeKey is not used).
 func scopeRows(first arrow.RecordBatch) mergeRows {
-	if m, ok := first.(mergeRows); ok {
-		return m
-	}
-	return noMergeRows{}
+	d, _ := first.(interface{ MergeDone(int64) })
+	return scopeDone{d}
 }
 
-type noMergeRows struct{}
+type scopeDone struct{ d interface{ MergeDone(int64) } }
 
-func (noMergeRows) MergeKey() []string { return nil }
-func (noMergeRows) MergeDone(int64)    {}
+func (scopeDone) MergeKey() []string { return nil }
+
+func (s scopeDone) MergeDone(n int64) {
+	if s.d != nil {
+		s.d.MergeDone(n)
+	}
+}
 
 // probeScope reads the in-scope live rows of tbl's current snapshot:
 // the scope columns of the data files the key set's min/max bounds do not
@@ -203,9 +175,8 @@ func scopeColumns(tbl *table.Table, datasetID string, req WriteRequest) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	if len(ch.Added)+len(ch.Dropped)+len(ch.Retyped) > 0 {
-		return nil, fmt.Errorf("%w: a scoped replace keeps the table's columns (the rows would add %v, drop %v, retype %v): write the whole table",
-			ErrInvalidRequest, ch.Added, ch.Dropped, ch.Retyped)
+	if err := identity.ScopeKeepsColumns(ch); err != nil {
+		return nil, err
 	}
 	out := make([]string, len(cols))
 	for i, c := range cols {

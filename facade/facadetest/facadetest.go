@@ -147,6 +147,12 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 		return nil, fmt.Errorf("%w: mode %q", facade.ErrInvalidRequest, req.Mode)
 	case req.Schema == nil || req.Rows == nil:
 		return nil, fmt.Errorf("%w: schema and rows are required", facade.ErrInvalidRequest)
+	case req.Scope != nil && req.Mode != facade.Replace:
+		return nil, fmt.Errorf("%w: a Scope needs mode %q", facade.ErrInvalidRequest, facade.Replace)
+	case req.Scope != nil:
+		if err := identity.CheckScope(req.Schema, req.Scope.Columns, req.Scope.Keys); err != nil {
+			return nil, err
+		}
 	}
 	if req.Mode == facade.Append && req.TxnID != "" {
 		res, found, err := l.FindTxn(ctx, target.DatasetID, req.TxnID)
@@ -162,11 +168,19 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	l.mu.Lock()
 	d := l.datasets[target.DatasetID]
 	var cur *arrow.Schema
+	var read *Snapshot // a scoped replace's: the snapshot it reads
+	var readRows []arrow.RecordBatch
 	base := int64(0)
 	if d != nil {
 		cur = d.schema
-		if req.Mode == facade.Append {
+		if req.Mode == facade.Append || req.Scope != nil {
 			base = d.nextIndex
+		}
+		if read = d.current(); read != nil && req.Scope != nil {
+			for _, b := range read.batches {
+				b.Retain()
+				readRows = append(readRows, b)
+			}
 		}
 	}
 	l.writes++
@@ -179,6 +193,7 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 			pol = p
 		}
 	}
+	defer release(readRows)
 	sc, plan, err := identity.PlanSchema(target.DatasetID, req.Mode, identity.SchemaPolicy(pol), cur, req.Schema)
 	if err != nil {
 		return nil, err
@@ -187,6 +202,14 @@ func (l *Lakehouse) Stage(ctx context.Context, target facade.Target, req facade.
 	st, err := identity.NewTableStamper(l.mem, target.DatasetID, req.Schema, sc, base, createdAt)
 	if err != nil {
 		return nil, err
+	}
+	if req.Scope != nil {
+		s := &staged{l: l, target: target, req: req, base: base, schema: sc, from: cur, change: plan, scoped: true, read: read,
+			info: facade.StageInfo{DatasetID: target.DatasetID, WriteID: writeID, CreatedAt: createdAt}}
+		if err := l.stageScoped(ctx, s, st, readRows); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	var out []arrow.RecordBatch
 	release := func() {
@@ -240,6 +263,10 @@ type staged struct {
 	info     facade.StageInfo
 	checksum facade.Checksum
 	replay   *facade.CommitResult
+	// scoped: a scoped replace of the snapshot read (nil: none), batches
+	// the whole table after it
+	scoped bool
+	read   *Snapshot
 
 	mu   sync.Mutex
 	done bool
@@ -295,6 +322,10 @@ func (s *staged) Commit(ctx context.Context) (facade.CommitResult, error) {
 	if s.from != nil && !s.from.Equal(d.schema) {
 		drop()
 		return facade.CommitResult{}, identity.CommitError(facade.ErrCommitConflict, s.target.DatasetID, 1, errors.New("table schema changed concurrently"))
+	}
+	if s.scoped && cur != s.read {
+		drop()
+		return facade.CommitResult{}, identity.CommitError(facade.ErrCommitConflict, s.target.DatasetID, 1, errors.New("the table changed since the scoped replace read it"))
 	}
 	if s.req.Mode == facade.Append {
 		if d.nextIndex != s.base {

@@ -65,6 +65,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		"Maintain":                testMaintain,
 		"ScanFilter":              testScanFilter,
 		"ScanIn":                  testScanIn,
+		"ScopedReplace":           testScopedReplace,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {

@@ -2,9 +2,60 @@ package identity
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
+
+// CheckScope checks a scoped replace's scope (its columns cols and its
+// keys) against the request's schema sc: business columns of sc, each
+// once, and one key column per column, of a type that compares with it.
+func CheckScope(sc *arrow.Schema, cols []string, keys arrow.RecordBatch) error {
+	switch {
+	case len(cols) == 0 || keys == nil:
+		return fmt.Errorf("%w: a Scope needs Columns and a Keys batch", ErrInvalidRequest)
+	case int(keys.NumCols()) != len(cols):
+		return fmt.Errorf("%w: Scope.Keys has %d columns for %d scope columns", ErrInvalidRequest, keys.NumCols(), len(cols))
+	}
+	for i, c := range cols {
+		idx := sc.FieldIndices(c)
+		switch {
+		case IsIdentity(c) || len(idx) != 1:
+			return fmt.Errorf("%w: scope column %q is not a business column of the rows", ErrInvalidRequest, c)
+		case slices.Index(cols, c) != i:
+			return fmt.Errorf("%w: scope column %q named twice", ErrInvalidRequest, c)
+		case !sameKeyType(sc.Field(idx[0]).Type, keys.Column(i).DataType()):
+			return fmt.Errorf("%w: scope column %q is %s in the rows, %s in Scope.Keys", ErrInvalidRequest,
+				c, sc.Field(idx[0]).Type, keys.Column(i).DataType())
+		}
+	}
+	return nil
+}
+
+// sameKeyType: values of types a and b compare as keys (integers of any
+// width, a timestamp whatever its zone, else the same type).
+func sameKeyType(a, b arrow.DataType) bool {
+	ta, ok1 := a.(*arrow.TimestampType)
+	tb, ok2 := b.(*arrow.TimestampType)
+	switch {
+	case ok1 && ok2:
+		return ta.Unit == tb.Unit
+	case arrow.IsInteger(a.ID()) && arrow.IsInteger(b.ID()):
+		return a.ID() != arrow.UINT64 && b.ID() != arrow.UINT64
+	}
+	return arrow.TypeEqual(a, b)
+}
+
+// ScopeKeepsColumns refuses the schema change ch of a scoped replace: the
+// rows outside its scope stay as they are, so their columns must too (a
+// promotion, a relaxed or reordered column change no value).
+func ScopeKeepsColumns(ch SchemaChange) error {
+	if len(ch.Added)+len(ch.Dropped)+len(ch.Retyped) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: a scoped replace keeps the table's columns (the rows would add %v, drop %v, retype %v): write the whole table",
+		ErrInvalidRequest, ch.Added, ch.Dropped, ch.Retyped)
+}
 
 // KeySet is a set of keys over named columns (a scoped replace's scope),
 // compared as AppendKey compares them: NULL equal to NULL, integers of any
