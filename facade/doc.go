@@ -262,6 +262,47 @@
 // pay for the hash. Part of the probe's cost is also hidden: it runs while
 // the source is read.
 //
+// # Scoped replace
+//
+// A Replace with WriteRequest.Scope replaces only the rows of the table
+// whose Scope.Columns hold one of Scope.Keys' rows, compared as merge keys
+// are (value by value, NULL equal to NULL, integers of any width by
+// value): the output of a computation recomputed for a few key values.
+// Every row of the request must fall in the scope (ErrInvalidRequest
+// otherwise, nothing written), with exactly the table's business columns
+// (a type may widen; a column added, dropped or retyped is refused: the
+// rows outside the scope are not rewritten). Neither the key nor the rows
+// need be unique. Within the scope rows are matched as multisets by the
+// row hash behind Checksum (-0 apart from +0): a request row equal to a
+// table row not yet matched leaves that row in place (its __row_index,
+// __row_id, __created_at and, on v3, its row lineage), counted as
+// preserved (MergeDone of the first batch, when it has one); the other
+// request rows are written as new rows, their __row_index continuing
+// lakewrite.next-row-index; the table rows left unmatched are deleted.
+//
+// The table is read only as far as the scope needs: a data file whose
+// min/max statistics rule out every key value of a scope column (integer,
+// date, timestamp and text columns; a partitioned table's files have
+// bounds within their partition) is skipped, the scope columns of the
+// other files are read to find the rows in the scope, and the business
+// columns of the files holding some, hashed for those rows only. A table
+// sorted or partitioned by the scope's columns reads few files; an
+// unclustered one reads the scope columns of every file.
+//
+// The write is one snapshot, built as a merge's (position deletes on v2,
+// deletion vectors on v3, or copy-on-write of the touched files past the
+// same crossover) on the snapshot it read: a table that moved since is
+// ErrCommitConflict. Its commit result and summary carry the rows and the
+// checksum of the whole table after it, as a replace's do: the table's
+// checksum before the write (the lakewrite.checksum of its last replace,
+// merge or scoped replace when only compactions followed it; after an
+// append, which records only its rows, or another engine's snapshot, the
+// table is read whole once) less the rows deleted plus the rows written.
+// An empty Keys batch changes no row and commits an empty snapshot with
+// the write's summary (its txn id, for FindTxn). A table with equality
+// deletes is refused (ErrInvalidRequest); a new or empty table takes every
+// row as new.
+//
 // # Format versions
 //
 // Tables are format v2 unless Config.FormatVersionFor declares 3 for a

@@ -2,7 +2,6 @@ package facade
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
@@ -17,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/keyprune"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
@@ -108,10 +108,10 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 	if set.Len() == 0 {
 		return p, nil
 	}
-	var bounds []scopeBound
+	var bounds []keyprune.Column
 	for i, c := range req.Scope.Columns {
 		fld, _ := tbl.Schema().FindFieldByName(c)
-		if b, ok := newScopeBound(fld, req.Scope.Keys.Column(i)); ok {
+		if b, ok := keyprune.New(fld, req.Scope.Keys.Column(i)); ok {
 			bounds = append(bounds, b)
 		}
 	}
@@ -127,7 +127,7 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 	}
 	var h []uint64
 	for _, t := range tasks {
-		if slices.ContainsFunc(bounds, func(b scopeBound) bool { return !b.may(t.File) }) {
+		if slices.ContainsFunc(bounds, func(b keyprune.Column) bool { return !b.May(t.File) }) {
 			continue
 		}
 		dead, err := deletedPositions(ctx, fs, t)
@@ -290,97 +290,6 @@ func hashPositions(ctx context.Context, bscan *table.Scan, t table.FileScanTask,
 		return err
 	})
 	return h, err
-}
-
-// scopeBound prunes data files by one scope column's min/max statistics:
-// a file is read only when one of the keys' values of the column lies
-// within its bounds, or a key holds NULL there and the file may hold one.
-// Partitioned tables gain by it too: a file's bounds lie within its
-// partition.
-type scopeBound struct {
-	id   int
-	ints []int64  // sorted distinct values: integers, dates (days), timestamps (µs)
-	strs []string // sorted distinct values: text
-	null bool
-}
-
-// newScopeBound is the bound of the keys' column a on the table column
-// fld; ok is false for a type it does not prune by.
-func newScopeBound(fld iceberg.NestedField, a arrow.Array) (b scopeBound, ok bool) {
-	b.id = fld.ID
-	for i := range a.Len() {
-		if a.IsNull(i) {
-			b.null = true
-			continue
-		}
-		switch x := a.(type) {
-		case *array.String:
-			b.strs = append(b.strs, x.Value(i))
-		case *array.Date32:
-			b.ints = append(b.ints, int64(x.Value(i)))
-		case *array.Timestamp:
-			if x.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
-				return b, false
-			}
-			b.ints = append(b.ints, int64(x.Value(i)))
-		default:
-			v, _, isInt := identity.IntKey(a, i)
-			if !isInt {
-				return b, false
-			}
-			b.ints = append(b.ints, v)
-		}
-	}
-	switch fld.Type.(type) {
-	case iceberg.StringType:
-		slices.Sort(b.strs)
-		b.strs = slices.Compact(b.strs)
-		return b, len(b.ints) == 0
-	case iceberg.Int32Type, iceberg.Int64Type, iceberg.DateType, iceberg.TimestampType, iceberg.TimestampTzType:
-		slices.Sort(b.ints)
-		b.ints = slices.Compact(b.ints)
-		return b, len(b.strs) == 0
-	}
-	return b, false
-}
-
-// may reports whether df may hold a row whose column is one of b's values.
-func (b *scopeBound) may(df iceberg.DataFile) bool {
-	nulls, counted := df.NullValueCounts()[b.id]
-	switch {
-	case b.null && (!counted || nulls > 0):
-		return true
-	case len(b.ints)+len(b.strs) == 0, counted && nulls >= df.Count():
-		return false
-	}
-	lo, ok1 := df.LowerBoundValues()[b.id]
-	hi, ok2 := df.UpperBoundValues()[b.id]
-	if !ok1 || !ok2 {
-		return true
-	}
-	if b.strs != nil {
-		i := sort.SearchStrings(b.strs, string(lo))
-		return i < len(b.strs) && b.strs[i] <= string(hi)
-	}
-	l, ok1 := boundInt(lo)
-	u, ok2 := boundInt(hi)
-	if !ok1 || !ok2 {
-		return true
-	}
-	i := sort.Search(len(b.ints), func(i int) bool { return b.ints[i] >= l })
-	return i < len(b.ints) && b.ints[i] <= u
-}
-
-// boundInt decodes an Iceberg int, long, date or timestamp bound (4 bytes
-// for a column written before its promotion to long).
-func boundInt(v []byte) (int64, bool) {
-	switch len(v) {
-	case 4:
-		return int64(int32(binary.LittleEndian.Uint32(v))), true
-	case 8:
-		return int64(binary.LittleEndian.Uint64(v)), true
-	}
-	return 0, false
 }
 
 // scopeFilter is filter for a scoped replace: every row must fall in the

@@ -12,6 +12,11 @@
 // lakewrite.row-id-version summary keys, and the same typed refusals. It has
 // no field ids: an incompatibly retyped column keeps the write's position.
 //
+// A scoped replace (facade.Scope) keeps the rows outside its keys and
+// matches the rows inside them as the Iceberg backend does (identity of
+// the rows left in place, new rows continuing __row_index, the whole
+// table's checksum, a conflict when the table moved since Stage).
+//
 // Maintain (facade.Maintainer) expires the in-memory history by
 // Config.Lifecycle's KeepLast, in batches of EveryCommits, and commits
 // report MaintenanceDue by the same rule as the Iceberg backend.
