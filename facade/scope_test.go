@@ -490,7 +490,8 @@ func TestScopedReplacePrunes(t *testing.T) {
 }
 
 // A scoped replace commits on the snapshot its probe read: a write that
-// lands in between is a conflict, nothing of the scoped write visible.
+// lands in between is a conflict, nothing of the scoped write visible. On
+// a new table it writes its rows.
 func TestScopedReplaceConflict(t *testing.T) {
 	t.Parallel()
 	env := newCompactEnv(t)
@@ -507,6 +508,14 @@ func TestScopedReplaceConflict(t *testing.T) {
 	require.ErrorIs(t, err, ErrCommitConflict)
 	rows, _ := scopeRead(t, env.f, "c")
 	require.Len(t, rows, 3)
+
+	// A scoped replace into a new table writes its rows.
+	res, err := env.f.Write(ctx, Target{DatasetID: "new"}, WriteRequest{Mode: Replace, Schema: scopeSchema, Rows: scopeBatches(grpRows(1, "a", "a")), Scope: sc})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Rows)
+	sum, err := env.f.Checksum(ctx, "new", 0)
+	require.NoError(t, err)
+	require.Equal(t, sum, res.Checksum)
 }
 
 // Bad scopes are refused before anything is written.
