@@ -16,7 +16,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
-	"github.com/lakewrite/lakewrite/internal/keyprune"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
@@ -108,10 +107,10 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 	if set.Len() == 0 {
 		return p, nil
 	}
-	var bounds []keyprune.Column
+	var bounds []scanfiles.Set
 	for i, c := range req.Scope.Columns {
 		fld, _ := tbl.Schema().FindFieldByName(c)
-		if b, ok := keyprune.New(fld, req.Scope.Keys.Column(i)); ok {
+		if b, ok := scanfiles.SetOf(fld, req.Scope.Keys.Column(i)); ok {
 			bounds = append(bounds, b)
 		}
 	}
@@ -127,7 +126,7 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 	}
 	var h []uint64
 	for _, t := range tasks {
-		if slices.ContainsFunc(bounds, func(b keyprune.Column) bool { return !b.May(t.File) }) {
+		if slices.ContainsFunc(bounds, func(b scanfiles.Set) bool { return !b.MayContain(t.File) }) {
 			continue
 		}
 		dead, err := deletedPositions(ctx, fs, t)

@@ -19,7 +19,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lakewrite/lakewrite/internal/keyprune"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
@@ -476,11 +475,11 @@ func TestScopedReplacePrunes(t *testing.T) {
 	}{{[]scopeKey{{grp: 13}}, 1}, {[]scopeKey{{grp: 13}, {grp: 17}}, 1}, {[]scopeKey{{grp: 3}, {grp: 33}}, 2},
 		{[]scopeKey{{null: true}}, 1}, {[]scopeKey{{grp: 99}}, 0}, {nil, 0}} {
 		sc := scopeOf(tc.keys, false)
-		b, ok := keyprune.New(fld, sc.Keys.Column(0))
+		b, ok := scanfiles.SetOf(fld, sc.Keys.Column(0))
 		require.True(t, ok)
 		n := 0
 		for _, task := range tasks {
-			if b.May(task.File) {
+			if b.MayContain(task.File) {
 				n++
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 )
 
@@ -59,7 +61,7 @@ func (s Set) MayContain(df iceberg.DataFile) bool {
 			return true
 		}
 	}
-	if len(s.Keys) == 0 {
+	if n, ok := df.NullValueCounts()[s.FieldID]; len(s.Keys) == 0 || ok && n >= df.Count() {
 		return false
 	}
 	if s.Keys[0] == nil {
@@ -82,4 +84,58 @@ func (s Set) MayContain(df iceberg.DataFile) bool {
 		i, _ = slices.BinarySearchFunc(s.Keys, lo, CompareKeys)
 	}
 	return i < len(s.Keys) && (hi == nil || CompareKeys(s.Keys[i], hi) <= 0)
+}
+
+// SetOf is the set of the values of a (a column of keys) for the table
+// column fld. ok is false when the pair is not one a Set prunes by: a
+// column of another type than integer, date, timestamp (µs) or text.
+func SetOf(fld iceberg.NestedField, a arrow.Array) (s Set, ok bool) {
+	s = Set{FieldID: fld.ID, Type: fld.Type}
+	switch fld.Type.(type) {
+	case iceberg.StringType, iceberg.Int32Type, iceberg.Int64Type, iceberg.DateType, iceberg.TimestampType, iceberg.TimestampTzType:
+	default:
+		return s, false
+	}
+	_, text := fld.Type.(iceberg.StringType)
+	for i := range a.Len() {
+		if a.IsNull(i) {
+			s.Null = true
+			continue
+		}
+		var k any
+		switch x := a.(type) {
+		case *array.String:
+			k = x.Value(i)
+		case *array.Date32:
+			k = int64(x.Value(i))
+		case *array.Timestamp:
+			if x.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
+				return s, false
+			}
+			k = int64(x.Value(i))
+		case *array.Int64:
+			k = x.Value(i)
+		case *array.Int32:
+			k = int64(x.Value(i))
+		case *array.Int16:
+			k = int64(x.Value(i))
+		case *array.Int8:
+			k = int64(x.Value(i))
+		case *array.Uint32:
+			k = int64(x.Value(i))
+		case *array.Uint16:
+			k = int64(x.Value(i))
+		case *array.Uint8:
+			k = int64(x.Value(i))
+		default:
+			return s, false
+		}
+		if _, isText := k.(string); isText != text {
+			return s, false
+		}
+		s.Keys = append(s.Keys, k)
+	}
+	slices.SortFunc(s.Keys, CompareKeys)
+	s.Keys = slices.CompactFunc(s.Keys, func(a, b any) bool { return CompareKeys(a, b) == 0 })
+	return s, true
 }
