@@ -220,6 +220,7 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, maxCrossJoinRows: d.cfg.MaxCrossJoinRows,
 		sourceFilter: req.SourceFilter}
 	env.setDelta(w, req, decision)
+	env.modelProgress = d.modelProgress(ctx)
 	// 4. Run the arm of the sink.
 	return run(sink.RowSink[[]WriteResult]{
 		Postgres: func(ctx context.Context) ([]WriteResult, error) {

@@ -4,6 +4,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental/model"
 
 	"github.com/lakewrite/lakewrite/ledger"
 )
@@ -61,6 +62,9 @@ type Env struct {
 	// transaction (the dispatcher's, in the intent's round trip); prepare
 	// reads them itself otherwise.
 	read *datasetsRead
+	// modelProgress, when set, sees each window a Model scored (the
+	// Dispatcher's Observer, when it has a ModelWindow method).
+	modelProgress func(output string, ev model.WindowEvent)
 }
 
 func (e *Env) ctlSchema() string {

@@ -204,6 +204,13 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		pc.sources[id] = r
 		pc.rowCounts[id] = ds[id].rowCount
 	}
+	if sp, ok := s.(sourcePlanner); ok {
+		ps, err := sp.planSources(ctx, tx, env, pc)
+		for i := range ps {
+			ps[i].builtinVisible = visible
+		}
+		return ps, err
+	}
 	if q, ok := s.(appender); ok && q.appendOutput() != "" {
 		// An append moving its output to the other sink rewrites the
 		// current target first (see Query.plan).

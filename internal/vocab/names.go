@@ -59,9 +59,15 @@ func CheckDatasetID(id string) error {
 	return &NameError{What: "dataset id", Name: id, Reason: "want " + DatasetIDRule}
 }
 
+// SourceRowKey is the column of a model output holding the key of the
+// source row each output row was computed from: the one name with the
+// "__" prefix an output column may have.
+const SourceRowKey = "__source_row_key"
+
 // ColumnNameProblem says why one column name is refused, or "" when it is
 // accepted: it must be 1 to MaxColumnNameLen bytes of valid UTF-8 without
-// NUL, and must not start with "__" (reserved for identity columns).
+// NUL, and must not start with "__" (reserved for identity columns) unless
+// it is SourceRowKey.
 func ColumnNameProblem(name string) string {
 	switch {
 	case name == "":
@@ -72,7 +78,7 @@ func ColumnNameProblem(name string) string {
 		return "not valid UTF-8"
 	case strings.ContainsRune(name, 0):
 		return "contains a NUL byte"
-	case strings.HasPrefix(name, "__"):
+	case strings.HasPrefix(name, "__") && name != SourceRowKey:
 		return `the "__" prefix is reserved for identity columns`
 	}
 	return ""
