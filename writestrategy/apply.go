@@ -189,6 +189,8 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		switch {
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
 			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
+		case p.scope != "":
+			n, err = replaceScoped(ctx, tx, ctl, p, encs[i], txn)
 		case p.mode == facade.Append:
 			if err = widenFloats(ctx, tx, ctl, p, results[i].columns); err == nil {
 				n, err = insertRows(ctx, tx, ctl, p, encs[i], txn, true)

@@ -221,6 +221,10 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 		sourceFilter: req.SourceFilter}
 	env.setDelta(w, req, decision)
 	env.modelProgress = d.modelProgress(ctx)
+	if _, ok := s.(Model); ok {
+		env.modelRun = &modelRun{}
+		defer func() { d.saveModelPosition(ctx, env.modelRun, results, err) }()
+	}
 	// 4. Run the arm of the sink.
 	return run(sink.RowSink[[]WriteResult]{
 		Postgres: func(ctx context.Context) ([]WriteResult, error) {

@@ -65,6 +65,9 @@ type Env struct {
 	// modelProgress, when set, sees each window a Model scored (the
 	// Dispatcher's Observer, when it has a ModelWindow method).
 	modelProgress func(output string, ev model.WindowEvent)
+	// modelRun, when set, lets a Model's write read only the source rows
+	// changed since its last run, and holds what to store once it commits.
+	modelRun *modelRun
 }
 
 func (e *Env) ctlSchema() string {

@@ -38,7 +38,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	cctx, cph := d.observe(ctx, w, phaseCompute, w.outs)
 	// On a catalog in the ledger's database, the owner's ledger commit, its
 	// unlock and the COMMIT share a round trip (commitInTx).
-	tx, owner, err := d.beginTx(cctx, intents, computeSettings)
+	tx, owner, err := d.beginTx(cctx, intents, isolated(req.Strategy, computeSettings))
 	if err != nil {
 		err = queryError("begin compute", err)
 		cph.end(0, err)

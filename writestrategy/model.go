@@ -9,7 +9,10 @@ import (
 
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/incremental/model"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
 )
 
 // kindModel names the Model strategy.
@@ -60,12 +63,13 @@ func (m Model) plan(*planContext) ([]projection, error) {
 // sourcePlanner is a strategy planned once its sources are resolved, in
 // the write's transaction (prepare calls it instead of plan).
 type sourcePlanner interface {
-	planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext) ([]projection, error)
+	planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext, sinkTo sink.Sink, out datasetRow) ([]projection, error)
 }
 
-// planSources scores the source into a temporary table of tx and plans
-// the output as that table's rows.
-func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext) ([]projection, error) {
+// planSources scores the source (on a run after the first, only its rows
+// changed since the last run: model.Changes) into a temporary table of tx
+// and plans the output as that table's rows.
+func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext, sinkTo sink.Sink, out datasetRow) ([]projection, error) {
 	spec := model.Spec(m)
 	if err := checkDatasetID("output", m.Output); err != nil {
 		return nil, err
@@ -87,15 +91,37 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 	for _, c := range r.schema.Columns {
 		src.Columns = append(src.Columns, model.Column{Name: c.Name, Type: c.Type})
 	}
+	p := projection{output: m.Output, kind: kindModel, mode: facade.Replace}
+	cond := ""
+	if run := env.modelRun; run != nil {
+		f := model.Facts{SameSink: out.sink == sinkTo, Scoped: sinkTo == sink.Postgres}
+		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT id::text FROM `+env.ctlSchema()+`.pipeline_build_transactions
+			WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> $2 ORDER BY committed_at DESC LIMIT 1), '')`,
+			m.Output, string(ledger.Maintenance)).Scan(&f.LastTxn); err != nil {
+			return nil, queryError("model "+m.Output+": last write", err)
+		}
+		delta, err := model.Changes(ctx, tx, changelog.New(env.Schema), &spec, src, f)
+		if err != nil {
+			return nil, fmt.Errorf("writestrategy: %w", err)
+		}
+		*run = modelRun{delta: delta, output: m.Output, source: m.Source}
+		if delta.Incremental {
+			cond, p.scope = delta.Cond(&spec), delta.KeysSQL()
+			if r.table != "" { // the key condition next to the table, where its index serves it
+				src.SQL = "(SELECT " + r.cols("s") + `, row_number() OVER () AS "__ord" FROM ` + r.table + " s WHERE " + cond + ")"
+			}
+		}
+	}
 	var progress func(model.WindowEvent)
 	if env.modelProgress != nil {
 		progress = func(ev model.WindowEvent) { env.modelProgress(m.Output, ev) }
 	}
-	scored, err := model.Score(ctx, tx, &spec, src, "", defs, copyWindow, progress)
+	scored, err := model.Score(ctx, tx, &spec, src, cond, defs, copyWindow, progress)
 	if err != nil {
 		return nil, fmt.Errorf("writestrategy: %w", err)
 	}
-	return []projection{{output: m.Output, kind: kindModel, mode: facade.Replace, sql: scored.SQL}}, nil
+	p.sql = scored.SQL
+	return []projection{p}, nil
 }
 
 // copyWindow copies one window's output rows into a model's table.
@@ -140,4 +166,47 @@ func (d *Dispatcher) modelProgress(ctx context.Context) func(string, model.Windo
 	return func(output string, ev model.WindowEvent) {
 		mo.ModelWindow(ctx, ModelWindowEvent{DatasetID: output, WindowEvent: ev})
 	}
+}
+
+// modelRun is a Model write's incremental state: what the run read of its
+// source, stored once the write has committed (saveModelPosition).
+type modelRun struct {
+	delta  *model.Delta
+	output string
+	source string
+}
+
+// isolated returns a Model write's transaction settings: REPEATABLE READ,
+// so that the change log window and the source read share one snapshot.
+func isolated(s WriteStrategy, settings string) string {
+	if _, ok := s.(Model); ok {
+		return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; " + settings
+	}
+	return settings
+}
+
+// saveModelPosition stores, once a Model's write has committed, what it
+// read of its source under the write's ledger transaction. A position
+// that could not be stored (an error logged here, a crash before) makes
+// the next run score every row: never one that misses a change.
+func (d *Dispatcher) saveModelPosition(ctx context.Context, run *modelRun, results []WriteResult, err error) {
+	if err != nil || run.delta == nil || len(results) != 1 || results[0].Replayed() {
+		return
+	}
+	log := changelog.New(d.cfg.Ledger.Schema())
+	err = pgx.BeginFunc(ctx, d.db, func(tx pgx.Tx) error {
+		return log.SavePosition(ctx, tx, run.output, run.source, run.delta.Position(results[0].TxnID))
+	})
+	if err != nil {
+		d.log.WarnContext(ctx, "lakewrite model position not stored: its next run scores every row", "dataset_id", run.output, "error", err)
+	}
+}
+
+// replaceScoped replaces the output rows of a model's touched keys (the
+// projection's scope) by its rows, appended after the others.
+func replaceScoped(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, error) {
+	if _, err := tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1 AND data ->> '`+model.KeyColumn+`' IN (`+p.scope+`)`, p.output); err != nil {
+		return 0, queryError("replace model rows", err)
+	}
+	return insertRows(ctx, tx, ctl, p, enc, txn, true)
 }

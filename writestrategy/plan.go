@@ -165,6 +165,9 @@ type projection struct {
 	// slice: how to read the output in slices; sliceNote why not (nil).
 	slice     *sliceOf
 	sliceNote string
+	// scope, when set, selects the model.KeyColumn values whose output
+	// rows the write replaces (every other row stays); "" otherwise.
+	scope string
 }
 
 // targetState is what the plan knows about an output's current contents.

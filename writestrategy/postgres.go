@@ -29,7 +29,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 	err = func() error {
 		// The transaction begins with writeSettings; Apply then need not
 		// read extra_float_digits.
-		tx, owner, err := d.beginTx(actx, intents, writeSettings)
+		tx, owner, err := d.beginTx(actx, intents, isolated(req.Strategy, writeSettings))
 		if err != nil {
 			return err
 		}

@@ -111,14 +111,9 @@ func Score(ctx context.Context, tx pgx.Tx, s *Spec, src Source, cond string, def
 // sourceKeySQL is the expression of KeyColumn over the source's columns
 // (as "s").
 func sourceKeySQL(s *Spec, src Source) (string, error) {
-	exprs := make([]string, len(s.Key))
-	types := make([]string, len(s.Key))
-	for i, k := range s.Key {
-		j := slices.IndexFunc(src.Columns, func(c Column) bool { return c.Name == k })
-		if j < 0 {
-			return "", fmt.Errorf("%w: model %q has key column %q, which source %q does not have", ErrInvalid, s.Output, k, s.Source)
-		}
-		exprs[i], types[i] = "s."+ident(k), src.Columns[j].Type
+	exprs, types, err := keyColumns(s, src)
+	if err != nil {
+		return "", err
 	}
 	sql, err := KeySQL(exprs, types)
 	if err != nil {
