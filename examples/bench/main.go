@@ -105,6 +105,10 @@ func mainCode() int {
 	flag.StringVar(&slN, "slices", "", "slices mode: reader counts N, comma-separated (e.g. 1,2,4): one Transform over a registered table written through the Dispatcher with Request.Slices = N, over TCP; prints rows/s and client and server CPU per N")
 	flag.StringVar(&slRows, "slices-rows", "1000000", "slices mode: source row counts, comma-separated")
 	flag.IntVar(&sl.Rounds, "slices-rounds", 1, "slices mode: measured writes per N (the p50 is printed), after one warm-up")
+	var mdl modelConfig
+	flag.IntVar(&mdl.Runs, "model", 0, "model mode: a model output (a Go function of ~1 us per row) over a tracked table of -model-rows rows, written in full once, then this many more times after -model-change rows changed each time, on the row store; prints one MODEL line per run (calls: rows passed to the function)")
+	flag.IntVar(&mdl.Rows, "model-rows", 1_000_000, "model mode: source rows")
+	flag.IntVar(&mdl.Change, "model-change", 1000, "model mode: source rows changed before each run")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -115,6 +119,11 @@ func mainCode() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if mdl.Runs > 0 {
+		mdl.DatabaseURL, mdl.Warehouse, mdl.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		r, err := runModel(ctx, mdl)
+		return output(r, err, asJSON, func() { printModel(os.Stdout, r) })
+	}
 	if inc.Runs > 0 {
 		inc.DatabaseURL, inc.Warehouse, inc.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		r, err := runIncremental(ctx, inc)
