@@ -1,9 +1,15 @@
 package writestrategy_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +22,7 @@ import (
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/incremental/model"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -276,4 +283,93 @@ func TestModelIncremental(t *testing.T) {
 	par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model("scored", "items")})
 	require.NoError(t, err)
 	require.True(t, par[0].OK(), par[0].String())
+}
+
+// envModelKill marks the child process of TestModelKilledMidRun.
+const envModelKill = "LAKEWRITE_MODELKILL_OUTPUT"
+
+// TestModelKillChild is the writer process of TestModelKilledMidRun: it
+// writes the test model into the output named by envModelKill (over
+// "items", as sink flags say) and, in its second window, prints
+// crashMarker and blocks until it is killed. Run by the test runner it
+// has nothing to do.
+func TestModelKillChild(t *testing.T) {
+	out := os.Getenv(envModelKill)
+	if out == "" {
+		return
+	}
+	w := newWorldOn(t, os.Getenv(envCrashURL), nil, nil, nil, nil)
+	s := &scorer{}
+	windows := 0
+	s.fail = func(int64) error {
+		if windows++; windows == 2 {
+			fmt.Println(crashMarker)
+			select {} // wait for SIGKILL in the middle of the run
+		}
+		return nil
+	}
+	m := s.model(out, "items")
+	m.Concurrency, m.Window = 1, 100
+	_, err := w.write(m)
+	t.Fatalf("the model run returned instead of blocking: %v", err)
+}
+
+// A model writer SIGKILLed in the middle of its windows leaves the output
+// as it was on either sink; the next run reconciles the dead intent and
+// scores the rows changed since the last committed run.
+func TestModelKilledMidRun(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	w := newWorldOn(t, url, nil, nil, nil, nil)
+	ensureOutputs(t, w.pool, "mk_pg", "mk_ice")
+	modelSource(t, w, 2000)
+	w.iceberg("mk_ice")
+	for _, out := range []string{"mk_pg", "mk_ice"} {
+		s := &scorer{}
+		w.mustWrite(s.model(out, "items"))
+		before := w.checksum(out)
+		w.exec(`UPDATE items SET v = v || '+' WHERE id <= 300`)
+		killChild(t, url, "TestModelKillChild", envModelKill+"="+out)
+		require.Equal(t, before, w.checksum(out), "%s: nothing visible", out)
+		s.calls.Store(0)
+		w.mustWrite(s.model(out, "items"))
+		if out == "mk_pg" {
+			require.Equal(t, int64(300), s.calls.Load(), "the changed rows only")
+		}
+		require.Zero(t, w.openIntents(out))
+		par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model(out, "items")})
+		require.NoError(t, err)
+		require.True(t, par[0].OK(), par[0].String())
+	}
+}
+
+// killChild runs test of this binary as a child process with env, waits
+// for it to print crashMarker and SIGKILLs it.
+func killChild(t *testing.T, url, test string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), envCrashURL+"="+url), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	reached := false
+	var out []string
+	for sc := bufio.NewScanner(stdout); sc.Scan(); {
+		if sc.Text() == crashMarker {
+			reached = true
+			break
+		}
+		out = append(out, sc.Text())
+	}
+	_ = cmd.Process.Kill()
+	err = cmd.Wait()
+	require.True(t, reached, "the child ended early (%v)\nstdout:\n%s\nstderr:\n%s", err, strings.Join(out, "\n"), stderr.String())
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee))
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child ended with %v", err)
 }
