@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
