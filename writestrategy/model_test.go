@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -194,14 +197,17 @@ func TestModelFailureLeavesNothing(t *testing.T) {
 
 // modelSource creates table "items" (id, v, n) with ids 1..n, tracked in
 // the change log and registered as dataset "items".
-func modelSource(t *testing.T, w *world, n int) {
+func modelSource(t *testing.T, w *world, n int) { modelTable(t, w, "items", n) }
+
+// modelTable is modelSource for table and dataset name.
+func modelTable(t *testing.T, w *world, name string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	w.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v text NOT NULL, n integer)`)
-	w.exec(`INSERT INTO items SELECT g, 'v' || g, (g % 97)::int FROM generate_series(1, $1::int) g`, n)
-	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "items", "items")
+	w.exec(`CREATE TABLE ` + name + ` (id bigint PRIMARY KEY, v text NOT NULL, n integer)`)
+	w.exec(`INSERT INTO `+name+` SELECT g, 'v' || g, (g % 97)::int FROM generate_series(1, $1::int) g`, n)
+	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, name, name)
 	require.NoError(t, err)
-	require.NoError(t, changelog.New("").Track(ctx, w.pool, "items", "items", []string{"id", "v", "n"}))
+	require.NoError(t, changelog.New("").Track(ctx, w.pool, name, name, []string{"id", "v", "n"}))
 }
 
 // rowIDs maps each output row's key and label to its __row_id (Iceberg)
@@ -372,4 +378,65 @@ func killChild(t *testing.T, url, test string, env ...string) {
 	require.True(t, errors.As(err, &ee))
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child ended with %v", err)
+}
+
+var modelMemRows = flag.Int("model.memrows", 100_000, "TestModelMemoryFlat: the larger source's rows (the smaller has a tenth)")
+
+// heapWatch records, at each model window, the live Go heap (after a
+// collection) and the windows it saw.
+type heapWatch struct {
+	windows []writestrategy.ModelWindowEvent
+	peak    uint64
+}
+
+func (h *heapWatch) PhaseStart(ctx context.Context, _ writestrategy.PhaseEvent) context.Context {
+	return ctx
+}
+func (h *heapWatch) PhaseEnd(context.Context, writestrategy.PhaseEvent) {}
+func (h *heapWatch) ModelWindow(_ context.Context, ev writestrategy.ModelWindowEvent) {
+	h.windows = append(h.windows, ev)
+	h.read()
+}
+
+func (h *heapWatch) read() {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	h.peak = max(h.peak, sample[0].Value.Uint64())
+}
+
+// A model's memory does not grow with its source: scoring ten times the
+// rows into Iceberg holds no more live heap at any window than the smaller
+// run plus a small constant (windows of 5,000 rows, two in flight). Each window is reported
+// to the Observer, in order, with its rows.
+func TestModelMemoryFlat(t *testing.T) {
+	large := *modelMemRows
+	w := newWorld(t, nil)
+	ensureOutputs(t, w.pool, "mem_small", "mem_large")
+	modelTable(t, w, "src_small", large/10)
+	modelTable(t, w, "src_large", large)
+	w.iceberg("mem_small", "mem_large")
+	peak := func(out, src string, rows int) uint64 {
+		h := &heapWatch{}
+		s := &scorer{}
+		m := s.model(out, src)
+		m.Window, m.Concurrency = 5000, 2
+		runtime.GC()
+		h.read()
+		_, err := w.observed(h).Write(context.Background(), writestrategy.Request{WriterID: writer, Strategy: m})
+		require.NoError(t, err)
+		require.Equal(t, int64(rows), s.calls.Load())
+		require.Len(t, h.windows, (rows+4999)/5000)
+		for i, ev := range h.windows {
+			require.Equal(t, i, ev.Window)
+			require.Equal(t, out, ev.DatasetID)
+			require.Equal(t, int64(min(5000, rows-i*5000)), ev.Rows)
+			require.Equal(t, int64(rows), ev.Total)
+		}
+		return h.peak
+	}
+	small := peak("mem_small", "src_small", large/10)
+	big := peak("mem_large", "src_large", large)
+	t.Logf("peak live heap: %d rows %.1f MiB, %d rows %.1f MiB", large/10, float64(small)/(1<<20), large, float64(big)/(1<<20))
+	require.LessOrEqual(t, big, small+4<<20, "memory grows with the source")
 }
