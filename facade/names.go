@@ -20,6 +20,7 @@ func CheckDatasetID(id string) error { return vocab.CheckDatasetID(id) }
 
 // CheckColumnNames refuses, with a *NameError, a column name that is
 // empty, longer than 63 bytes, not valid UTF-8, holds a NUL byte or starts
-// with "__" (reserved for the identity columns), and a name equal to an
+// with "__" (reserved for the identity columns; "__source_row_key", the
+// source key of a model output, is allowed), and a name equal to an
 // earlier one up to case ("a" and "A" clash in Spark and Trino).
 func CheckColumnNames(names ...string) error { return vocab.CheckColumnNames(names) }

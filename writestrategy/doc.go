@@ -229,6 +229,25 @@
 // reads); when its columns change, reads fail with ErrRelationChanged
 // until it is registered again.
 //
+// # Model outputs
+//
+// Model writes, for each row of a source, the rows a Go function computes
+// from it (package incremental/model runs the windows): the function gets
+// windows of source rows as Arrow record batches (the key column
+// model.KeyColumn, "__source_row_key", then the columns passed in) and
+// returns the output rows, each carrying its source row's key. The rows
+// go through a temporary table of the write's transaction, one window at
+// a time, and are written like any output, on either sink. A model's
+// write runs REPEATABLE READ: its source read and its change log window
+// share one snapshot. On a run after the first, when the source is tracked
+// (incremental/changelog), the run that stored its position was the
+// output's last write on the same sink, and the sink is the row store,
+// the function sees only the source rows inserted or updated since, and
+// the output rows of every touched key (deleted source rows included) are
+// replaced; the position is stored once the write has committed. Any
+// other run (the first, a flip, an unknown window, a position lost in a
+// crash) scores every row.
+//
 // # Shadow mode and promotion
 //
 // A dataset whose writer flag says sink.Shadow is written to Postgres, the

@@ -103,7 +103,9 @@ type PhaseEvent struct {
 // back into the Dispatcher.
 //
 // An Observer that also has a Progress method (Progress(ctx, ProgressEvent))
-// sees the rows of each PhaseStream as they stream.
+// sees the rows of each PhaseStream as they stream; one with a ModelWindow
+// method (ModelWindow(ctx, ModelWindowEvent)) sees each window a Model
+// scores.
 //
 // Package writestrategy/otelobserver is an Observer giving OpenTelemetry
 // spans and metrics.

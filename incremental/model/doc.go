@@ -19,6 +19,18 @@
 // A row with another key, a NULL key or a batch of another schema fails
 // the window with an error matching [ErrOutput].
 //
+// # Incremental runs
+//
+// [Changes] decides, in the run's REPEATABLE READ transaction, whether a
+// run reads only the source rows whose key a change touched since the
+// output's last run (the source's window in package incremental/changelog,
+// from the position the last run stored with [Delta.Position]) or every
+// row: the first run, a run on another sink than the last, a position not
+// stored by the output's last write, and an unknown window score every
+// row. An incremental run fills a temporary table of the touched keys:
+// [Delta.Cond] restricts the source read to them and [Delta.KeysSQL]
+// selects the output rows the run replaces.
+//
 // # Failures
 //
 // The first window that fails (an error returned by the function, its
