@@ -51,7 +51,7 @@
 // fragments (transform steps, split predicates); every value is a
 // parameter. An identifier that cannot be quoted safely (empty, longer than
 // 63 bytes, NUL, invalid UTF-8, or the reserved "__" prefix for output
-// columns) is refused with an error matching ErrUnsafeIdentifier that
+// columns, "__source_row_key" of a Model aside) is refused with an error matching ErrUnsafeIdentifier that
 // names it and why, and so are two output columns equal up to case ("a" and "A" are one column in Spark and Trino).
 //
 // # Names
