@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
 
 	"github.com/lakewrite/lakewrite/sink"
 )
@@ -62,6 +63,11 @@ type WriteResult struct {
 	// slices ran as one stream ("" otherwise).
 	Slices    int
 	SliceNote string
+	// Refresh says how a run of an output with a declared dependency
+	// (Transform.Depends, Join.Depends) was computed: incrementally, for
+	// Refresh.Keys key values, or in full and why. Its Mode is "" for an
+	// output without a declaration and for a replayed result.
+	Refresh incremental.RefreshReport
 
 	// columns of the output, stamped as the dataset's declared schema.
 	columns Schema
@@ -163,6 +169,9 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		cols, oids, types, err := describeTypes(ctx, tx, p.sql, p.builtinVisible)
 		if err != nil {
 			return nil, p.locate(err, p.sql)
+		}
+		if err := checkDependsOutput(p, cols); err != nil {
+			return nil, err
 		}
 		if encs[i], err = encodingFor(cols, oids, types); err != nil {
 			return nil, err

@@ -109,6 +109,9 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err := checkOrderKeys(p.output, cols, oids, types, env.orderBy[p.output]); err != nil {
 			return nil, err
 		}
+		if err := checkDependsOutput(p, cols); err != nil {
+			return nil, err
+		}
 		c := Computed{DatasetID: p.output, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe,
 			slice: p.slice, sliceNote: p.sliceNote}
 		if p.probe != nil { // counted with the source's key range

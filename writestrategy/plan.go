@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
@@ -168,6 +169,9 @@ type projection struct {
 	// scope, when set, selects the model.KeyColumn values whose output
 	// rows the write replaces (every other row stays); "" otherwise.
 	scope string
+	// depends is the output's declared dependency (Transform.Depends,
+	// Join.Depends); nil otherwise.
+	depends *incremental.Dependency
 }
 
 // targetState is what the plan knows about an output's current contents.
@@ -214,6 +218,9 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDepends(t.Depends, map[string]*relation{t.Source: src}); err != nil {
+		return nil, err
+	}
 	b := newBuilder(t.Args)
 	b.w(`WITH "source" AS (SELECT `, src.cols("s"), " FROM ", src.render(b), ` s ORDER BY s."__ord")`)
 	last := `"source"`
@@ -237,7 +244,7 @@ func (t Transform) plan(pc *planContext) ([]projection, error) {
 		last = q
 	}
 	b.w(" SELECT * FROM ", last)
-	return []projection{{output: t.Output, kind: kindTransform, mode: facade.Replace, sql: b.String(), args: b.args, frags: frags}}, nil
+	return []projection{{output: t.Output, kind: kindTransform, mode: facade.Replace, sql: b.String(), args: b.args, frags: frags, depends: t.Depends}}, nil
 }
 
 func (j Join) plan(pc *planContext) ([]projection, error) {
@@ -250,6 +257,9 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 	}
 	right, err := pc.source(j.Right)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDepends(j.Depends, map[string]*relation{j.Left: left, j.Right: right}); err != nil {
 		return nil, err
 	}
 	kind := j.Type
@@ -331,7 +341,7 @@ func (j Join) plan(pc *planContext) ([]projection, error) {
 		b.w("l.", quoteIdents([]string{on.Left})[0], " = r.", quoteIdents([]string{on.Right})[0])
 	}
 	b.w(` ORDER BY l."__ord" NULLS LAST, r."__ord" NULLS LAST`)
-	return []projection{{output: j.Output, kind: kindJoin, mode: facade.Replace, sql: b.String(), args: b.args}}, nil
+	return []projection{{output: j.Output, kind: kindJoin, mode: facade.Replace, sql: b.String(), args: b.args, depends: j.Depends}}, nil
 }
 
 func (s Split) plan(pc *planContext) ([]projection, error) {

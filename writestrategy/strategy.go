@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/incremental"
 )
 
 // Column is one column of a dataset's declared schema: a name and a
@@ -140,6 +141,11 @@ type Transform struct {
 	Source string
 	Steps  []Step
 	Args   []any // parameters of the steps' SQL, as $1..$n
+	// Depends, when set, declares how the output's rows depend on the
+	// source (see "Refresh: recompute only what changed" in the package
+	// documentation): a run then recomputes only the key values the
+	// source's changes touch, when incremental.ChooseRefresh allows it.
+	Depends *incremental.Dependency
 }
 
 // JoinType is the type of a Join.
@@ -174,6 +180,9 @@ type Join struct {
 	Type        JoinType // default (empty): an inner join
 	On          []JoinOn
 	Columns     []JoinColumn
+	// Depends, when set, declares how the output's rows depend on the
+	// sides (see Transform.Depends).
+	Depends *incremental.Dependency
 }
 
 // Split writes a source's rows to two outputs: Matched gets the rows for
