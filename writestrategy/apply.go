@@ -11,6 +11,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/internal/refresh"
 
 	"github.com/lakewrite/lakewrite/sink"
 )
@@ -196,6 +197,9 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		txn := env.txnID(p.output)
 		var n int64
 		switch {
+		case p.depends != nil && env.refresh != nil && env.refresh.output == p.output:
+			n, results[i].Preserved, err = applyRefresh(ctx, tx, env, p, results[i].columns, encs[i], txn)
+			results[i].Refresh = env.refresh.report
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
 			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
 		case p.scope != "":
@@ -218,7 +222,7 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 	if s.Kind() == kindSplit {
 		// Both outputs in one combined statement.
 		for _, p := range ps {
-			if _, err := tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output); err != nil {
+			if _, err := tx.Exec(ctx, `WITH f AS (`+refresh.FullSQL(ctl, "$1::pg_catalog.text")+`) DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output); err != nil {
 				return nil, queryError("clear row store", err)
 			}
 		}
@@ -238,11 +242,17 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 // 0 (replace) or after the current maximum (append).
 func insertRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any, appendRows bool) (int64, error) {
 	sql, args := insertRowsSQL(ctl, p, enc, txn, appendRows)
-	tag, err := tx.Exec(ctx, sql, args...)
-	if err != nil {
+	// The rows appended are recorded as change images (refresh.ImagesCTE).
+	b := newBuilder(args)
+	ds := b.param(p.output)
+	b.w("WITH ins AS (", sql, " RETURNING row_index, data), rec AS (", refresh.ImagesCTE(ctl, ds+"::pg_catalog.text",
+		`SELECT 'I'::"char" AS op, data FROM ins`, "(SELECT count(*) FROM ins)", "(SELECT coalesce(max(row_index) + 1, 0) FROM ins)"),
+		") SELECT count(*) FROM ins")
+	var n int64
+	if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&n); err != nil {
 		return 0, queryError("write row store", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // replaceRows replaces the output's rows in the row store by one
@@ -253,6 +263,7 @@ func replaceRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *
 	b := &pgx.Batch{}
 	b.Queue(`DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output)
 	b.Queue(sql, args...)
+	b.Queue(refresh.FullSQL(ctl, "$1::pg_catalog.text"), p.output)
 	br := tx.SendBatch(ctx, b)
 	var n int64
 	_, err := br.Exec()
@@ -264,6 +275,9 @@ func replaceRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *
 			err = queryError("write row store", err)
 		}
 		n = tag.RowsAffected()
+		if _, err = br.Exec(); err != nil {
+			err = queryError("record changes", err)
+		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = queryError("write row store", cerr)
@@ -316,10 +330,12 @@ func applyPreserving(ctx context.Context, tx pgx.Tx, ctl string, p projection, e
 	ds, t := b.param(p.output), b.param(txn)
 	rows := ctl + ".dataset_rows"
 	b.w("WITH o AS MATERIALIZED (SELECT ", enc.data(), " AS data, row_number() OVER () AS n FROM ", enc.from(p.sql), "), ",
-		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data::pg_catalog.text = d.data::pg_catalog.text) RETURNING 1), ",
+		"del AS (DELETE FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND NOT EXISTS (SELECT 1 FROM o WHERE o.data::pg_catalog.text = d.data::pg_catalog.text) RETURNING d.data), ",
 		"ins AS (INSERT INTO ", rows, " (dataset_id, row_index, data, txn_id) SELECT ", ds,
 		", (SELECT coalesce(max(row_index), -1) FROM ", rows, " WHERE dataset_id = ", ds, ") + row_number() OVER (ORDER BY o.n), o.data, ", t,
-		"::pg_catalog.uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND d.data::pg_catalog.text = o.data::pg_catalog.text) RETURNING 1) ",
+		"::pg_catalog.uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM ", rows, " d WHERE d.dataset_id = ", ds, " AND d.data::pg_catalog.text = o.data::pg_catalog.text) RETURNING data), ",
+		"rec AS (", refresh.ImagesCTE(ctl, ds+"::pg_catalog.text", `SELECT 'D'::"char" AS op, data FROM del UNION ALL SELECT 'I'::"char", data FROM ins`,
+			"(SELECT count(*) FROM del) + (SELECT count(*) FROM ins)", "(SELECT count(*) FROM o)"), ") ",
 		"SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ins), (SELECT count(*) FROM del)")
 	var total, inserted, deleted int64
 	if err := tx.QueryRow(ctx, b.String(), b.args...).Scan(&total, &inserted, &deleted); err != nil {

@@ -216,9 +216,12 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	if err := d.guardSink(ctx, w, decision); err != nil {
 		return nil, err
 	}
+	if err := d.registerSources(ctx, req.Strategy); err != nil {
+		return nil, err
+	}
 	// 3. The read mode: a delta is decided per source (deltaread.go).
 	env := &Env{Schema: d.cfg.Ledger.Schema(), Lakehouse: d.cfg.Lakehouse, maxCrossJoinRows: d.cfg.MaxCrossJoinRows,
-		sourceFilter: req.SourceFilter}
+		sourceFilter: req.SourceFilter, refreshes: true}
 	env.setDelta(w, req, decision)
 	env.modelProgress = d.modelProgress(ctx)
 	if _, ok := s.(Model); ok {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/refresh"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
@@ -69,6 +72,10 @@ func (d *Dispatcher) Drop(ctx context.Context, datasetID string) (DropReport, er
 		case ds.Sink == sink.Iceberg || rep.Resumed:
 			return rep, fmt.Errorf("%w: drop %q: the Lakehouse %T cannot drop tables (use a *facade.Facade); the dataset stays marked dropped", ErrInvalid, datasetID, d.cfg.Lakehouse)
 		}
+	}
+	// A change source's readers recompute in full after it is dropped.
+	if _, err := d.db.Exec(ctx, refresh.FullSQL(pgx.Identifier{d.cfg.Ledger.Schema()}.Sanitize(), "$1::pg_catalog.text"), datasetID); err != nil {
+		return rep, queryError("record the drop", err)
 	}
 	if err := d.cfg.Ledger.DeleteDropped(ctx, datasetID); err != nil {
 		return rep, err

@@ -68,6 +68,18 @@ type Env struct {
 	// modelRun, when set, lets a Model's write read only the source rows
 	// changed since its last run, and holds what to store once it commits.
 	modelRun *modelRun
+	// refresh is the run of a declared output (refresh.go); nil otherwise.
+	// Only the write dispatch's arms run one (refreshes set).
+	refresh   *refreshRun
+	refreshes bool
+}
+
+// schemaName is the control-plane schema, unquoted.
+func (e *Env) schemaName() string {
+	if e.Schema == "" {
+		return ledger.DefaultSchema
+	}
+	return e.Schema
 }
 
 func (e *Env) ctlSchema() string {

@@ -38,7 +38,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	cctx, cph := d.observe(ctx, w, phaseCompute, w.outs)
 	// On a catalog in the ledger's database, the owner's ledger commit, its
 	// unlock and the COMMIT share a round trip (commitInTx).
-	tx, owner, err := d.beginTx(cctx, intents, isolated(req.Strategy, computeSettings))
+	tx, owner, err := d.beginTx(cctx, intents, refreshSettings(req.Strategy, computeSettings))
 	if err != nil {
 		err = queryError("begin compute", err)
 		cph.end(0, err)
@@ -57,7 +57,8 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 	}
 	results := make([]WriteResult, len(computed))
 	for i, c := range computed {
-		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, columns: c.Columns, FullRead: env.fullRead()}
+		results[i] = WriteResult{DatasetID: c.DatasetID, Sink: sink.Iceberg, Mode: c.Mode, columns: c.Columns, FullRead: env.fullRead(),
+			Refresh: env.refresh.reportFor(c.DatasetID)}
 	}
 	if err == nil {
 		err = checkModes(results, intents)

@@ -52,11 +52,12 @@ func (r *relation) cols(alias string) string {
 
 // rowStoreRelation reads a dataset from dataset_rows, typed by its declared
 // schema; deltaTxns, when not nil, limits it to rows written by those
-// ledger transactions. jsonCols are the columns declared json or jsonb (or
+// ledger transactions, and keyCond, when not empty, to the rows of a
+// refresh's affected keys (a condition over "d", see refreshRun). jsonCols are the columns declared json or jsonb (or
 // a domain over them), which rows of the current encoding hold as their
 // text (see rowstore.go); every other value reads back through
 // jsonb_to_record in either encoding.
-func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string) *relation {
+func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string, keyCond string) *relation {
 	r := &relation{datasetID: datasetID, schema: s}
 	r.only = func(names []string) *relation {
 		sub := Schema{}
@@ -65,13 +66,16 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 				sub.Columns = append(sub.Columns, c)
 			}
 		}
-		return rowStoreRelation(ctlSchema, datasetID, sub, jsonCols, deltaTxns)
+		return rowStoreRelation(ctlSchema, datasetID, sub, jsonCols, deltaTxns, keyCond)
 	}
-	r.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, nil) }
+	r.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, keyCond, nil) }
+	if keyCond != "" {
+		return r // a refresh's keyed read is not sliced
+	}
 	r.slice = &sliceable{src: sliced.Source{Dataset: datasetID, Rows: ctlSchema + ".dataset_rows"}, at: func(rg sliced.Range) *relation {
 		out := *r
 		out.only, out.slice = nil, nil
-		out.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, &rg) }
+		out.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, "", &rg) }
 		return &out
 	}}
 	return r
@@ -79,7 +83,7 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 
 // rowStoreSQL is rowStoreRelation's subquery, over the rows of rg only
 // when not nil.
-func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string, rg *sliced.Range) string {
+func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map[string]bool, deltaTxns []string, keyCond string, rg *sliced.Range) string {
 	defs := make([]string, len(s.Columns))
 	sel := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
@@ -100,6 +104,9 @@ func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map
 		") WHERE d.dataset_id = " + b.param(datasetID)
 	if deltaTxns != nil {
 		sql += " AND d.txn_id = ANY(" + b.param(deltaTxns) + "::pg_catalog.uuid[])"
+	}
+	if keyCond != "" {
+		sql += " AND " + keyCond
 	}
 	if rg != nil {
 		sql += " AND d.row_index >= " + b.param(rg.Lo)
@@ -172,6 +179,9 @@ type projection struct {
 	// depends is the output's declared dependency (Transform.Depends,
 	// Join.Depends); nil otherwise.
 	depends *incremental.Dependency
+	// full is the output's full plan when this one recomputes only a
+	// refresh's affected keys; nil otherwise.
+	full *projection
 }
 
 // targetState is what the plan knows about an output's current contents.

@@ -29,7 +29,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 	err = func() error {
 		// The transaction begins with writeSettings; Apply then need not
 		// read extra_float_digits.
-		tx, owner, err := d.beginTx(actx, intents, isolated(req.Strategy, writeSettings))
+		tx, owner, err := d.beginTx(actx, intents, refreshSettings(req.Strategy, writeSettings))
 		if err != nil {
 			return err
 		}
@@ -43,6 +43,9 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 			return err
 		}
 		if err := checkModes(results, intents); err != nil {
+			return err
+		}
+		if err := env.refresh.savePositions(actx, tx); err != nil {
 			return err
 		}
 		aph.end(resultRows(results), nil)
@@ -94,6 +97,7 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		d.abortAll(ctx, intents, err)
 		return nil, err
 	}
+	d.afterRefresh(ctx, env.refresh)
 	d.logResults(ctx, req, results)
 	return results, nil
 }

@@ -142,6 +142,11 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 	if err != nil {
 		return nil, err
 	}
+	rr, err := env.startRefresh(ctx, tx, s, ds, sinkTo)
+	if err != nil {
+		return nil, err
+	}
+	env.refresh = rr
 	// read reads dataset id, as a source when source is set (in delta mode
 	// perhaps only its window's rows), else whole.
 	read := func(id string, source bool, filter []facade.Range) (*relation, error) {
@@ -164,6 +169,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			if err != nil {
 				return nil, err
 			}
+			if source && rr != nil {
+				rr.rebuild[id] = func(cond string) *relation { return filteredRelation(keyedRelation(r, d.relation, cond), filter) }
+			}
 			return filteredRelation(r, filter), nil
 		}
 		if d.sink != sink.Iceberg {
@@ -173,7 +181,12 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 					return nil, err
 				}
 			}
-			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, sr.rowTxns), filter), nil
+			if source && rr != nil {
+				rr.rebuild[id] = func(cond string) *relation {
+					return filteredRelation(rowStoreRelation(ctl, id, sc, jc, sr.rowTxns, cond), filter)
+				}
+			}
+			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, sr.rowTxns, ""), filter), nil
 		}
 		whole := filter == nil && sr.appended == nil // a filtered or delta read is not the whole dataset
 		if r, ok := hydrated[id]; ok && whole {
@@ -267,11 +280,36 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		}
 		pc.targets[dep.Target] = st
 	}
+	if rr != nil {
+		return planRefresh(ctx, tx, env.schemaName(), rr, s, pc, visible)
+	}
 	ps, err := planWith(s, pc, visible)
 	for i := range ps {
 		ps[i].slice, ps[i].sliceNote = slicePlan(s, pc, env, ps[i], visible)
 	}
 	return ps, err
+}
+
+// planRefresh plans a declared output: in full, then, when the run is
+// incremental, over its mapped sources restricted to the affected keys
+// (the full plan kept for a fallback: see applyPlanned).
+func planRefresh(ctx context.Context, tx pgx.Tx, schema string, rr *refreshRun, s WriteStrategy, pc *planContext, visible bool) ([]projection, error) {
+	full, err := planWith(s, pc, visible)
+	if err != nil || len(full) != 1 {
+		return full, err
+	}
+	if err := rr.decide(ctx, tx, full[0]); err != nil || !rr.incremental() {
+		return full, err
+	}
+	if pc.sources, err = rr.restrict(ctx, tx, schema, pc.sources); err != nil {
+		return nil, err
+	}
+	keyed, err := planWith(s, pc, visible)
+	if err != nil {
+		return nil, err
+	}
+	keyed[0].full = &full[0]
+	return keyed, nil
 }
 
 // planWith plans s over the resolved pc.

@@ -1,0 +1,239 @@
+// Package refresh builds the SQL of a keyed refresh: the table of
+// affected key values a run derives from its sources' change images, the
+// conditions that restrict a source read to those keys, the expression
+// index the row store keeps for a declared key, and the change records the
+// writers of the row store add in their own transaction. It holds no
+// state; package writestrategy runs what it builds.
+package refresh
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Table is the temporary table of affected keys, dropped at the commit of
+// the run's transaction: one column k0..kn-1 per key column, typed as the
+// key.
+const Table = `"__lw_affected"`
+
+// Col is a key column of a source: its name and its declared type.
+type Col struct{ Name, Type string }
+
+// Position prefixes: what refresh_positions holds for a source read from
+// Postgres (a pg_snapshot) and from Iceberg (a snapshot id).
+const (
+	PositionPG      = "pg:"
+	PositionIceberg = "ice:"
+)
+
+// MaxImages and MaxShare bound the change records of one row-store write:
+// a write changing more than MaxImages rows and more than MaxShare of the
+// dataset's rows records one 'F' (everything may have changed) instead of
+// an image per row. A reader then recomputes in full, which is what a
+// change that large costs anyway.
+const (
+	MaxImages = 10_000
+	MaxShare  = 0.1
+)
+
+// CreateSQL creates the affected-key table for key types.
+func CreateSQL(types []string) string {
+	defs := make([]string, len(types))
+	for i, t := range types {
+		defs[i] = "k" + strconv.Itoa(i) + " " + t
+	}
+	return "CREATE TEMPORARY TABLE " + Table + " (" + strings.Join(defs, ", ") + ") ON COMMIT DROP"
+}
+
+// imageValue reads column c of a change image as its declared type, as
+// the row store reads a scalar column.
+func imageValue(alias string, c Col) string {
+	return "(" + alias + ".image ->> " + Literal(c.Name) + ")::" + c.Type
+}
+
+// InsertSQL inserts the distinct key values of a window's images (the
+// rows of windowSQL, "SELECT op, image ..."): cols are the source's
+// columns mapped to the key, in the key's order.
+func InsertSQL(cols []Col, windowSQL string) string {
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = imageValue("w", c)
+	}
+	return "INSERT INTO " + Table + " SELECT DISTINCT " + strings.Join(sel, ", ") + " FROM (" + windowSQL + ") w WHERE w.op IN ('I', 'D')"
+}
+
+// CountSQL counts the distinct affected keys and tells whether one of
+// them holds a NULL.
+func CountSQL(n int) string {
+	return "SELECT count(*), coalesce(bool_or(" + anyNull("x", n) + "), false) FROM (SELECT DISTINCT * FROM " + Table + ") x"
+}
+
+func anyNull(alias string, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = alias + ".k" + strconv.Itoa(i) + " IS NULL"
+	}
+	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+func keyCols(alias string, n int, wrap func(string) string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = wrap(alias + ".k" + strconv.Itoa(i))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Cond is a condition true for a row whose key expressions exprs (one per
+// key column, typed as the key) hold an affected key, NULL equal to NULL.
+// The NULL branch is added only when an affected key holds a NULL
+// (hasNull), so that the common case stays an indexable IN.
+func Cond(exprs []string, hasNull bool) string {
+	in := "(" + strings.Join(exprs, ", ") + ") IN (SELECT " + keyCols("a", len(exprs), ident) + " FROM " + Table + " a)"
+	if !hasNull {
+		return "(" + in + ")"
+	}
+	eq := make([]string, len(exprs))
+	for i, e := range exprs {
+		eq[i] = "a.k" + strconv.Itoa(i) + " IS NOT DISTINCT FROM " + e
+	}
+	return "(" + in + " OR EXISTS (SELECT 1 FROM " + Table + " a WHERE " + anyNull("a", len(exprs)) + " AND " + strings.Join(eq, " AND ") + "))"
+}
+
+func ident(s string) string { return s }
+
+// canonical are the types whose to_jsonb text is one per value: a row
+// store value of these types equals an affected key exactly when its text
+// does, so the row store is filtered (and indexed) on the text.
+var canonical = map[string]bool{
+	"smallint": true, "integer": true, "bigint": true, "int2": true, "int4": true, "int8": true, "int": true,
+	"text": true, "boolean": true, "bool": true, "uuid": true, "date": true,
+}
+
+// Canonical reports whether every key column's type has one text per
+// value (see RowStoreCond).
+func Canonical(cols []Col) bool {
+	for _, c := range cols {
+		t := strings.TrimPrefix(strings.ToLower(c.Type), "pg_catalog.")
+		if !canonical[t] && !strings.HasPrefix(t, "character varying") && !strings.HasPrefix(t, "varchar") {
+			return false
+		}
+	}
+	return true
+}
+
+// RowStoreCond restricts the rows of dataset (alias d of dataset_rows) to
+// the affected keys. For keys of canonical types it compares the stored
+// text of each key column, which the index of IndexSQL serves; for others
+// it compares typed values (a scan of the dataset's rows).
+func RowStoreCond(dataset string, cols []Col, hasNull bool) string {
+	exprs := make([]string, len(cols))
+	canon := Canonical(cols)
+	for i, c := range cols {
+		if canon {
+			exprs[i] = "(d.data ->> " + Literal(c.Name) + ")"
+		} else {
+			exprs[i] = "(d.data ->> " + Literal(c.Name) + ")::" + c.Type
+		}
+	}
+	if !canon {
+		return Cond(exprs, hasNull)
+	}
+	// The affected keys as the row store's text (to_jsonb of the typed
+	// value, as the row store encodes it).
+	in := "(" + strings.Join(exprs, ", ") + ") IN (SELECT " + keyCols("a", len(cols), func(k string) string { return "to_jsonb(" + k + ") #>> '{}'" }) + " FROM " + Table + " a)"
+	cond := "d.dataset_id = " + Literal(dataset) + " AND " + in
+	if !hasNull {
+		return "(" + cond + ")"
+	}
+	eq := make([]string, len(cols))
+	for i, e := range exprs {
+		eq[i] = "to_jsonb(a.k" + strconv.Itoa(i) + ") #>> '{}' IS NOT DISTINCT FROM " + e
+	}
+	return "(" + cond + " OR EXISTS (SELECT 1 FROM " + Table + " a WHERE " + anyNull("a", len(cols)) + " AND " + strings.Join(eq, " AND ") + "))"
+}
+
+// IndexName is the name of the row store's index on dataset's key cols.
+func IndexName(dataset string, cols []Col) string {
+	h := sha256.New()
+	h.Write([]byte(dataset))
+	for _, c := range cols {
+		h.Write([]byte{0})
+		h.Write([]byte(c.Name))
+	}
+	return "dataset_rows_key_" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// IndexSQL creates, concurrently (outside any transaction), the partial
+// expression index of dataset's rows on the text of its key columns in
+// the row store table rows (schema-qualified). The expressions read text
+// only, so no later write of the dataset can fail on them.
+func IndexSQL(rows, dataset string, cols []Col) string {
+	exprs := make([]string, len(cols))
+	for i, c := range cols {
+		exprs[i] = "(data ->> " + Literal(c.Name) + ")"
+	}
+	return "CREATE INDEX CONCURRENTLY IF NOT EXISTS " + pgx.Identifier{IndexName(dataset, cols)}.Sanitize() + " ON " + rows +
+		" (" + strings.Join(exprs, ", ") + ") WHERE dataset_id = " + Literal(dataset)
+}
+
+// IndexState reports whether the index named name exists in schema and
+// whether it is valid (a failed concurrent build leaves it invalid).
+func IndexState(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, schema, name string) (exists, valid bool, err error) {
+	err = q.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_and(i.indisvalid), false) FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relname = $1 AND n.nspname = $2`, name, schema).Scan(&exists, &valid)
+	return exists, valid, err
+}
+
+// KeyIndexedSQL tells whether table ($1, a regclass text) has a valid,
+// non-partial index whose leading columns are the columns $2 (in any
+// order).
+const KeyIndexedSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+	WHERE i.indrelid = $1::pg_catalog.regclass AND i.indisvalid AND i.indpred IS NULL
+	AND i.indnkeyatts >= cardinality($2::text[])
+	AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::pg_catalog.int2[])[0:cardinality($2::text[]) - 1]))
+		= (SELECT array_agg(x ORDER BY x) FROM unnest($2::text[]) x))`
+
+// Literal quotes s as a SQL string literal whatever
+// standard_conforming_strings says.
+func Literal(s string) string {
+	if strings.Contains(s, `\`) {
+		return `E'` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `'`, `''`) + `'`
+	}
+	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
+}
+
+// Registered is a condition true when dataset (a SQL expression) is a
+// row-store source whose writes record change images.
+func Registered(ctl, dataset string) string {
+	return "EXISTS (SELECT 1 FROM " + ctl + ".change_sources WHERE source = " + dataset + " AND relation IS NULL)"
+}
+
+// FullSQL records an 'F' for dataset (a SQL expression) when it is
+// registered.
+func FullSQL(ctl, dataset string) string {
+	return "INSERT INTO " + ctl + ".change_log (source, op) SELECT " + dataset + ", 'F' WHERE " + Registered(ctl, dataset)
+}
+
+// ImagesCTE is a data-modifying CTE body recording the images of a
+// row-store write of dataset (a SQL expression), when it is registered:
+// images is a query of (op, data) rows; changed counts them and total is
+// the dataset's rows after the write (SQL expressions). A write changing
+// more than MaxImages rows and more than MaxShare of total records one 'F'
+// instead.
+func ImagesCTE(ctl, dataset, images, changed, total string) string {
+	big := "((" + changed + ") > " + strconv.Itoa(MaxImages) + " AND (" + changed + ") > " + fmt.Sprint(MaxShare) + " * (" + total + "))"
+	return "INSERT INTO " + ctl + ".change_log (source, op, image) SELECT " + dataset + ", x.op, x.data FROM (" + images +
+		") x WHERE " + Registered(ctl, dataset) + " AND NOT " + big +
+		" UNION ALL SELECT " + dataset + ", 'F', NULL WHERE " + Registered(ctl, dataset) + " AND " + big
+}
