@@ -93,7 +93,9 @@ type refreshRun struct {
 	kinds   map[string]sink.Sink
 }
 
-func (r *refreshRun) incremental() bool { return r != nil && r.report.Mode == incremental.RefreshIncremental }
+func (r *refreshRun) incremental() bool {
+	return r != nil && r.report.Mode == incremental.RefreshIncremental
+}
 
 // startRefresh gathers the windows of a declared output's sources in tx
 // (whose snapshot is the run's read); nil for an output without a
