@@ -157,9 +157,16 @@ func (e *Env) startRefresh(ctx context.Context, tx pgx.Tx, s WriteStrategy, ds m
 		store := true
 		switch {
 		case d.sink == sink.Relation:
-			if err := tx.QueryRow(ctx, `SELECT greatest(coalesce(max(reltuples), 0), 0)::pg_catalog.int8 FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1)`,
+			// The planner's estimate; counted when the table was never
+			// analyzed.
+			if err := tx.QueryRow(ctx, `SELECT coalesce(max(reltuples), -1)::pg_catalog.int8 FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1)`,
 				d.relation).Scan(&f.Rows); err != nil {
 				return nil, queryError("read relation size", err)
+			}
+			if f.Rows < 0 && w.Images > 0 {
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+relationFrom(d.relation)+` r`).Scan(&f.Rows); err != nil {
+					return nil, queryError("count relation", err)
+				}
 			}
 		case !w.Known:
 			// A writer that opened its intent before the source was

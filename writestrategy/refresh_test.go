@@ -141,3 +141,92 @@ func TestRefreshRowStoreSource(t *testing.T) {
 	require.Equal(t, incremental.RefreshFull, r.Mode)
 	require.NotEmpty(t, r.Reason)
 }
+
+// A join of a tracked relation (the fact side, declared) with a
+// dimension (undeclared) recomputes the affected keys after changes of
+// the facts; a change of the dimension, a TRUNCATE of the facts and a
+// flip of the output make the run full; a relation without an index on
+// its key is reported scanned. A false declaration is found by Verify.
+func TestRefreshRelationSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount numeric(12,2))`)
+	w.exec(`INSERT INTO fact SELECT g, g % 40, g FROM generate_series(1, 1000) g`)
+	w.exec(`CREATE TABLE dim (cust bigint PRIMARY KEY, name text)`)
+	w.exec(`INSERT INTO dim SELECT g, 'c' || g FROM generate_series(0, 45) g`)
+	for _, r := range []string{"fact", "dim"} {
+		_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, r, r)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.d.Track(ctx, "fact", "cust"))
+	require.NoError(t, w.d.Track(ctx, "dim", "cust"))
+	ensureOutputs(t, w.pool, "joined", "joined_ref", "sums", "sums_ref")
+	on := []writestrategy.JoinOn{{Left: "cust", Right: "cust"}}
+	cols := []writestrategy.JoinColumn{{Side: "left", Name: "id"}, {Side: "left", Name: "cust"}, {Side: "left", Name: "amount"}, {Side: "right", Name: "name"}}
+	dep := &incremental.Dependency{Key: []string{"cust"}, Sources: map[string][]string{"fact": {"cust"}}}
+	join := refreshCase{w: w, out: "joined", ref: "joined_ref",
+		declared: writestrategy.Join{Output: "joined", Left: "fact", Right: "dim", Type: writestrategy.LeftJoin, On: on, Columns: cols, Depends: dep},
+		plain:    writestrategy.Join{Output: "joined_ref", Left: "fact", Right: "dim", Type: writestrategy.LeftJoin, On: on, Columns: cols}}
+	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT cust, sum(amount) AS total FROM source GROUP BY cust`}}
+	sums := refreshCase{w: w, out: "sums", ref: "sums_ref",
+		declared: writestrategy.Transform{Output: "sums", Source: "fact", Steps: steps, Depends: dep},
+		plain:    writestrategy.Transform{Output: "sums_ref", Source: "fact", Steps: steps}}
+	both := func(want incremental.RefreshMode, keys int64) []incremental.RefreshReport {
+		t.Helper()
+		var rs []incremental.RefreshReport
+		for _, c := range []refreshCase{join, sums} {
+			r := c.run()
+			require.Equal(t, want, r.Mode, "%s: %s", c.out, r.Reason)
+			if want == incremental.RefreshIncremental {
+				require.Equal(t, keys, r.Keys, c.out)
+			} else {
+				require.NotEmpty(t, r.Reason)
+			}
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	both(incremental.RefreshFull, 0)
+	rs := both(incremental.RefreshIncremental, 0)
+	require.Equal(t, []string{"fact"}, rs[0].Scanned, "no index on fact.cust")
+	w.exec(`CREATE INDEX ON fact (cust)`)
+	w.exec(`INSERT INTO fact VALUES (2001, 3, 5), (2002, 99, 1), (2003, NULL, 2)`)
+	rs = both(incremental.RefreshIncremental, 3)
+	require.Empty(t, rs[0].Scanned)
+	w.exec(`UPDATE fact SET cust = 4 WHERE id = 2001`)
+	both(incremental.RefreshIncremental, 2)
+	w.exec(`DELETE FROM fact WHERE cust = 99 OR cust IS NULL`)
+	both(incremental.RefreshIncremental, 2)
+	// A change of the undeclared dimension: full for the join (the
+	// transform does not read it).
+	w.exec(`UPDATE dim SET name = 'renamed' WHERE cust = 5`)
+	r := join.run()
+	require.Equal(t, incremental.RefreshFull, r.Mode)
+	require.Contains(t, r.Reason, `"dim"`)
+	// TRUNCATE: full.
+	w.exec(`TRUNCATE fact`)
+	w.exec(`INSERT INTO fact SELECT g, g % 40, g FROM generate_series(1, 500) g`)
+	both(incremental.RefreshFull, 0)
+	both(incremental.RefreshIncremental, 0)
+	// A flip of the output to Iceberg: full.
+	w.iceberg("sums")
+	r = sums.run()
+	require.Equal(t, incremental.RefreshFull, r.Mode)
+	require.Contains(t, r.Reason, "flip")
+
+	// A false declaration (a running total over the whole table is not
+	// keyed by cust) gives a wrong output after an incremental run, which
+	// Verify finds.
+	ensureOutputs(t, w.pool, "share")
+	lie := writestrategy.Transform{Output: "share", Source: "fact", Depends: dep, Steps: []writestrategy.Step{{Name: "s",
+		SQL: `SELECT cust, sum(amount) AS total, (SELECT sum(amount) FROM source) AS grand FROM source GROUP BY cust`}}}
+	w.mustWrite(lie)
+	w.mustWrite(lie)
+	w.exec(`INSERT INTO fact VALUES (3001, 7, 1000)`)
+	res := w.mustWrite(lie)
+	require.Equal(t, incremental.RefreshIncremental, res[0].Refresh.Mode, res[0].Refresh.Reason)
+	ps, err := w.d.Verify(ctx, writestrategy.Request{Strategy: lie})
+	require.NoError(t, err)
+	require.False(t, ps[0].OK(), "Verify finds the false declaration")
+}
