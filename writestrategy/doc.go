@@ -153,6 +153,81 @@
 // the reason there. A source not in Request.Delta is read whole by request
 // and not reported.
 //
+// # Refresh: recompute only what changed
+//
+// A Transform or a Join may declare how its output's rows depend on its
+// sources (Depends, an incremental.Dependency): a Key of output columns
+// such that the output rows holding a key value v depend only on the rows
+// of each mapped source whose mapped columns hold v. A row-wise transform
+// keyed by any of its columns, a GROUP BY K with any aggregate, a
+// DISTINCT, window functions PARTITION BY K, and a join whose key path
+// goes through each mapped side are such outputs. A source left out of
+// Sources has no key path: any change in it makes the run full.
+//
+// A declaration is valid when Key lists distinct output columns and every
+// mapped source is a source of the strategy mapping one of its columns to
+// each key column, in Key's order; MaxShare is within [0, 1]. Anything
+// else is refused with ErrInvalid (and incremental.ErrInvalidDependency)
+// before anything is written.
+//
+// A run of a declared output reads, in its transaction (REPEATABLE READ,
+// one snapshot for the change log and the sources), each source's changes
+// since the output's last committed run: a registered relation tracked
+// with Dispatcher.Track (triggers filling the change log of package
+// incremental/changelog; a relation over a view or a query cannot be
+// tracked), and a row-store dataset, whose writes record their changes in
+// the same transaction once a declared output reads it. The run is
+// incremental when incremental.ChooseRefresh allows it: a committed
+// earlier run on the same sink, every source's changes known (tracked,
+// no TRUNCATE or full rewrite, log not trimmed past the last run), every
+// changed source mapped, each source's change share at most MaxShare
+// (default incremental.DefaultMaxShare), and the output's statement,
+// declaration and columns those of its last run. It then collects the
+// distinct key values of the changes' old and new images (an update of
+// the key recomputes the old and the new key; NULL is a key like any
+// other), recomputes the output's own SQL over its mapped sources
+// restricted to those keys (unmapped sources are read whole) and replaces
+// exactly the output rows of those keys: rows of an affected key the
+// recompute no longer produces are deleted, rows equal to a recomputed
+// one stay in place with their identity, every other row is untouched.
+// Rows and Preserved count the whole output. Otherwise the run is full,
+// exactly as without a declaration. The first run of an output is full;
+// so is the next one when it registered a row-store source or found one
+// of the source's writers in flight (its changes before the registration
+// were not recorded). WriteResult.Refresh says which mode ran, for how
+// many keys, and why a run was full; a full run of a declared output is
+// logged at Info ("lakewrite declared output recomputed in full", with the
+// reason). Both modes store what the run read of each source in its
+// transaction, so a failed run leaves the old positions and the next run
+// recomputes a superset of the keys.
+//
+// The recompute reads only the affected keys' rows where an index serves
+// it: the library builds a partial expression index on the row store for
+// each declared key of canonical text (integers, text, boolean, uuid,
+// date) after the run that first needs it (CREATE INDEX CONCURRENTLY,
+// outside the write's transaction, so no writer waits); keys of other
+// types (numeric, timestamps) are compared by value without an index. A
+// relation is read through its own indexes: give it one whose leading
+// columns are the key. A source read without such an index is named in
+// RefreshReport.Scanned.
+//
+// Row-store writes of a registered dataset record an image per row they
+// insert or delete (a snapshot_replace's changed and removed rows, an
+// append's rows, an incremental run's rows), or one 'F' (everything may
+// have changed) for a full rewrite (a transform, a join, a split, a
+// replace) and for a change of more than 10,000 rows that is also more
+// than 10% of the dataset; a dropped dataset records an 'F' too. A caller
+// writing the row store itself (RowStoreInsert after its own DELETE)
+// records an 'F' for the dataset in the same transaction.
+//
+// A declaration is the caller's contract and is not checked against the
+// SQL: a false one (an output row depending on source rows outside its key,
+// such as a share of a grand total) makes an incremental run leave rows
+// of other keys stale. Dispatcher.Verify compares the output with a full
+// recompute and reports the mismatch (see the Transform example).
+// Incremental runs on an Iceberg output and over Iceberg sources run in
+// full and say so in the reason.
+//
 // # Sink guard
 //
 // A write must not move a dataset to another sink unless its own writer's

@@ -294,7 +294,11 @@ func jsonColumns(ctx context.Context, tx pgx.Tx, s Schema) (map[string]bool, err
 // selectSQL's columns, the schema to declare (ledger.Outcome.Schema) so the
 // dataset can be read. A column of a type the row store cannot hold is
 // refused with an error matching ErrUnsupportedType before anything is
-// written. env may be nil.
+// written. env may be nil. The rows are recorded as change images when the
+// dataset is a change source (see "Refresh: recompute only what changed"
+// in the package documentation); rows the caller deletes are not: record
+// an 'F' for the dataset in the same transaction then (INSERT INTO
+// <schema>.change_log (source, op) VALUES (datasetID, 'F')).
 func RowStoreInsert(ctx context.Context, tx pgx.Tx, env *Env, datasetID, txnID, selectSQL string, args ...any) (int64, Schema, error) {
 	if env == nil {
 		env = &Env{}
