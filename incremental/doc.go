@@ -36,6 +36,32 @@
 // A delta also needs a reader with a watermark: a window whose Low is zero
 // (a first build) or whose High is before its Low is read as a snapshot.
 //
+// # Refresh: incremental or full, the rule
+//
+// An output may declare how its rows depend on its sources (a
+// [Dependency]: output key columns and, per source, the columns equal to
+// them). [ChooseRefresh] is the pure rule that decides whether a run of
+// such an output recomputes only the key values its sources' changes
+// touch or the whole output. The run gathers the facts first
+// ([RefreshFacts]: the sink written and that of the last committed run;
+// per source whether its changes since that run are known, whether it is
+// mapped, its change images and its rows) and the rule allows an
+// incremental run only when:
+//
+//   - the output has a committed earlier run on the sink it is written to
+//     (no first write, no flip);
+//   - every source's changes are known (a change-log window without a
+//     TRUNCATE or full-rewrite mark, tracking installed before the last
+//     run, the log not trimmed past it);
+//   - every source with changes is mapped by the declaration;
+//   - every changed source's share of change images to rows is at most
+//     MaxShare ([DefaultMaxShare], 0.2, when unset). The crossover where a
+//     keyed recompute stops paying depends on the output's shape and the
+//     sources' indexes; the refresh benchmark measures it.
+//
+// Anything else is a full run, with the reason, and an output without a
+// declaration is full as it always was ("" mode).
+//
 // # Windows and watermarks
 //
 // A delta reader consumes an upstream dataset's committed ledger
