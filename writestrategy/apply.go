@@ -197,9 +197,9 @@ func applyPlanned(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, ps 
 		txn := env.txnID(p.output)
 		var n int64
 		switch {
-		case p.depends != nil && env.refresh != nil && env.refresh.output == p.output:
+		case p.depends != nil && env.refresh != nil && env.refresh.Output == p.output:
 			n, results[i].Preserved, err = applyRefresh(ctx, tx, env, p, results[i].columns, encs[i], txn)
-			results[i].Refresh = env.refresh.report
+			results[i].Refresh = env.refresh.Report
 		case p.kind == KindSnapshotReplace && p.preserveSQL != "":
 			n, results[i].Preserved, err = applyPreserving(ctx, tx, ctl, p, encs[i], txn)
 		case p.scope != "":
@@ -261,9 +261,8 @@ func insertRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *r
 func replaceRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, error) {
 	sql, args := insertRowsSQL(ctl, p, enc, txn, false)
 	b := &pgx.Batch{}
-	b.Queue(`DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output)
+	b.Queue(`WITH f AS (`+refresh.FullSQL(ctl, "$1::pg_catalog.text")+`) DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1`, p.output)
 	b.Queue(sql, args...)
-	b.Queue(refresh.FullSQL(ctl, "$1::pg_catalog.text"), p.output)
 	br := tx.SendBatch(ctx, b)
 	var n int64
 	_, err := br.Exec()
@@ -275,9 +274,6 @@ func replaceRows(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *
 			err = queryError("write row store", err)
 		}
 		n = tag.RowsAffected()
-		if _, err = br.Exec(); err != nil {
-			err = queryError("record changes", err)
-		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = queryError("write row store", cerr)

@@ -45,8 +45,10 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 		if err := checkModes(results, intents); err != nil {
 			return err
 		}
-		if err := env.refresh.savePositions(actx, tx); err != nil {
-			return err
+		if env.refresh != nil {
+			if err := env.refresh.SavePositions(actx, tx); err != nil {
+				return err
+			}
 		}
 		aph.end(resultRows(results), nil)
 		var lctx context.Context

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/refresh"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
@@ -298,7 +299,7 @@ func planRefresh(ctx context.Context, tx pgx.Tx, schema string, rr *refreshRun, 
 	if err != nil || len(full) != 1 {
 		return full, err
 	}
-	if err := rr.decide(ctx, tx, full[0]); err != nil || !rr.incremental() {
+	if err := rr.Decide(ctx, tx, refresh.PlanHash(full[0].sql, full[0].args, rr.Dep)); err != nil || !rr.incremental() {
 		return full, err
 	}
 	if pc.sources, err = rr.restrict(ctx, tx, schema, pc.sources); err != nil {

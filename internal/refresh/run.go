@@ -1,0 +1,249 @@
+package refresh
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/incremental/changelog"
+	"github.com/lakewrite/lakewrite/sink"
+)
+
+// planSource is the refresh_positions entry holding the hash of an
+// output's statement and declaration at its last run (not a dataset id:
+// ids cannot hold a control character).
+const planSource = "\x01plan"
+
+// Source is what a run knows of one source before reading its changes.
+type Source struct {
+	ID       string
+	Sink     sink.Sink // where it lives (sink.Relation for a relation)
+	Relation string    // the relation of a registered relation
+	Rows     int64     // recorded rows
+	Cols     []Col     // the columns mapped to the key, typed; nil when unmapped
+}
+
+// Run is a run of a declared output, in its transaction (REPEATABLE READ:
+// the change log and the sources are read in one snapshot).
+type Run struct {
+	Log     *changelog.Log
+	Output  string
+	Dep     *incremental.Dependency
+	Facts   incremental.RefreshFacts
+	Report  incremental.RefreshReport
+	Windows map[string]changelog.Window
+	Cols    map[string][]Col // mapped sources' key columns
+	Kinds   map[string]sink.Sink
+	// Save are the positions to store with the run, by source id.
+	Save    map[string]string
+	plan    string
+	HasNull bool
+}
+
+// Incremental reports whether the run recomputes only the affected keys.
+func (r *Run) Incremental() bool {
+	return r != nil && r.Report.Mode == incremental.RefreshIncremental
+}
+
+// Gather reads, in tx, the stored positions of output and the change-log
+// window of each source read from Postgres. ctl is the quoted
+// control-plane schema; sinkTo the sink written, previous that of the last
+// committed run.
+func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output string, dep *incremental.Dependency, sinkTo, previous sink.Sink, srcs []Source) (*Run, error) {
+	r := &Run{Log: log, Output: output, Dep: dep, Windows: map[string]changelog.Window{}, Cols: map[string][]Col{},
+		Kinds: map[string]sink.Sink{}, Save: map[string]string{}}
+	r.Facts = incremental.RefreshFacts{Declared: true, Sink: sinkTo, Previous: previous, MaxShare: dep.MaxShare}
+	positions, err := log.Positions(ctx, tx, output)
+	if err != nil {
+		return nil, err
+	}
+	r.plan = positions[planSource]
+	for _, s := range srcs {
+		if s.Cols != nil {
+			r.Cols[s.ID] = s.Cols
+		}
+		r.Kinds[s.ID] = s.Sink
+		f := incremental.RefreshSource{ID: s.ID, Mapped: s.Cols != nil, Rows: s.Rows}
+		if s.Sink == sink.Iceberg {
+			f.Reason = "the source lives on Iceberg, whose changes are not read: it is read whole"
+			r.Save[s.ID] = PositionIceberg
+			r.Facts.Sources = append(r.Facts.Sources, f)
+			continue
+		}
+		since := positions[s.ID]
+		if !strings.HasPrefix(since, PositionPG) {
+			since = ""
+		}
+		w, err := log.Window(ctx, tx, s.ID, changelog.Position(since))
+		if err != nil {
+			return nil, err
+		}
+		f.Known, f.Reason, f.Changes = w.Known, w.Reason, w.Images
+		r.Windows[s.ID] = w
+		store := true
+		switch {
+		case s.Sink == sink.Relation:
+			if f.Rows, err = relationRows(ctx, tx, s.Relation, w.Images > 0); err != nil {
+				return nil, err
+			}
+		case !w.Known:
+			// A writer that opened its intent before the source was
+			// registered may not record its changes: a position is stored
+			// only when none of the source's intents is open.
+			if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM `+ctl+`.pipeline_build_transactions WHERE dataset_id = $1 AND status = 'open')`,
+				s.ID).Scan(&store); err != nil {
+				return nil, fmt.Errorf("refresh: read open intents: %w", err)
+			}
+		}
+		if store {
+			r.Save[s.ID] = PositionPG + string(w.Position)
+		}
+		r.Facts.Sources = append(r.Facts.Sources, f)
+	}
+	return r, nil
+}
+
+// relationRows is the planner's estimate of a table's rows, counted when
+// the table was never analyzed and count is set.
+func relationRows(ctx context.Context, tx pgx.Tx, rel string, count bool) (int64, error) {
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(reltuples), -1)::pg_catalog.int8 FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1)`,
+		rel).Scan(&n); err != nil {
+		return 0, fmt.Errorf("refresh: read relation size: %w", err)
+	}
+	if n < 0 && count {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+rel).Scan(&n); err != nil {
+			return 0, fmt.Errorf("refresh: count relation: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// PlanHash identifies an output's statement and declaration.
+func PlanHash(sql string, args []any, dep *incremental.Dependency) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%v\x00%q\x00", sql, args, dep.Key)
+	for _, id := range slices.Sorted(maps.Keys(dep.Sources)) {
+		fmt.Fprintf(h, "%q=%q\x00", id, dep.Sources[id])
+	}
+	return "plan:" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Decide applies incremental.ChooseRefresh once the output's full plan
+// (hash: PlanHash) is known, and for an incremental run fills the table of
+// affected keys (Table) from the windows' images.
+func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
+	mode, why := incremental.ChooseRefresh(r.Facts)
+	switch {
+	case mode == incremental.RefreshIncremental && r.plan != hash:
+		mode, why = incremental.RefreshFull, "the output's statement or declaration changed since its last run"
+	case mode == incremental.RefreshIncremental && r.Facts.Sink != sink.Postgres:
+		mode, why = incremental.RefreshFull, "a keyed replace of an Iceberg output is not available to this Lakehouse"
+	}
+	r.Save[planSource] = hash
+	r.Report = incremental.RefreshReport{Mode: mode, Reason: why}
+	if mode != incremental.RefreshIncremental {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(r.Cols))
+	var types []string
+	for _, c := range r.Cols[ids[0]] {
+		types = append(types, c.Type)
+	}
+	if _, err := tx.Exec(ctx, CreateSQL(types)); err != nil {
+		return fmt.Errorf("refresh: create affected keys: %w", err)
+	}
+	for _, id := range ids {
+		if w := r.Windows[id]; w.Images > 0 {
+			if _, err := tx.Exec(ctx, InsertSQL(r.Cols[id], w.SQL), w.Args...); err != nil {
+				return fmt.Errorf("refresh: read affected keys of %q: %w", id, err)
+			}
+		}
+	}
+	if err := tx.QueryRow(ctx, CountSQL(len(types))).Scan(&r.Report.Keys, &r.HasNull); err != nil {
+		return fmt.Errorf("refresh: count affected keys: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "ANALYZE "+Table); err != nil {
+		return fmt.Errorf("refresh: analyze affected keys: %w", err)
+	}
+	return nil
+}
+
+// SavePositions stores, in tx (the transaction that commits the run), what
+// the run read of each source and its plan hash.
+func (r *Run) SavePositions(ctx context.Context, tx pgx.Tx) error {
+	if r == nil {
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(r.Save)) {
+		if err := r.Log.SavePosition(ctx, tx, r.Output, id, r.Save[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RegisterSQL registers the row-store datasets among $1 (ids) as change
+// sources ($2: the row store's sink name) that are not yet.
+func RegisterSQL(ctl string) string {
+	return `INSERT INTO ` + ctl + `.change_sources (source, installed_xid)
+		SELECT id, pg_current_xact_id() FROM ` + ctl + `.datasets d WHERE id = ANY($1) AND coalesce(sink, $2) = $2
+		AND NOT EXISTS (SELECT 1 FROM ` + ctl + `.change_sources c WHERE c.source = d.id)
+		ON CONFLICT (source) DO NOTHING`
+}
+
+// BuildIndexes builds, concurrently, the row store's key indexes of
+// datasets (by id) in schema, replacing an invalid one; it returns the
+// first error after trying every one.
+func BuildIndexes(ctx context.Context, exec func(context.Context, string) error, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, schema string, datasets map[string][]Col) error {
+	ctl := pgx.Identifier{schema}.Sanitize()
+	var first error
+	for _, id := range slices.Sorted(maps.Keys(datasets)) {
+		cols := datasets[id]
+		name := IndexName(id, cols)
+		exists, valid, err := IndexState(ctx, q, schema, name)
+		if err == nil && exists && !valid {
+			err = exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+ctl+"."+pgx.Identifier{name}.Sanitize())
+		}
+		if err == nil {
+			err = exec(ctx, IndexSQL(ctl+".dataset_rows", id, cols))
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("refresh: index %s of %q: %w", name, id, err)
+		}
+	}
+	return first
+}
+
+// KeyedSQL is the statement of a keyed write of an output into the row
+// store (rows, schema-qualified): o holds the recomputed rows (data: their
+// encoding, from: the recompute), cond restricts the output's rows (alias
+// d) to the affected keys; ds, txn and prev are the parameters of the
+// output's id, its transaction id and its recorded rows. Rows exactly
+// equal to a recomputed one (counted with their repeats) stay in place;
+// the others of the affected keys are deleted, the new ones appended, and
+// the images recorded (ImagesCTE). It returns the rows inserted and
+// deleted.
+func KeyedSQL(ctl, rows, ds, txn, prev, data, from, cond string) string {
+	return "WITH o AS MATERIALIZED (SELECT x.data, x.n, row_number() OVER (PARTITION BY x.data::pg_catalog.text ORDER BY x.n) AS occ FROM (SELECT " +
+		data + " AS data, row_number() OVER () AS n FROM " + from + ") x), " +
+		"cur AS MATERIALIZED (SELECT d.row_index, d.data, row_number() OVER (PARTITION BY d.data::pg_catalog.text ORDER BY d.row_index) AS occ FROM " +
+		rows + " d WHERE d.dataset_id = " + ds + " AND " + cond + "), " +
+		"gone AS (SELECT c.row_index FROM cur c WHERE NOT EXISTS (SELECT 1 FROM o WHERE o.data::pg_catalog.text = c.data::pg_catalog.text AND o.occ = c.occ)), " +
+		"del AS (DELETE FROM " + rows + " d USING gone g WHERE d.dataset_id = " + ds + " AND d.row_index = g.row_index RETURNING d.data), " +
+		"ins AS (INSERT INTO " + rows + " (dataset_id, row_index, data, txn_id) SELECT " + ds +
+		", (SELECT coalesce(max(row_index), -1) FROM " + rows + " WHERE dataset_id = " + ds + ") + row_number() OVER (ORDER BY o.n), o.data, " + txn +
+		"::pg_catalog.uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM cur c WHERE c.data::pg_catalog.text = o.data::pg_catalog.text AND c.occ = o.occ) RETURNING data), " +
+		"rec AS (" + ImagesCTE(ctl, ds+"::pg_catalog.text", `SELECT 'D'::"char" AS op, data FROM del UNION ALL SELECT 'I'::"char", data FROM ins`,
+		"(SELECT count(*) FROM del) + (SELECT count(*) FROM ins)", prev+"::pg_catalog.int8 - (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)") + ") " +
+		"SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM del)"
+}
