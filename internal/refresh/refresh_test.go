@@ -1,0 +1,28 @@
+package refresh
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestSQLBuilders(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, `'it''s'`, Literal("it's"))
+	assert.Equal(t, `E'a\\b'`, Literal(`a\b`))
+	assert.True(t, Canonical([]Col{{"a", "bigint"}, {"b", "text"}, {"c", "character varying(10)"}, {"d", "pg_catalog.int4"}}))
+	assert.False(t, Canonical([]Col{{"a", "bigint"}, {"b", "numeric(10,2)"}}))
+	assert.False(t, Canonical([]Col{{"a", "timestamp with time zone"}}))
+	// The NULL branch only when a key holds a NULL.
+	assert.NotContains(t, Cond([]string{"r.a"}, false), "IS NOT DISTINCT FROM")
+	assert.Contains(t, Cond([]string{"r.a"}, true), "IS NOT DISTINCT FROM")
+	// A canonical row-store key compares the stored text, with the
+	// dataset as a literal (the partial index's predicate).
+	c := RowStoreCond("o'x", []Col{{"k", "bigint"}}, false)
+	assert.Contains(t, c, `d.dataset_id = 'o''x'`)
+	assert.Contains(t, c, `((d.data ->> 'k')) IN`)
+	assert.Contains(t, RowStoreCond("o", []Col{{"k", "numeric"}}, false), `::numeric`)
+	assert.True(t, strings.HasSuffix(IndexSQL(`"lw".dataset_rows`, "o'x", []Col{{"k", "bigint"}}), `WHERE dataset_id = 'o''x'`))
+	assert.NotEqual(t, IndexName("a", []Col{{"k", "int"}}), IndexName("a", []Col{{"j", "int"}}))
+}
