@@ -108,6 +108,10 @@ func TestRefreshRowStoreSource(t *testing.T) {
 	r = c.run()
 	require.Equal(t, incremental.RefreshIncremental, r.Mode, r.Reason)
 	require.Zero(t, r.Keys)
+	require.Equal(t, []string{"facts"}, r.Scanned, "the key index is built after this run")
+	var indexes int
+	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE tablename = 'dataset_rows' AND indexname LIKE 'dataset_rows_key_%'`).Scan(&indexes))
+	require.Equal(t, 2, indexes, "the source's and the output's")
 	before := rowIndexesByData(t, w.pool, "by_grp")
 
 	change := func(sql string, wantKeys int64) {
@@ -117,6 +121,7 @@ func TestRefreshRowStoreSource(t *testing.T) {
 		r := c.run()
 		require.Equal(t, incremental.RefreshIncremental, r.Mode, "%s: %s", sql, r.Reason)
 		require.Equal(t, wantKeys, r.Keys, sql)
+		require.Empty(t, r.Scanned, sql)
 	}
 	change(`INSERT INTO stage VALUES (5001, 'g1', 10), (5002, 'new', 1)`, 2)
 	// Unchanged groups kept their rows (their row_index).
