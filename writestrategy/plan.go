@@ -68,7 +68,9 @@ func rowStoreRelation(ctlSchema, datasetID string, s Schema, jsonCols map[string
 		}
 		return rowStoreRelation(ctlSchema, datasetID, sub, jsonCols, deltaTxns, keyCond)
 	}
-	r.render = func(b *builder) string { return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, keyCond, nil) }
+	r.render = func(b *builder) string {
+		return rowStoreSQL(b, ctlSchema, datasetID, s, jsonCols, deltaTxns, keyCond, nil)
+	}
 	if keyCond != "" {
 		return r // a refresh's keyed read is not sliced
 	}
