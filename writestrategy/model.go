@@ -176,15 +176,6 @@ type modelRun struct {
 	source string
 }
 
-// isolated returns a Model write's transaction settings: REPEATABLE READ,
-// so that the change log window and the source read share one snapshot.
-func isolated(s WriteStrategy, settings string) string {
-	if _, ok := s.(Model); ok {
-		return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; " + settings
-	}
-	return settings
-}
-
 // saveModelPosition stores, once a Model's write has committed, what it
 // read of its source under the write's ledger transaction. A position
 // that could not be stored (an error logged here, a crash before) makes

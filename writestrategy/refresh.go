@@ -217,10 +217,11 @@ func applyRefresh(ctx context.Context, tx pgx.Tx, env *Env, p projection, cols S
 }
 
 // refreshSettings are the settings of the transaction of a write of s: a
-// declared output's run reads its sources' windows and its sources in one
-// snapshot (REPEATABLE READ).
+// declared output's run, and a Model's, reads its sources' windows and its
+// sources in one snapshot (REPEATABLE READ).
 func refreshSettings(s WriteStrategy, settings string) string {
-	if _, dep := declared(s); dep == nil {
+	_, isModel := s.(Model)
+	if _, dep := declared(s); dep == nil && !isModel {
 		return settings
 	}
 	return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; " + settings
