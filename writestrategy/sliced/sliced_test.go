@@ -23,8 +23,8 @@ import (
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
-	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 	"github.com/lakewrite/lakewrite/writestrategy"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
