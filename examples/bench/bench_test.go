@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"runtime"
@@ -273,4 +274,43 @@ func TestDispatcherModes(t *testing.T) {
 		assert.Equal(t, int64(10), rs[0].Arms[0].P50Read, "iceberg-delta reads the window's rows only")
 		assert.Equal(t, int64(320), rs[0].Arms[1].P50Read, "iceberg-snapshot reads the whole upstream")
 	})
+}
+
+// TestRefresh runs the refresh mode at a tiny size so it cannot rot: every
+// line is printed, and the declared outputs refresh incrementally.
+func TestRefresh(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := runRefresh(ctx, refreshConfig{Runs: 1, Rows: 2000, Change: 0, DimRows: 100, DimChange: 2, TrackRows: 100, TrackReps: 1})
+	require.ErrorContains(t, err, "want at least 1 run")
+	r, err := runRefresh(ctx, refreshConfig{Runs: 1, Rows: 2000, Change: 20, DimRows: 100, DimChange: 2, TrackRows: 500, TrackReps: 1,
+		Crossover: true, Shares: []float64{0.01, 0.5}, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
+	require.NoError(t, err)
+	var out bytes.Buffer
+	printRefresh(&out, r)
+	text := out.String()
+	t.Log("\n" + text)
+	for _, shape := range refreshShapes {
+		for _, src := range refreshSources {
+			for _, changed := range []int{20, 0} {
+				assert.Contains(t, text, fmt.Sprintf("REFRESH shape=%s source=%s rows=2000 changed=%d mode=", shape, src, changed))
+			}
+		}
+	}
+	for _, src := range refreshSources {
+		assert.Contains(t, text, "REFRESH shape=join source="+src+" rows=2000 changed=2 mode=")
+	}
+	assert.Contains(t, text, "mode=incremental")
+	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
+	assert.Contains(t, text, "rows_per_statement=500 rows=500")
+	assert.Contains(t, text, "TRACKING insert_ratio=")
+	assert.Contains(t, text, "CROSSOVER shape=groupby source=rowstore rows=2000 share=0.5 ")
+	require.NotNil(t, r.Floor)
+	assert.Positive(t, r.Floor.GroupRows)
+	assert.LessOrEqual(t, r.Floor.GroupRows, int64(2000))
+	for _, l := range r.Lines {
+		assert.Positive(t, l.RunMs, "%+v", l)
+		assert.Positive(t, l.FullMs, "%+v", l)
+		assert.Positive(t, l.PgRunMs, "%+v", l)
+	}
 }

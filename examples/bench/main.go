@@ -96,6 +96,18 @@ func mainCode() int {
 	flag.StringVar(&dlRows, "incremental-delta-rows", "1000000,5000000", "delta-read mode: upstream row counts, comma-separated")
 	var dlArms string
 	flag.StringVar(&dlArms, "incremental-delta-arms", "", "delta-read mode: arms to run, comma-separated (iceberg-delta, iceberg-snapshot, postgres); empty: all")
+	var rf refreshConfig
+	var rfShares string
+	flag.IntVar(&rf.Runs, "refresh", 0, "refresh mode: this many runs of each shape (rowwise, groupby, join) over each source kind (row store, tracked relation, Iceberg upstream written by merges), -refresh-change fact rows changed per run, outputs declared (incremental) on both arms and undeclared (full) on Iceberg; prints REFRESH, FLOOR and TRACKING lines")
+	flag.IntVar(&rf.Rows, "refresh-rows", 1_000_000, "refresh mode: rows of each fact table")
+	flag.IntVar(&rf.Change, "refresh-change", 1000, "refresh mode: fact rows changed per run")
+	flag.IntVar(&rf.DimRows, "refresh-dim-rows", 10_000, "refresh mode: rows of the join's dimension table")
+	flag.IntVar(&rf.DimChange, "refresh-dim-change", 10, "refresh mode: dimension rows changed by the dimension run")
+	flag.BoolVar(&rf.Crossover, "refresh-crossover", false, "refresh mode: also measure the crossover: rowwise and groupby over the row store at each -refresh-shares share of changed rows, incremental forced, against a full run")
+	flag.StringVar(&rfShares, "refresh-shares", "0.001,0.01,0.05,0.1,0.2,0.5", "refresh mode: change shares of -refresh-crossover, comma-separated")
+	flag.IntVar(&rf.TrackRows, "refresh-track-rows", 100_000, "refresh mode: rows inserted and updated per TRACKING measurement")
+	flag.IntVar(&rf.TrackReps, "refresh-track-reps", 3, "refresh mode: TRACKING measurements per table (p50)")
+	flag.Uint64Var(&rf.Seed, "refresh-seed", 1, "refresh mode: seed of the changes")
 	var shadow shadowConfig
 	var shadowRows string
 	flag.IntVar(&shadow.Rounds, "shadow", 0, "shadow mode: this many rounds of one replace with shadow off and on (same output size, arms alternating) per row count; prints wall time and client CPU p50 per arm")
@@ -128,6 +140,16 @@ func mainCode() int {
 		inc.DatabaseURL, inc.Warehouse, inc.Log = cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		r, err := runIncremental(ctx, inc)
 		return output(r, err, asJSON, func() { printIncremental(os.Stdout, r) })
+	}
+	if rf.Runs > 0 {
+		shares, err := parseShares(rfShares)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		rf.Shares, rf.DatabaseURL, rf.Warehouse, rf.Log = shares, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		r, err := runRefresh(ctx, rf)
+		return output(r, err, asJSON, func() { printRefresh(os.Stdout, r) })
 	}
 	if dl.Runs > 0 {
 		rows, err := parseRowList(dlRows)
