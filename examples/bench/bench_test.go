@@ -284,7 +284,7 @@ func TestRefresh(t *testing.T) {
 	_, err := runRefresh(ctx, refreshConfig{Runs: 1, Rows: 2000, Change: 0, DimRows: 100, DimChange: 2, TrackRows: 100, TrackReps: 1})
 	require.ErrorContains(t, err, "want at least 1 run")
 	r, err := runRefresh(ctx, refreshConfig{Runs: 1, Rows: 2000, Change: 20, DimRows: 100, DimChange: 2, TrackRows: 500, TrackReps: 1,
-		Crossover: true, Shares: []float64{0.01, 0.5}, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
+		Crossover: true, Shares: []float64{0.5}, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	var out bytes.Buffer
 	printRefresh(&out, r)

@@ -105,6 +105,9 @@ func mainCode() int {
 	flag.IntVar(&rf.DimChange, "refresh-dim-change", 10, "refresh mode: dimension rows changed by the dimension run")
 	flag.BoolVar(&rf.Crossover, "refresh-crossover", false, "refresh mode: also measure the crossover: rowwise and groupby over the row store at each -refresh-shares share of changed rows, incremental forced, against a full run")
 	flag.StringVar(&rfShares, "refresh-shares", "0.001,0.01,0.05,0.1,0.2,0.5", "refresh mode: change shares of -refresh-crossover, comma-separated")
+	var rfShapes, rfSources string
+	flag.StringVar(&rfShapes, "refresh-shapes", "", "refresh mode: shapes to run, comma-separated (rowwise, groupby, join); empty: all")
+	flag.StringVar(&rfSources, "refresh-sources", "", "refresh mode: source kinds to run, comma-separated (rowstore, relation, iceberg); empty: all")
 	flag.IntVar(&rf.TrackRows, "refresh-track-rows", 100_000, "refresh mode: rows inserted and updated per TRACKING measurement")
 	flag.IntVar(&rf.TrackReps, "refresh-track-reps", 3, "refresh mode: TRACKING measurements per table (p50)")
 	flag.Uint64Var(&rf.Seed, "refresh-seed", 1, "refresh mode: seed of the changes")
@@ -146,6 +149,12 @@ func mainCode() int {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			return 2
+		}
+		if rfShapes != "" {
+			rf.Shapes = strings.Split(rfShapes, ",")
+		}
+		if rfSources != "" {
+			rf.Sources = strings.Split(rfSources, ",")
 		}
 		rf.Shares, rf.DatabaseURL, rf.Warehouse, rf.Log = shares, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
 		r, err := runRefresh(ctx, rf)

@@ -29,6 +29,8 @@ type refreshConfig struct {
 	// row-store source at each share of Shares, incremental forced.
 	Crossover bool
 	Shares    []float64
+	// Shapes and Sources restrict the cases (nil: all).
+	Shapes, Sources []string
 	// TrackRows and TrackReps size the TRACKING measurement: rows per
 	// measured statement (and single-row statements per measurement), and
 	// rounds per table.
@@ -100,9 +102,12 @@ type refreshCross struct {
 	Source  string  `json:"source"`
 	Share   float64 `json:"share"`
 	Changed int     `json:"changed"`
-	Mode    string  `json:"mode"`
-	RunMs   float64 `json:"run_ms"`
-	FullMs  float64 `json:"full_ms"`
+	// Images are the change images of the changes (an update counts an
+	// old and a new one), the measure of Dependency.MaxShare.
+	Images int     `json:"images"`
+	Mode   string  `json:"mode"`
+	RunMs  float64 `json:"run_ms"`
+	FullMs float64 `json:"full_ms"`
 }
 
 // refreshReport is the refresh mode's output.
@@ -151,6 +156,9 @@ type rfOps struct {
 }
 
 func (o *rfOps) count() int { return len(o.updID) + len(o.insID) + len(o.delID) }
+
+// images is the change images of o: an update has an old and a new one.
+func (o *rfOps) images() int { return 2*len(o.updID) + len(o.insID) + len(o.delID) }
 
 // rfGen draws changes: the live ids and the next new one.
 type rfGen struct {
@@ -282,6 +290,26 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	if cfg.TrackRows < 1 || cfg.TrackReps < 1 {
 		return nil, fmt.Errorf("-refresh-track-rows %d -refresh-track-reps %d: want at least 1 of each", cfg.TrackRows, cfg.TrackReps)
 	}
+	kinds, shapes := refreshSources, refreshShapes
+	if cfg.Sources != nil {
+		kinds = cfg.Sources
+	}
+	if cfg.Shapes != nil {
+		shapes = cfg.Shapes
+	}
+	for _, k := range kinds {
+		if !slices.Contains(refreshSources, k) {
+			return nil, fmt.Errorf("-refresh-sources: %q is none of %s", k, strings.Join(refreshSources, ", "))
+		}
+	}
+	for _, sh := range shapes {
+		if !slices.Contains(refreshShapes, sh) {
+			return nil, fmt.Errorf("-refresh-shapes: %q is none of %s", sh, strings.Join(refreshShapes, ", "))
+		}
+	}
+	if cfg.Crossover && !slices.Contains(kinds, "rowstore") {
+		return nil, fmt.Errorf("-refresh-crossover runs over the rowstore source: keep it in -refresh-sources")
+	}
 	logw := logTo(cfg.Log)
 	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0)
 	if err != nil {
@@ -295,7 +323,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	// The sources: a fact table and a dimension table per kind, with the
 	// same rows.
 	srcs := map[string]*rfSource{}
-	for _, kind := range refreshSources {
+	for _, kind := range kinds {
 		s := &rfSource{kind: kind, fact: "rf_" + kind + "_fact", dim: "rf_" + kind + "_dim"}
 		s.factTable, s.dimTable = s.fact, s.dim
 		switch kind {
@@ -380,8 +408,8 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	}
 
 	var cases []*rfCase
-	for _, shape := range refreshShapes {
-		for _, kind := range refreshSources {
+	for _, shape := range shapes {
+		for _, kind := range kinds {
 			base := "rf_" + shape + "_" + kind
 			cases = append(cases, &rfCase{shape: shape, src: srcs[kind], inc: base + "_inc", full: base + "_full", pg: base + "_pg"})
 		}
@@ -470,32 +498,38 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	for i := range gen.live {
 		gen.live[i] = int64(i + 1)
 	}
-	ice := srcs["iceberg"]
+	ice := srcs["iceberg"] // nil when not run
+	floor := ice != nil && slices.Contains(shapes, "groupby")
 	var floors []floorRun
 	for r := 0; r < cfg.Runs; r++ {
 		ops := gen.draw(cfg.Change)
 		// The groups the changes touch, old and new: what a GROUP BY
 		// refresh must read whole.
-		affected, err := affectedGroups(ctx, env, ice.factTable, &ops)
-		if err != nil {
-			return nil, err
+		var affected []int64
+		if floor {
+			var err error
+			if affected, err = affectedGroups(ctx, env, ice.factTable, &ops); err != nil {
+				return nil, err
+			}
 		}
-		for _, kind := range refreshSources {
+		for _, kind := range kinds {
 			if err := ops.apply(ctx, env, srcs[kind].factTable); err != nil {
 				return nil, err
 			}
 		}
-		if err := sync(false, refreshSources...); err != nil {
+		if err := sync(false, kinds...); err != nil {
 			return nil, err
 		}
 		if err := runCases(cases, true); err != nil {
 			return nil, fmt.Errorf("run %d: %w", r+1, err)
 		}
-		fr, err := measureFloor(ctx, env, ice.fact, affected)
-		if err != nil {
-			return nil, err
+		if floor {
+			fr, err := measureFloor(ctx, env, ice.fact, affected)
+			if err != nil {
+				return nil, err
+			}
+			floors = append(floors, fr)
 		}
-		floors = append(floors, fr)
 		fmt.Fprintf(logw, "bench: refresh: run %d done (%d changes)\n", r+1, ops.count())
 	}
 	fullMs := map[*rfCase]float64{}
@@ -515,22 +549,24 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 			joins = append(joins, c)
 		}
 	}
-	for _, kind := range refreshSources {
-		if _, err := env.Pool.Exec(ctx, `UPDATE `+srcs[kind].dimTable+` SET dname = dname || '+' WHERE d IN (SELECT s * $1::int / $2::int + 1 FROM generate_series(0, $2::int - 1) s)`,
-			cfg.DimRows, cfg.DimChange); err != nil {
+	if len(joins) > 0 {
+		for _, kind := range kinds {
+			if _, err := env.Pool.Exec(ctx, `UPDATE `+srcs[kind].dimTable+` SET dname = dname || '+' WHERE d IN (SELECT s * $1::int / $2::int + 1 FROM generate_series(0, $2::int - 1) s)`,
+				cfg.DimRows, cfg.DimChange); err != nil {
+				return nil, err
+			}
+		}
+		if err := sync(true, kinds...); err != nil {
 			return nil, err
 		}
+		if err := runCases(joins, true); err != nil {
+			return nil, fmt.Errorf("dimension run: %w", err)
+		}
+		for _, c := range joins {
+			rep.Lines = append(rep.Lines, line(c, cfg.DimChange, "dim", 0))
+		}
+		reset(joins)
 	}
-	if err := sync(true, refreshSources...); err != nil {
-		return nil, err
-	}
-	if err := runCases(joins, true); err != nil {
-		return nil, fmt.Errorf("dimension run: %w", err)
-	}
-	for _, c := range joins {
-		rep.Lines = append(rep.Lines, line(c, cfg.DimChange, "dim", 0))
-	}
-	reset(joins)
 
 	// Nothing changed: every case refreshed once more (no full run: the
 	// line carries the case's full run from above).
@@ -571,7 +607,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 				if err != nil {
 					return nil, fmt.Errorf("crossover: %w", err)
 				}
-				x := refreshCross{Shape: c.shape, Source: rs.kind, Share: share, Changed: ops.count(), Mode: inc.mode, RunMs: ms(inc.took), FullMs: ms(full.took)}
+				x := refreshCross{Shape: c.shape, Source: rs.kind, Share: share, Changed: ops.count(), Images: ops.images(), Mode: inc.mode, RunMs: ms(inc.took), FullMs: ms(full.took)}
 				fmt.Fprintf(logw, "bench: refresh: crossover %s share %g: run %.1f ms (%s), full %.1f ms\n", c.shape, share, x.RunMs, x.Mode, x.FullMs)
 				rep.Crossover = append(rep.Crossover, x)
 			}
@@ -832,8 +868,8 @@ func printRefresh(w io.Writer, r *refreshReport) {
 		fmt.Fprintf(w, "TRACKING insert_ratio=%.2f update_ratio=%.2f rows_per_statement=%d rows=%d\n", t.InsertRatio, t.UpdateRatio, t.RowsPerStatement, t.Rows)
 	}
 	for _, x := range r.Crossover {
-		fmt.Fprintf(w, "CROSSOVER shape=%s source=%s rows=%d share=%g changed=%d mode=%s run_ms=%.1f full_ms=%.1f ratio=%.3f\n",
-			x.Shape, x.Source, r.Rows, x.Share, x.Changed, modeOrNone(x.Mode), x.RunMs, x.FullMs, x.RunMs/x.FullMs)
+		fmt.Fprintf(w, "CROSSOVER shape=%s source=%s rows=%d share=%g changed=%d image_share=%.4f mode=%s run_ms=%.1f full_ms=%.1f ratio=%.3f\n",
+			x.Shape, x.Source, r.Rows, x.Share, x.Changed, float64(x.Images)/float64(r.Rows), modeOrNone(x.Mode), x.RunMs, x.FullMs, x.RunMs/x.FullMs)
 	}
 	for _, shape := range refreshShapes {
 		if !slices.ContainsFunc(r.Crossover, func(x refreshCross) bool { return x.Shape == shape }) {
