@@ -213,7 +213,7 @@ const rfFactColumns = `id bigint PRIMARY KEY, g bigint NOT NULL, d integer NOT N
 func rfFactSeed(table string, n, groups, dims int) string {
 	return fmt.Sprintf(`INSERT INTO %s SELECT s, (s * 104729) %% %d, 1 + (s * 7919) %% %d, 'name ' || s,
 		round((s %% 10000) / 100.0, 2)::numeric(12,2), timestamptz '2026-01-01 00:00:00+00' + s * interval '1 second'
-		FROM generate_series(1, %d) s`, table, groups, dims, n)
+		FROM generate_series(1::bigint, %d) s`, table, groups, dims, n)
 }
 
 // apply makes the changes of o to a fact table in one transaction.
