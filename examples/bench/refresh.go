@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental/changelog"
+	"github.com/lakewrite/lakewrite/internal/trackoverhead"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -741,65 +743,30 @@ func floorOf(runs []floorRun, lines []refreshLine) *refreshFloor {
 	return f
 }
 
-// measureTracking times the same statements on an untracked and a tracked
-// table (tracked columns: the declared keys, id and g), alternating which
-// goes first: TrackRows rows inserted by one statement then updated by
-// one, and TrackRows single-row inserts then updates (statements run by a
-// server-side loop, so no round trip is counted).
+// measureTracking measures the write overhead of change tracking
+// (internal/trackoverhead: the same inserts then updates of TrackRows rows
+// on an untracked and a tracked table, alternating, the fastest of
+// TrackReps) with statements of 1,000 rows, of all the rows at once and of
+// one row each (sent 1,000 statements a round trip).
 func measureTracking(ctx context.Context, env *armEnv, cfg refreshConfig, logw io.Writer) ([]refreshTracking, error) {
-	tables := []string{"rf_track_plain", "rf_track_tracked"}
-	for _, t := range tables {
-		if _, err := env.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+t+`; CREATE TABLE `+t+` (`+rfFactColumns+`)`); err != nil {
+	l := changelog.New(env.Ledger.Schema())
+	var out []refreshTracking
+	var done []int
+	for _, per := range []int{min(1000, cfg.TrackRows), cfg.TrackRows, 1} {
+		if slices.Contains(done, per) {
+			continue
+		}
+		done = append(done, per)
+		res, err := trackoverhead.Measure(ctx, env.Pool, l, trackoverhead.Options{Rows: cfg.TrackRows, RowsPerStatement: per, Reps: cfg.TrackReps})
+		if err != nil {
 			return nil, err
 		}
-	}
-	if err := trackTable(ctx, env, "rf_track_tracked", "public.rf_track_tracked", []string{"id", "g"}); err != nil {
-		return nil, fmt.Errorf("track rf_track_tracked: %w", err)
-	}
-	n := cfg.TrackRows
-	type stmts struct {
-		perStatement   int
-		insert, update string
-	}
-	variants := []stmts{
-		{perStatement: n,
-			insert: fmt.Sprintf(`INSERT INTO %%s SELECT s, s %% 1000, 1 + s %% 100, 'name ' || s, 1.00, timestamptz '2026-01-01 00:00:00+00' FROM generate_series(1, %d) s`, n),
-			update: `UPDATE %s SET amount = amount + 1`},
-		{perStatement: 1,
-			insert: fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP INSERT INTO %%s VALUES (i, i %% 1000, 1 + i %% 100, 'name ' || i, 1.00, timestamptz '2026-01-01 00:00:00+00'); END LOOP; END $$`, n),
-			update: fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP UPDATE %%s SET amount = amount + 1 WHERE id = i; END LOOP; END $$`, n)},
-	}
-	var out []refreshTracking
-	for _, v := range variants {
-		lat := map[string][2][]time.Duration{}
-		for rep := 0; rep < cfg.TrackReps; rep++ {
-			order := slices.Clone(tables)
-			if rep%2 == 1 {
-				slices.Reverse(order)
-			}
-			for _, t := range order {
-				if _, err := env.Pool.Exec(ctx, `TRUNCATE `+t); err != nil {
-					return nil, err
-				}
-				var took [2]time.Duration
-				for i, q := range []string{v.insert, v.update} {
-					t0 := time.Now()
-					if _, err := env.Pool.Exec(ctx, strings.ReplaceAll(q, "%s", t)); err != nil {
-						return nil, fmt.Errorf("tracking %s: %w", t, err)
-					}
-					took[i] = time.Since(t0)
-				}
-				l := lat[t]
-				l[0], l[1] = append(l[0], took[0]), append(l[1], took[1])
-				lat[t] = l
-			}
-		}
-		tr := refreshTracking{RowsPerStatement: v.perStatement, Rows: n,
-			InsertMs: p50ms(lat[tables[0]][0]), TrackedInsertMs: p50ms(lat[tables[1]][0]),
-			UpdateMs: p50ms(lat[tables[0]][1]), TrackedUpdateMs: p50ms(lat[tables[1]][1])}
-		tr.InsertRatio, tr.UpdateRatio = tr.TrackedInsertMs/tr.InsertMs, tr.TrackedUpdateMs/tr.UpdateMs
+		tr := refreshTracking{RowsPerStatement: per, Rows: cfg.TrackRows,
+			InsertMs: ms(res.InsertUntracked), TrackedInsertMs: ms(res.InsertTracked),
+			UpdateMs: ms(res.UpdateUntracked), TrackedUpdateMs: ms(res.UpdateTracked),
+			InsertRatio: res.InsertRatio(), UpdateRatio: res.UpdateRatio()}
 		fmt.Fprintf(logw, "bench: refresh: tracking, %d rows per statement: insert %.0f / %.0f ms, update %.0f / %.0f ms\n",
-			v.perStatement, tr.TrackedInsertMs, tr.InsertMs, tr.TrackedUpdateMs, tr.UpdateMs)
+			per, tr.TrackedInsertMs, tr.InsertMs, tr.TrackedUpdateMs, tr.UpdateMs)
 		out = append(out, tr)
 	}
 	return out, nil

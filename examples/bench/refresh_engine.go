@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -42,17 +43,10 @@ func refreshOf(r writestrategy.WriteResult) (mode, reason string, keys int64, sc
 	return refreshFull, "no declaration", 0, nil
 }
 
-// track installs change tracking on a registered relation.
+// track installs change tracking on a registered relation (its table
+// in schema public), recording columns under the dataset's id.
 func (e *armEnv) track(ctx context.Context, datasetID string, columns ...string) error {
-	_, _, _ = ctx, datasetID, columns
-	return nil
-}
-
-// trackTable installs change tracking on a table, recording columns under
-// source.
-func trackTable(ctx context.Context, env *armEnv, source, table string, columns []string) error {
-	_, _, _, _, _ = ctx, env, source, table, columns
-	return nil
+	return changelog.New(e.Ledger.Schema()).Track(ctx, e.Pool, datasetID, "public."+datasetID, columns)
 }
 
 // groupScan is a scan of cols of the rows whose g is among groups.
