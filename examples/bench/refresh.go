@@ -859,10 +859,12 @@ func printRefresh(w io.Writer, r *refreshReport) {
 			fmt.Fprintf(w, "%s over %s (changed=%d%s): scanned without an index on the key: %s\n", l.Shape, l.Source, l.Changed, sideNote(l.Side), strings.Join(l.Scanned, ", "))
 		}
 		if t := refreshTarget(l); t > 0 && l.FullMs > 0 {
-			fmt.Fprintf(w, "target %s over %s: run/full %.3f <= %.2f: %s (pg_run/full %.3f)\n", l.Shape, l.Source, l.RunMs/l.FullMs, t, metStr(l.RunMs <= t*l.FullMs), l.PgRunMs/l.FullMs)
+			fmt.Fprintf(w, "target %s over %s: run/full %.3f <= %.2f: %s (pg_run/full %.3f, pg mode %s)\n", l.Shape, l.Source, l.RunMs/l.FullMs, t,
+				metStr(l.RunMs <= t*l.FullMs), l.PgRunMs/l.FullMs, modeOrNone(l.PgMode))
 		}
 		if l.Changed == 0 {
-			fmt.Fprintf(w, "target %s over %s, nothing changed: run %.1f ms < %d ms: %s (pg %.1f ms)\n", l.Shape, l.Source, l.RunMs, refreshIdleTargetMs, metStr(l.RunMs < refreshIdleTargetMs), l.PgRunMs)
+			fmt.Fprintf(w, "target %s over %s, nothing changed: run %.1f ms < %d ms: %s (pg %.1f ms, pg mode %s)\n", l.Shape, l.Source, l.RunMs,
+				refreshIdleTargetMs, metStr(l.RunMs < refreshIdleTargetMs), l.PgRunMs, modeOrNone(l.PgMode))
 		}
 	}
 	for _, t := range r.Tracking {
