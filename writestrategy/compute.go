@@ -34,8 +34,9 @@ type Computed struct {
 
 	sourceRows int64
 	skips      bool
-	mergeKey   []string  // see merge.go
-	probe      *keyProbe // see keyprobe.go
+	mergeKey   []string      // see merge.go
+	scope      *facade.Scope // a declared output's incremental run (refresh.go)
+	probe      *keyProbe     // see keyprobe.go
 
 	slice         *sliceOf // see slicing.go
 	sliceNote     string
@@ -63,7 +64,7 @@ func (c *Computed) batches() iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		for rec, err := range c.stream.All() {
 			var out arrow.RecordBatch = rec
-			if rec != nil && c.mergeKey != nil {
+			if rec != nil && (c.mergeKey != nil || c.scope != nil) {
 				out = &mergeBatch{RecordBatch: rec, c: c}
 			}
 			more := yield(out, err)
@@ -112,8 +113,14 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		if err := checkDependsOutput(p, cols); err != nil {
 			return nil, err
 		}
+		var scope *facade.Scope
+		if rr := env.refresh; p.depends != nil && rr != nil && rr.Output == p.output {
+			if p, scope, err = rr.icebergPlan(ctx, tx, p, cols, opts); err != nil {
+				return nil, err
+			}
+		}
 		c := Computed{DatasetID: p.output, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe,
-			slice: p.slice, sliceNote: p.sliceNote}
+			slice: p.slice, sliceNote: p.sliceNote, scope: scope}
 		if p.probe != nil { // counted with the source's key range
 			c.sourceRows, c.skips = p.probe.sourceRows, true
 		} else if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {

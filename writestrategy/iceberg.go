@@ -90,6 +90,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 				Metadata:   withDeclaredSchema(req.Metadata, c.Columns),
 				TxnID:      intents[c.DatasetID].ID,
 				Rounded:    c.stream.Rounded,
+				Scope:      c.scope,
 			}, &results[i])
 		if err != nil {
 			sph.end(0, err)
@@ -111,7 +112,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 		return fail(err)
 	}
 	if txs, ok := allTxStaged(staged); ok {
-		return d.commitInTx(ctx, w, req, tx, owner, intents, computed, txs, results, fail)
+		return d.commitInTx(ctx, w, req, tx, owner, intents, computed, txs, results, env.refresh, fail)
 	}
 	// Every row is staged: the compute transaction is done. Ending it
 	// frees the session it may run on (an intent's held session) for the
@@ -177,9 +178,15 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			// Left open: Recover finds the snapshot and rolls it forward.
 			return fail(fmt.Errorf("%w: snapshot %d of %q landed but the ledger commit failed: %w", ledger.ErrOutcomeUnknown, res.SnapshotID, c.DatasetID, err))
 		}
+		if env.refresh != nil && env.refresh.Output == c.DatasetID {
+			if err := d.savePositions(ctx, env.refresh); err != nil {
+				d.log.WarnContext(ctx, "lakewrite refresh positions not saved: the next run recomputes more keys", "dataset_id", c.DatasetID, "err", err)
+			}
+		}
 	}
 	d.logResults(ctx, req, results)
 	d.maintainAfterWrite(ctx, w, results, due)
+	d.afterRefresh(ctx, env.refresh)
 	return results, nil
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/internal/refresh"
@@ -188,14 +190,7 @@ func applyRefresh(ctx context.Context, tx pgx.Tx, env *Env, p projection, cols S
 		n, err = replaceRows(ctx, tx, ctl, q, enc, txn)
 		return n, 0, err
 	}
-	keyCols := make([]refresh.Col, len(rr.Dep.Key))
-	for i, k := range rr.Dep.Key {
-		for _, c := range cols.Columns {
-			if c.Name == k {
-				keyCols[i] = refresh.Col{Name: k, Type: c.Type}
-			}
-		}
-	}
+	keyCols := rr.keyCols(cols)
 	if refresh.Canonical(keyCols) {
 		exists, valid, err := refresh.IndexState(ctx, tx, env.schemaName(), refresh.IndexName(p.output, keyCols))
 		if err != nil {
@@ -214,6 +209,50 @@ func applyRefresh(ctx context.Context, tx pgx.Tx, env *Env, p projection, cols S
 	}
 	n = rr.prevRows - del + ins
 	return n, n - ins, nil
+}
+
+// keyCols are the output's key columns, typed as its columns cols.
+func (rr *refreshRun) keyCols(cols Schema) []refresh.Col {
+	out := make([]refresh.Col, len(rr.Dep.Key))
+	for i, k := range rr.Dep.Key {
+		for _, c := range cols.Columns {
+			if c.Name == k {
+				out[i] = refresh.Col{Name: k, Type: c.Type}
+			}
+		}
+	}
+	return out
+}
+
+// icebergPlan returns the projection to stream of a declared output on
+// the Iceberg arm (p, or its full plan when the run is full) and, when the
+// run is incremental, the scope of its replace: the affected keys.
+func (rr *refreshRun) icebergPlan(ctx context.Context, tx pgx.Tx, p projection, cols Schema, opts *cursor.Options) (projection, *facade.Scope, error) {
+	if rr.incremental() && !sameSchema(cols, rr.prevSchema) {
+		rr.Report = incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: "the output's columns changed since its last run"}
+	}
+	if !rr.incremental() {
+		if p.full != nil {
+			return *p.full, nil, nil
+		}
+		return p, nil, nil
+	}
+	keys, err := refresh.ScopeKeys(ctx, tx, rr.keyCols(cols), opts)
+	if err != nil {
+		return p, nil, err
+	}
+	return p, &facade.Scope{Columns: rr.Dep.Key, Keys: keys}, nil
+}
+
+// savePositions stores, in a transaction of its own, what the run of an
+// Iceberg output whose ledger commit is done read of its sources. A crash
+// before it leaves the previous positions: the next run recomputes a
+// superset of the keys, which is still correct.
+func (d *Dispatcher) savePositions(ctx context.Context, rr *refreshRun) error {
+	if rr == nil {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, d.db, func(tx pgx.Tx) error { return rr.SavePositions(ctx, tx) })
 }
 
 // refreshSettings are the settings of the transaction of a write of s: a

@@ -48,7 +48,7 @@ func allTxStaged(staged []facade.Staged) ([]facade.TxStaged, bool) {
 // the intents say what happened: aborting one succeeds only if tx rolled
 // back (the abort waits for tx), and finds it committed otherwise.
 func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, tx pgx.Tx, owner *ledger.Intent, intents map[string]*ledger.Intent,
-	computed []Computed, staged []facade.TxStaged, results []WriteResult, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
+	computed []Computed, staged []facade.TxStaged, results []WriteResult, rr *refreshRun, fail func(error) ([]WriteResult, error)) ([]WriteResult, error) {
 	discard := func() {
 		for _, st := range staged {
 			_ = abortStaged(ctx, st) // the files of a rolled-back commit: unreferenced
@@ -84,6 +84,13 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 	}
 	kph.end(rows, nil)
 	lctx, lph := d.observe(ctx, w, phaseLedgerCommit, w.outs)
+	// A declared output's positions land with its snapshot.
+	if rr != nil {
+		if err := rr.SavePositions(lctx, tx); err != nil {
+			lph.end(0, err)
+			return rollback(err)
+		}
+	}
 	// The owner's ledger commit goes last, with the COMMIT.
 	order := make([]int, 0, len(computed))
 	for _, own := range []bool{false, true} {
@@ -136,6 +143,7 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 	lph.end(rows, nil)
 	d.logResults(ctx, req, results)
 	d.maintainAfterWrite(ctx, w, results, due)
+	d.afterRefresh(ctx, rr)
 	return results, nil
 }
 

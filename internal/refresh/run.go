@@ -144,8 +144,6 @@ func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
 	switch {
 	case mode == incremental.RefreshIncremental && r.plan != hash:
 		mode, why = incremental.RefreshFull, "the output's statement or declaration changed since its last run"
-	case mode == incremental.RefreshIncremental && r.Facts.Sink != sink.Postgres:
-		mode, why = incremental.RefreshFull, "a keyed replace of an Iceberg output is not available to this Lakehouse"
 	}
 	r.Save[planSource] = hash
 	r.Report = incremental.RefreshReport{Mode: mode, Reason: why}
