@@ -46,15 +46,29 @@ func (e *Env) scan(ctx context.Context, datasetID string, s Schema, filter []fac
 // end), so the same SQL reads it as it reads the row store. Memory: one
 // Arrow batch at a time.
 func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
+	r, fill, err := e.hydrateLater(ctx, tx, datasetID, s, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(rows); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// hydrateLater creates the temporary table of hydrate, empty, and returns
+// its relation and the function that fills it (once): a plan can be built
+// over the table before it is known whether the whole dataset is read.
+func (e *Env) hydrateLater(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int) (*relation, func(iter.Seq2[arrow.RecordBatch, error]) error, error) {
 	if e.Lakehouse == nil {
-		return nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)
+		return nil, nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)
 	}
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := fmt.Sprintf("lw_native_%d_%s", n, hex.EncodeToString(suffix[:]))
 	types, _, _, err := declaredTypes(ctx, tx, s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Columns of types Iceberg holds as their text form are copied as text
 	// and cast on read (the type's input function reads it back exactly).
@@ -69,21 +83,23 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 	}
 	defs = append(defs, `"__row_index" pg_catalog.int8`, `"__row_id" pg_catalog.int8`, `"__created_at" pg_catalog.timestamptz`)
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+pgx.Identifier{name}.Sanitize()+" ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
-		return nil, queryError("hydrate "+datasetID, err)
-	}
-	cols := nativeColumns(s)
-	next, stop := iter.Pull2(rows)
-	defer stop()
-	src := &batchRows{next: next, cols: cols}
-	defer src.release()
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, cols, src); err != nil {
-		return nil, queryError("hydrate "+datasetID, err)
+		return nil, nil, queryError("hydrate "+datasetID, err)
 	}
 	qualified := pgx.Identifier{"pg_temp", name}.Sanitize()
-	if _, err := tx.Exec(ctx, "ANALYZE "+qualified); err != nil { // statistics for the planner
-		return nil, queryError("hydrate "+datasetID, err)
+	fill := func(rows iter.Seq2[arrow.RecordBatch, error]) error {
+		next, stop := iter.Pull2(rows)
+		defer stop()
+		src := &batchRows{next: next, cols: nativeColumns(s)}
+		defer src.release()
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, nativeColumns(s), src); err != nil {
+			return queryError("hydrate "+datasetID, err)
+		}
+		if _, err := tx.Exec(ctx, "ANALYZE "+qualified); err != nil { // statistics for the planner
+			return queryError("hydrate "+datasetID, err)
+		}
+		return nil
 	}
-	return tableRelation(datasetID, qualified, s, asText), nil
+	return tableRelation(datasetID, qualified, s, asText), fill, nil
 }
 
 // batchRows adapts a pulled batch sequence to pgx.CopyFromSource.

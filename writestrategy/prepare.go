@@ -189,6 +189,20 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			}
 			return filteredRelation(rowStoreRelation(ctl, id, sc, jc, sr.rowTxns, ""), filter), nil
 		}
+		if cols := rr.mapped(id); source && cols != nil && sr.appended == nil {
+			// A mapped Iceberg source of a declared output: its whole read
+			// waits until the run is known to be full; an incremental run
+			// reads the affected keys only (refreshRun.restrict).
+			r, fill, err := env.hydrateLater(ctx, tx, id, sc, nhydrated)
+			if err != nil {
+				return nil, err
+			}
+			n := nhydrated
+			nhydrated++
+			rr.later[id] = func() error { return fill(env.scan(ctx, id, sc, filter)) }
+			rr.keyedIce[id] = func() (*relation, error) { return env.keyedIceberg(ctx, tx, id, sc, cols, 500+n, filter, rr.HasNull) }
+			return filteredRelation(r, filter), nil
+		}
 		whole := filter == nil && sr.appended == nil // a filtered or delta read is not the whole dataset
 		if r, ok := hydrated[id]; ok && whole {
 			return r, nil
@@ -296,11 +310,17 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 // (the full plan kept for a fallback: see applyPlanned).
 func planRefresh(ctx context.Context, tx pgx.Tx, schema string, rr *refreshRun, s WriteStrategy, pc *planContext, visible bool) ([]projection, error) {
 	full, err := planWith(s, pc, visible)
-	if err != nil || len(full) != 1 {
-		return full, err
+	if err != nil {
+		return nil, err
 	}
-	if err := rr.Decide(ctx, tx, refresh.PlanHash(full[0].sql, full[0].args, rr.Dep)); err != nil || !rr.incremental() {
-		return full, err
+	if len(full) != 1 {
+		return full, rr.fillWhole()
+	}
+	if err := rr.Decide(ctx, tx, refresh.PlanHash(full[0].sql, full[0].args, rr.Dep)); err != nil {
+		return nil, err
+	}
+	if !rr.incremental() {
+		return full, rr.fillWhole()
 	}
 	if pc.sources, err = rr.restrict(ctx, tx, schema, pc.sources); err != nil {
 		return nil, err

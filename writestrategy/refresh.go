@@ -71,6 +71,28 @@ type refreshRun struct {
 	index map[string][]refresh.Col
 	// rebuild reads a mapped source restricted by a condition.
 	rebuild map[string]func(cond string) *relation
+	// keyedIce reads a mapped Iceberg source for the affected keys only;
+	// later fills the table its whole read is planned over, which only a
+	// full run reads (fillWhole).
+	keyedIce map[string]func() (*relation, error)
+	later    map[string]func() error
+}
+
+// fillWhole reads whole the mapped Iceberg sources whose read was put off
+// until the run's mode was known: a full run, or an incremental one that
+// falls back to its full plan.
+func (rr *refreshRun) fillWhole() error {
+	if rr == nil {
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(rr.later)) {
+		fill := rr.later[id]
+		delete(rr.later, id)
+		if err := fill(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *refreshRun) incremental() bool { return r != nil && r.Incremental() }
@@ -106,11 +128,30 @@ func (e *Env) startRefresh(ctx context.Context, tx pgx.Tx, s WriteStrategy, ds m
 		}
 		srcs = append(srcs, src)
 	}
+	var ice []string
+	for _, s := range srcs {
+		if s.Sink == sink.Iceberg {
+			ice = append(ice, s.ID)
+		}
+	}
+	if ice != nil {
+		snaps, err := e.icebergSnapshots(ctx, tx, ice)
+		if err != nil {
+			return nil, err
+		}
+		for i := range srcs {
+			srcs[i].Snapshot = snaps[srcs[i].ID]
+		}
+	}
 	run, err := refresh.Gather(ctx, tx, changelog.New(e.Schema), e.ctlSchema(), out, dep, sinkTo, ds[out].sink, srcs)
 	if err != nil {
 		return nil, err
 	}
-	rr := &refreshRun{Run: run, prevRows: ds[out].rowCount, index: map[string][]refresh.Col{}, rebuild: map[string]func(string) *relation{}}
+	if err := e.icebergChanges(ctx, tx, run, ds); err != nil {
+		return nil, err
+	}
+	rr := &refreshRun{Run: run, prevRows: ds[out].rowCount, index: map[string][]refresh.Col{}, rebuild: map[string]func(string) *relation{},
+		keyedIce: map[string]func() (*relation, error){}, later: map[string]func() error{}}
 	rr.prevSchema, _ = ParseSchema(ds[out].schema) // none: the columns differ, the run is full
 	return rr, nil
 }
@@ -143,6 +184,12 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 				rr.Report.Scanned = append(rr.Report.Scanned, id)
 			}
 			out[id] = rr.rebuild[id](refresh.Cond(exprs, rr.HasNull))
+		case sink.Iceberg:
+			r, err := rr.keyedIce[id]()
+			if err != nil {
+				return nil, err
+			}
+			out[id] = r
 		default:
 			if refresh.Canonical(cols) {
 				exists, valid, err := refresh.IndexState(ctx, tx, schema, refresh.IndexName(id, cols))
@@ -186,6 +233,9 @@ func applyRefresh(ctx context.Context, tx pgx.Tx, env *Env, p projection, cols S
 		q := p
 		if p.full != nil {
 			q = *p.full
+		}
+		if err := rr.fillWhole(); err != nil {
+			return 0, 0, err
 		}
 		n, err = replaceRows(ctx, tx, ctl, q, enc, txn)
 		return n, 0, err
@@ -232,6 +282,9 @@ func (rr *refreshRun) icebergPlan(ctx context.Context, tx pgx.Tx, p projection, 
 		rr.Report = incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: "the output's columns changed since its last run"}
 	}
 	if !rr.incremental() {
+		if err := rr.fillWhole(); err != nil {
+			return p, nil, err
+		}
 		if p.full != nil {
 			return *p.full, nil, nil
 		}

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +30,14 @@ type Source struct {
 	Relation string    // the relation of a registered relation
 	Rows     int64     // recorded rows
 	Cols     []Col     // the columns mapped to the key, typed; nil when unmapped
+	// Snapshot is the snapshot of an Iceberg source the run reads (the
+	// one its last committed write made; 0: none).
+	Snapshot int64
 }
+
+// IcebergWindow is what a run reads of an Iceberg source that changed
+// since its last run: the changes after snapshot From up to To.
+type IcebergWindow struct{ From, To int64 }
 
 // Run is a run of a declared output, in its transaction (REPEATABLE READ:
 // the change log and the sources are read in one snapshot).
@@ -45,6 +54,11 @@ type Run struct {
 	Save    map[string]string
 	plan    string
 	HasNull bool
+	// Iceberg are the windows of the Iceberg sources whose changes the
+	// caller reads (SetIcebergChanges, IcebergUnknown) before Decide.
+	Iceberg map[string]IcebergWindow
+	iceKeys map[string]string
+	facts   map[string]int
 }
 
 // Incremental reports whether the run recomputes only the affected keys.
@@ -58,7 +72,8 @@ func (r *Run) Incremental() bool {
 // committed run.
 func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output string, dep *incremental.Dependency, sinkTo, previous sink.Sink, srcs []Source) (*Run, error) {
 	r := &Run{Log: log, Output: output, Dep: dep, Windows: map[string]changelog.Window{}, Cols: map[string][]Col{},
-		Kinds: map[string]sink.Sink{}, Save: map[string]string{}}
+		Kinds: map[string]sink.Sink{}, Save: map[string]string{}, Iceberg: map[string]IcebergWindow{}, iceKeys: map[string]string{},
+		facts: map[string]int{}}
 	r.Facts = incremental.RefreshFacts{Declared: true, Sink: sinkTo, Previous: previous, MaxShare: dep.MaxShare}
 	positions, err := log.Positions(ctx, tx, output)
 	if err != nil {
@@ -72,8 +87,20 @@ func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output stri
 		r.Kinds[s.ID] = s.Sink
 		f := incremental.RefreshSource{ID: s.ID, Mapped: s.Cols != nil, Rows: s.Rows}
 		if s.Sink == sink.Iceberg {
-			f.Reason = "the source lives on Iceberg, whose changes are not read: it is read whole"
-			r.Save[s.ID] = PositionIceberg
+			r.Save[s.ID] = PositionIceberg + strconv.FormatInt(s.Snapshot, 10)
+			from, err := strconv.ParseInt(strings.TrimPrefix(positions[s.ID], PositionIceberg), 10, 64)
+			switch {
+			case s.Snapshot == 0:
+				f.Reason = "the source's last committed write is not an Iceberg snapshot"
+			case !strings.HasPrefix(positions[s.ID], PositionIceberg) || err != nil:
+				f.Reason = "no earlier position"
+			case from == s.Snapshot:
+				f.Known = true
+			default:
+				f.Known = true
+				r.Iceberg[s.ID] = IcebergWindow{From: from, To: s.Snapshot}
+			}
+			r.facts[s.ID] = len(r.Facts.Sources)
 			r.Facts.Sources = append(r.Facts.Sources, f)
 			continue
 		}
@@ -110,6 +137,35 @@ func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output stri
 	return r, nil
 }
 
+// SetIcebergChanges records the changes read of Iceberg source id: rows
+// images, whose key values keysSQL selects (in the key's order).
+func (r *Run) SetIcebergChanges(id string, rows int64, keysSQL string) {
+	r.Facts.Sources[r.facts[id]].Changes = rows
+	if rows > 0 {
+		r.iceKeys[id] = keysSQL
+	}
+}
+
+// IcebergUnknown records that the changes of Iceberg source id cannot be
+// read (why): the run is full.
+func (r *Run) IcebergUnknown(id, why string) {
+	f := &r.Facts.Sources[r.facts[id]]
+	f.Known, f.Reason = false, why
+}
+
+// SnapshotsSQL reads, for the datasets $1 (ids), the snapshot of each
+// one's last committed write on Iceberg ($2: the Iceberg sink's name): the
+// snapshot a refresh reads of an Iceberg source, as of the run's
+// transaction. A maintenance run (compaction, expiry) records no snapshot:
+// the write before it is the position, and the next window reads the
+// compaction's rewrite as a change of no row.
+func SnapshotsSQL(ctl string) string {
+	return `SELECT DISTINCT ON (dataset_id) dataset_id, CASE WHEN sink = $2 THEN coalesce(snapshot_id, 0) ELSE 0 END
+		FROM ` + ctl + `.pipeline_build_transactions WHERE dataset_id = ANY($1) AND status = 'committed'
+		AND (snapshot_id IS NOT NULL OR write_mode <> 'maintenance')
+		ORDER BY dataset_id, committed_at DESC, ended_at DESC NULLS LAST`
+}
+
 // relationRows is the planner's estimate of a table's rows, counted when
 // the table was never analyzed and count is set.
 func relationRows(ctx context.Context, tx pgx.Tx, rel string, count bool) (int64, error) {
@@ -126,9 +182,16 @@ func relationRows(ctx context.Context, tx pgx.Tx, rel string, count bool) (int64
 	return n, nil
 }
 
+// hydrated matches the name of a temporary table a run reads an Iceberg
+// dataset into.
+var hydrated = regexp.MustCompile(`lw_native_[0-9]+_[0-9a-f]+`)
+
 // PlanHash identifies an output's statement and declaration.
 func PlanHash(sql string, args []any, dep *incremental.Dependency) string {
 	h := sha256.New()
+	// The temporary tables an Iceberg source is read into are named anew
+	// by each run: their names are not the statement.
+	sql = hydrated.ReplaceAllString(sql, "lw_native")
 	fmt.Fprintf(h, "%s\x00%v\x00%q\x00", sql, args, dep.Key)
 	for _, id := range slices.Sorted(maps.Keys(dep.Sources)) {
 		fmt.Fprintf(h, "%q=%q\x00", id, dep.Sources[id])
@@ -163,6 +226,11 @@ func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
 			if _, err := tx.Exec(ctx, InsertSQL(r.Cols[id], w.SQL), w.Args...); err != nil {
 				return fmt.Errorf("refresh: read affected keys of %q: %w", id, err)
 			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(r.iceKeys)) {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+Table+" "+r.iceKeys[id]); err != nil {
+			return fmt.Errorf("refresh: read affected keys of %q: %w", id, err)
 		}
 	}
 	if err := tx.QueryRow(ctx, CountSQL(len(types))).Scan(&r.Report.Keys, &r.HasNull); err != nil {
