@@ -277,7 +277,7 @@ func TestDispatcherModes(t *testing.T) {
 }
 
 // TestRefresh runs the refresh mode at a tiny size so it cannot rot: every
-// line is printed.
+// line is printed, and the declared outputs refresh incrementally.
 func TestRefresh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -300,6 +300,7 @@ func TestRefresh(t *testing.T) {
 	for _, src := range refreshSources {
 		assert.Contains(t, text, "REFRESH shape=join source="+src+" rows=2000 changed=2 mode=")
 	}
+	assert.Contains(t, text, "mode=incremental")
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
 	assert.Contains(t, text, "TRACKING insert_ratio=")
 	assert.Contains(t, text, "TRACKING insert_ratio=")

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/lakewrite/lakewrite/facade"
-	"github.com/lakewrite/lakewrite/incremental/changelog"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -14,24 +14,20 @@ import (
 
 // dependency is what an output declares of its rows' dependency on its
 // sources.
-type dependency struct {
-	Key      []string
-	Sources  map[string][]string
-	MaxShare float64
-}
+type dependency = incremental.Dependency
 
 // refreshFull is the mode of a run that recomputed the whole output.
-const refreshFull = "full"
+const refreshFull = string(incremental.RefreshFull)
 
 // declareTransform returns t with dep declared.
 func declareTransform(t writestrategy.Transform, dep *dependency) writestrategy.WriteStrategy {
-	_ = dep
+	t.Depends = dep
 	return t
 }
 
 // declareJoin returns j with dep declared.
 func declareJoin(j writestrategy.Join, dep *dependency) writestrategy.WriteStrategy {
-	_ = dep
+	j.Depends = dep
 	return j
 }
 
@@ -39,18 +35,20 @@ func declareJoin(j writestrategy.Join, dep *dependency) writestrategy.WriteStrat
 // went full, the affected key values, the sources it read without an
 // index on their key.
 func refreshOf(r writestrategy.WriteResult) (mode, reason string, keys int64, scanned []string) {
-	_ = r
-	return refreshFull, "no declaration", 0, nil
+	return string(r.Refresh.Mode), r.Refresh.Reason, r.Refresh.Keys, r.Refresh.Scanned
 }
 
-// track installs change tracking on a registered relation (its table
-// in schema public), recording columns under the dataset's id.
+// track installs change tracking on a registered relation
+// (Dispatcher.Track).
 func (e *armEnv) track(ctx context.Context, datasetID string, columns ...string) error {
-	return changelog.New(e.Ledger.Schema()).Track(ctx, e.Pool, datasetID, "public."+datasetID, columns)
+	return e.disp.Track(ctx, datasetID, columns...)
 }
 
 // groupScan is a scan of cols of the rows whose g is among groups.
 func groupScan(cols []string, groups []int64) facade.ScanOptions {
-	_ = groups
-	return facade.ScanOptions{Columns: cols}
+	vals := make([]any, len(groups))
+	for i, g := range groups {
+		vals[i] = g
+	}
+	return facade.ScanOptions{Columns: cols, In: []facade.In{{Column: "g", Values: vals}}}
 }
