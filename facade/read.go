@@ -168,12 +168,30 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 		sctx, cancel := context.WithCancel(compute.WithAllocator(ctx, f.s.Allocator))
 		defer cancel()
 		var recs iter.Seq2[arrow.RecordBatch, error]
-		if len(opts.In) == 0 {
+		read, conds, extra := splitText(isc, opts)
+		switch {
+		case conds != nil:
+			// Text conditions are applied here (see textCond), to the
+			// files the scan with every condition plans.
+			var tasks []table.FileScanTask
+			rscan, _, err := f.planScan(ctx, datasetID, read)
+			if err == nil {
+				tasks, err = f.planTasks(ctx, scan, isc, opts)
+			}
+			if err == nil {
+				recs, err = readText(sctx, rscan, tasks, conds, extra)
+			}
+			if err != nil {
+				yield(nil, fmt.Errorf("facade: scan %q: %w", datasetID, err))
+				return
+			}
+		case len(opts.In) == 0:
 			_, recs, err = scan.ToArrowRecords(sctx)
-		} else if tasks, perr := f.planTasks(ctx, scan, isc, opts); perr != nil {
-			err = perr
-		} else {
-			_, recs, err = scan.ReadTasks(sctx, tasks)
+		default:
+			var tasks []table.FileScanTask
+			if tasks, err = f.planTasks(ctx, scan, isc, opts); err == nil {
+				_, recs, err = scan.ReadTasks(sctx, tasks)
+			}
 		}
 		yieldWithPgMetadata(yield, recs, err, isc, fmt.Sprintf("facade: scan %q", datasetID))
 	}
