@@ -35,7 +35,7 @@ type Computed struct {
 	sourceRows int64
 	skips      bool
 	mergeKey   []string      // see merge.go
-	scope      *facade.Scope // a declared output's incremental run (refresh.go)
+	scope      *facade.Scope // an incremental run's scoped replace (refresh.go, model.go)
 	probe      *keyProbe     // see keyprobe.go
 
 	slice         *sliceOf // see slicing.go
@@ -128,6 +128,11 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		}
 		if c.preserved, err = count(ctx, tx, p.preserveSQL, p.preserveArgs); err != nil {
 			return nil, err
+		}
+		if p.scope != "" { // a Model's incremental run replaces its touched keys' rows
+			if c.scope, err = env.modelRun.scope(ctx, tx); err != nil {
+				return nil, err
+			}
 		}
 		sql, args := p.sql, p.args
 		if p.identitySQL != "" {

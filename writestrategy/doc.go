@@ -315,11 +315,13 @@
 // a time, and are written like any output, on either sink. A model's
 // write runs REPEATABLE READ: its source read and its change log window
 // share one snapshot. On a run after the first, when the source is tracked
-// (incremental/changelog), the run that stored its position was the
-// output's last write on the same sink, and the sink is the row store,
-// the function sees only the source rows inserted or updated since, and
-// the output rows of every touched key (deleted source rows included) are
-// replaced; the position is stored once the write has committed. Any
+// (incremental/changelog) and the run that stored its position was the
+// output's last write on the same sink, the function sees only the source
+// rows inserted or updated since, and the output rows of every touched key
+// (deleted source rows included) are replaced: in the row store by key, on
+// Iceberg by a scoped replace on model.KeyColumn (facade.Scope), which
+// keeps every other row, and an unchanged one of a touched key, in place
+// with its identity. The position is stored once the write has committed. Any
 // other run (the first, a flip, an unknown window, a position lost in a
 // crash) scores every row.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/cursor"
@@ -94,7 +95,7 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 	p := projection{output: m.Output, kind: kindModel, mode: facade.Replace}
 	cond := ""
 	if run := env.modelRun; run != nil {
-		f := model.Facts{SameSink: out.sink == sinkTo, Scoped: sinkTo == sink.Postgres}
+		f := model.Facts{SameSink: out.sink == sinkTo, Scoped: true} // both arms replace a key set
 		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT id::text FROM `+env.ctlSchema()+`.pipeline_build_transactions
 			WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> $2 ORDER BY committed_at DESC LIMIT 1), '')`,
 			m.Output, string(ledger.Maintenance)).Scan(&f.LastTxn); err != nil {
@@ -191,6 +192,16 @@ func (d *Dispatcher) saveModelPosition(ctx context.Context, run *modelRun, resul
 	if err != nil {
 		d.log.WarnContext(ctx, "lakewrite model position not stored: its next run scores every row", "dataset_id", run.output, "error", err)
 	}
+}
+
+// scope is the scope of an incremental run's replace on the Iceberg arm:
+// the output rows of the touched keys.
+func (run *modelRun) scope(ctx context.Context, tx pgx.Tx) (*facade.Scope, error) {
+	keys, err := run.delta.ScopeKeys(ctx, tx, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("writestrategy: %w", err)
+	}
+	return &facade.Scope{Columns: []string{model.KeyColumn}, Keys: keys}, nil
 }
 
 // replaceScoped replaces the output rows of a model's touched keys (the

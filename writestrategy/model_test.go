@@ -243,52 +243,64 @@ func (w *world) modelIdentity(out string, ice bool) map[string]int64 {
 }
 
 // A run after the first calls the function for exactly the source rows
-// inserted, updated or deleted since the last run; the output rows of the
-// other source rows keep their identity, deleted source rows lose theirs,
-// and the output equals a full re-score.
+// inserted, updated or deleted since the last run, on either sink (the
+// Iceberg arm replaces the rows of the touched keys in one scoped
+// replace); the output rows of the other source rows keep their identity
+// (__row_index in the row store, __row_id on Iceberg), deleted source rows
+// lose theirs, and the output equals a full re-score and the other sink's.
 func TestModelIncremental(t *testing.T) {
 	t.Parallel()
 	const n = 20_000
 	w := newWorld(t, nil)
-	ensureOutputs(t, w.pool, "scored")
+	ensureOutputs(t, w.pool, "scored", "scored_ice")
 	modelSource(t, w, n)
-	s := &scorer{}
-	m := s.model("scored", "items")
-	w.mustWrite(m)
-	require.Equal(t, int64(n), s.calls.Load(), "the first run scores every row")
-	before := w.modelIdentity("scored", false)
+	w.iceberg("scored_ice")
+	outs := []string{"scored", "scored_ice"}
+	scorers := map[string]*scorer{}
+	before := map[string]map[string]int64{}
+	for _, out := range outs {
+		s := &scorer{}
+		scorers[out] = s
+		w.mustWrite(s.model(out, "items"))
+		require.Equal(t, int64(n), s.calls.Load(), "%s: the first run scores every row", out)
+		before[out] = w.modelIdentity(out, out == "scored_ice")
+	}
 
 	// 1,000 changes: 600 updates, 300 deletes, 100 inserts.
 	w.exec(`UPDATE items SET v = v || '!' WHERE id % 20 = 0 AND id <= 12000`)
 	w.exec(`DELETE FROM items WHERE id > 19700`)
 	w.exec(`INSERT INTO items SELECT g, 'new' || g, (g % 97)::int FROM generate_series(30001, 30100) g`)
-	s.calls.Store(0)
-	w.mustWrite(m)
-	require.Equal(t, int64(700), s.calls.Load(), "updated and inserted rows only (deleted ones have nothing to score)")
-	after := w.modelIdentity("scored", false)
-	kept := 0
-	for k, id := range before {
-		if now, ok := after[k]; ok {
-			require.Equal(t, id, now, "row %s keeps its identity", k)
-			kept++
+	for _, out := range outs {
+		s := scorers[out]
+		s.calls.Store(0)
+		w.mustWrite(s.model(out, "items"))
+		require.Equal(t, int64(700), s.calls.Load(), "%s: updated and inserted rows only (deleted ones have nothing to score)", out)
+		after := w.modelIdentity(out, out == "scored_ice")
+		kept := 0
+		for k, id := range before[out] {
+			if now, ok := after[k]; ok {
+				require.Equal(t, id, now, "%s: row %s keeps its identity", out, k)
+				kept++
+			}
 		}
-	}
-	require.Greater(t, kept, n/2)
-	for k := range after {
-		var id int64
-		_, err := fmt.Sscanf(k, "[%d]", &id)
-		require.NoError(t, err)
-		require.True(t, id <= 19700 || id > 30000, "deleted source row %d lost its output rows", id)
-	}
+		require.Greater(t, kept, n/2)
+		for k := range after {
+			var id int64
+			_, err := fmt.Sscanf(k, "[%d]", &id)
+			require.NoError(t, err)
+			require.True(t, id <= 19700 || id > 30000, "%s: deleted source row %d lost its output rows", out, id)
+		}
 
-	// A run with no change scores nothing; the output equals a full
-	// re-score (Verify).
-	s.calls.Store(0)
-	w.mustWrite(m)
-	require.Zero(t, s.calls.Load())
-	par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model("scored", "items")})
-	require.NoError(t, err)
-	require.True(t, par[0].OK(), par[0].String())
+		// A run with no change scores nothing; the output equals a full
+		// re-score (Verify).
+		s.calls.Store(0)
+		w.mustWrite(s.model(out, "items"))
+		require.Zero(t, s.calls.Load(), out)
+		par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model(out, "items")})
+		require.NoError(t, err)
+		require.True(t, par[0].OK(), par[0].String())
+	}
+	require.Equal(t, w.checksum("scored"), w.checksum("scored_ice"), "both sinks hold the same rows")
 }
 
 // envModelKill marks the child process of TestModelKilledMidRun.
@@ -339,9 +351,7 @@ func TestModelKilledMidRun(t *testing.T) {
 		require.Equal(t, before, w.checksum(out), "%s: nothing visible", out)
 		s.calls.Store(0)
 		w.mustWrite(s.model(out, "items"))
-		if out == "mk_pg" {
-			require.Equal(t, int64(300), s.calls.Load(), "the changed rows only")
-		}
+		require.Equal(t, int64(300), s.calls.Load(), "%s: the changed rows only", out)
 		require.Zero(t, w.openIntents(out))
 		par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model(out, "items")})
 		require.NoError(t, err)

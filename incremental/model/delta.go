@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lakewrite/lakewrite/incremental/changelog"
@@ -125,6 +128,33 @@ func (d *Delta) Position(txnID string) string { return txnID + " " + string(d.po
 // KeysSQL selects the KeyColumn texts of the touched keys: the output
 // rows an incremental run replaces.
 func (d *Delta) KeysSQL() string { return "SELECT key FROM " + d.table }
+
+// ScopeKeys reads, in tx, the KeyColumn texts of the touched keys as one
+// Arrow batch of a single string column named KeyColumn: the key set of a
+// replace limited to the output rows the run replaces (on Iceberg,
+// facade.Scope{Columns: []string{KeyColumn}, Keys: ...}). The caller
+// releases the batch.
+func (d *Delta) ScopeKeys(ctx context.Context, tx pgx.Tx, mem memory.Allocator) (arrow.RecordBatch, error) {
+	rows, err := tx.Query(ctx, d.KeysSQL())
+	if err != nil {
+		return nil, fmt.Errorf("model: read the touched keys: %w", err)
+	}
+	defer rows.Close()
+	b := array.NewRecordBuilder(mem, arrow.NewSchema([]arrow.Field{{Name: KeyColumn, Type: arrow.BinaryTypes.String, Nullable: true}}, nil))
+	defer b.Release()
+	kb := b.Field(0).(*array.StringBuilder)
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("model: read the touched keys: %w", err)
+		}
+		kb.Append(k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("model: read the touched keys: %w", err)
+	}
+	return b.NewRecordBatch(), nil
+}
 
 // Cond is true for a source row (columns as "s") whose key a change
 // touched, NULL equal to NULL; an index on the key serves it.

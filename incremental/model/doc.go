@@ -29,7 +29,8 @@
 // stored by the output's last write, and an unknown window score every
 // row. An incremental run fills a temporary table of the touched keys:
 // [Delta.Cond] restricts the source read to them and [Delta.KeysSQL]
-// selects the output rows the run replaces.
+// selects the output rows the run replaces ([Delta.ScopeKeys] reads them
+// as an Arrow batch, the key set of a scoped replace on Iceberg).
 //
 // # Failures
 //
