@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestScanFilteredAfterDeletes: a filtered scan (In, Range) of a table
-// whose files carry deletes returns exactly the live rows that match: the
-// deletes apply to the file's positions, not to the filtered rows'.
+// TestScanFilteredAfterDeletes: a key-set scan on a text column (empty and
+// non-ASCII values among the keys) of a table whose files carry position
+// deletes returns exactly the live rows that match.
 func TestScanFilteredAfterDeletes(t *testing.T) {
 	t.Parallel()
 	env := newCompactEnv(t, mergeOnRead)
