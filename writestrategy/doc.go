@@ -225,8 +225,18 @@
 // such as a share of a grand total) makes an incremental run leave rows
 // of other keys stale. Dispatcher.Verify compares the output with a full
 // recompute and reports the mismatch (see the Transform example).
-// Incremental runs on an Iceberg output and over Iceberg sources run in
-// full and say so in the reason.
+//
+// On Iceberg an incremental run writes the recomputed keys' rows as one
+// scoped replace (facade.WriteRequest.Scope): the rows of those keys that
+// the recompute no longer produces are deleted, an equal row stays in
+// place, every other row is untouched. An Iceberg source is read as its
+// changes between the snapshot the output's last run read and the one of
+// its last committed write (facade.ChangeReader; a Lakehouse without it,
+// or a history it cannot read, makes the run full), then for the affected
+// keys only (facade.ScanOptions.In): its files are pruned by partition and
+// bounds, so an upstream sorted or partitioned by the key reads least; an
+// unclustered one is read whole, though only the affected keys' rows are
+// copied into Postgres.
 //
 // # Sink guard
 //
