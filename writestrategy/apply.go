@@ -65,9 +65,10 @@ type WriteResult struct {
 	Slices    int
 	SliceNote string
 	// Refresh says how a run of an output with a declared dependency
-	// (Transform.Depends, Join.Depends) was computed: incrementally, for
-	// Refresh.Keys key values, or in full and why. Its Mode is "" for an
-	// output without a declaration and for a replayed result.
+	// (Transform.Depends, Join.Depends), or of a Model, was computed:
+	// incrementally, for Refresh.Keys key values (a Model's touched source
+	// keys), or in full and why. Its Mode is "" for another output and
+	// for a replayed result.
 	Refresh incremental.RefreshReport
 
 	// columns of the output, stamped as the dataset's declared schema.

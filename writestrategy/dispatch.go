@@ -226,7 +226,10 @@ func (d *Dispatcher) Write(ctx context.Context, req Request) (results []WriteRes
 	env.modelProgress = d.modelProgress(ctx)
 	if _, ok := s.(Model); ok {
 		env.modelRun = &modelRun{}
-		defer func() { d.saveModelPosition(ctx, env.modelRun, results, err) }()
+		defer func() {
+			env.modelRun.report(results)
+			d.saveModelPosition(ctx, env.modelRun, results, err)
+		}()
 	}
 	// 4. Run the arm of the sink.
 	return run(sink.RowSink[[]WriteResult]{

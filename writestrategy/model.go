@@ -10,6 +10,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/incremental/model"
 	"github.com/lakewrite/lakewrite/ledger"
@@ -64,13 +65,13 @@ func (m Model) plan(*planContext) ([]projection, error) {
 // sourcePlanner is a strategy planned once its sources are resolved, in
 // the write's transaction (prepare calls it instead of plan).
 type sourcePlanner interface {
-	planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext, sinkTo sink.Sink, out datasetRow) ([]projection, error)
+	planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext, sinkTo sink.Sink, ds map[string]datasetRow) ([]projection, error)
 }
 
 // planSources scores the source (on a run after the first, only its rows
 // changed since the last run: model.Changes) into a temporary table of tx
 // and plans the output as that table's rows.
-func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext, sinkTo sink.Sink, out datasetRow) ([]projection, error) {
+func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planContext, sinkTo sink.Sink, ds map[string]datasetRow) ([]projection, error) {
 	spec := model.Spec(m)
 	if err := checkDatasetID("output", m.Output); err != nil {
 		return nil, err
@@ -95,7 +96,9 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 	p := projection{output: m.Output, kind: kindModel, mode: facade.Replace}
 	cond := ""
 	if run := env.modelRun; run != nil {
-		f := model.Facts{SameSink: out.sink == sinkTo, Scoped: true} // both arms replace a key set
+		srcSink := ds[m.Source].sink
+		f := model.Facts{SameSink: ds[m.Output].sink == sinkTo, Scoped: true, // both arms replace a key set
+			RowStore: srcSink != sink.Relation && srcSink != sink.Iceberg, Control: env.ctlSchema()}
 		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT id::text FROM `+env.ctlSchema()+`.pipeline_build_transactions
 			WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> $2 ORDER BY committed_at DESC LIMIT 1), '')`,
 			m.Output, string(ledger.Maintenance)).Scan(&f.LastTxn); err != nil {
@@ -177,6 +180,19 @@ type modelRun struct {
 	source string
 }
 
+// report sets the Refresh report of a Model's result: incremental, for
+// how many touched keys, or full and why.
+func (run *modelRun) report(results []WriteResult) {
+	if run.delta == nil || len(results) != 1 || results[0].Replayed() {
+		return
+	}
+	r := incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: run.delta.Reason}
+	if run.delta.Incremental {
+		r = incremental.RefreshReport{Mode: incremental.RefreshIncremental, Keys: run.delta.Keys}
+	}
+	results[0].Refresh = r
+}
+
 // saveModelPosition stores, once a Model's write has committed, what it
 // read of its source under the write's ledger transaction. A position
 // that could not be stored (an error logged here, a crash before) makes
@@ -185,9 +201,13 @@ func (d *Dispatcher) saveModelPosition(ctx context.Context, run *modelRun, resul
 	if err != nil || run.delta == nil || len(results) != 1 || results[0].Replayed() {
 		return
 	}
+	pos := run.delta.Position(results[0].TxnID)
+	if pos == "" {
+		return
+	}
 	log := changelog.New(d.cfg.Ledger.Schema())
 	err = pgx.BeginFunc(ctx, d.db, func(tx pgx.Tx) error {
-		return log.SavePosition(ctx, tx, run.output, run.source, run.delta.Position(results[0].TxnID))
+		return log.SavePosition(ctx, tx, run.output, run.source, pos)
 	})
 	if err != nil {
 		d.log.WarnContext(ctx, "lakewrite model position not stored: its next run scores every row", "dataset_id", run.output, "error", err)

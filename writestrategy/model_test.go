@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/incremental/model"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
@@ -449,4 +450,104 @@ func TestModelMemoryFlat(t *testing.T) {
 	big := peak("mem_large", "src_large", large)
 	t.Logf("peak live heap: %d rows %.1f MiB, %d rows %.1f MiB", large/10, float64(small)/(1<<20), large, float64(big)/(1<<20))
 	require.LessOrEqual(t, big, small+4<<20, "memory grows with the source")
+}
+
+// modelRowStore creates table feed_t (id, v, n) with ids 1..n, registered
+// as a relation, and returns the deploy that copies it (snapshot_replace
+// by id) into row-store dataset id: a source written by the dispatcher,
+// whose deploys after the first record an image per row they change.
+func modelRowStore(t *testing.T, w *world, id string, n int) writestrategy.Deploy {
+	t.Helper()
+	w.exec(`CREATE TABLE feed_t (id bigint PRIMARY KEY, v text NOT NULL, n integer)`)
+	w.exec(`INSERT INTO feed_t SELECT g, 'v' || g, (g % 97)::int FROM generate_series(1, $1::int) g`, n)
+	_, err := writestrategy.RegisterRelation(context.Background(), w.pool, nil, "feed_t", "feed_t")
+	require.NoError(t, err)
+	ensureOutputs(t, w.pool, id)
+	deploy := writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "feed_t", Target: id, Key: []string{"id"}}
+	w.mustWrite(deploy)
+	return deploy
+}
+
+// A model over a row-store dataset written by the dispatcher is
+// incremental too: its first run registers the source as a change source
+// and scores every row; after 1,000 changes of the source (updates of
+// non-key values, deletes, inserts) the function sees exactly the changed
+// rows that still exist, on either sink, the other output rows keep their
+// identity, deleted rows' outputs are gone, the output equals a full
+// re-score and the other sink's. A full replace of the source makes the
+// next run score every row, and says why.
+func TestModelIncrementalRowStore(t *testing.T) {
+	t.Parallel()
+	const n = 5000
+	w := newWorld(t, nil)
+	deploy := modelRowStore(t, w, "rs_src", n)
+	ensureOutputs(t, w.pool, "rs_scored", "rs_scored_ice")
+	w.iceberg("rs_scored_ice")
+	outs := []string{"rs_scored", "rs_scored_ice"}
+	scorers := map[string]*scorer{}
+	before := map[string]map[string]int64{}
+	for _, out := range outs {
+		s := &scorer{}
+		scorers[out] = s
+		res := w.mustWrite(s.model(out, "rs_src"))
+		require.Equal(t, int64(n), s.calls.Load(), "%s: the first run scores every row", out)
+		require.Equal(t, incremental.RefreshFull, res[0].Refresh.Mode, out)
+		before[out] = w.modelIdentity(out, out == "rs_scored_ice")
+	}
+	var registered bool
+	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM lakewrite.change_sources WHERE source = 'rs_src')`).Scan(&registered))
+	require.True(t, registered, "the model's row-store source records its changes")
+
+	// 1,000 changes: 500 updates of v, 100 of n (which changes the
+	// number of output rows), 300 deletes, 100 inserts; deployed into the
+	// row store, which records their images.
+	w.exec(`UPDATE feed_t SET v = v || '!' WHERE id % 8 = 0 AND id <= 4000`)
+	w.exec(`UPDATE feed_t SET n = n + 1 WHERE id % 8 = 4 AND id <= 800`)
+	w.exec(`DELETE FROM feed_t WHERE id > 4700`)
+	w.exec(`INSERT INTO feed_t SELECT g, 'new' || g, (g % 97)::int FROM generate_series(10001, 10100) g`)
+	w.mustWrite(deploy)
+	for _, out := range outs {
+		s := scorers[out]
+		s.calls.Store(0)
+		res := w.mustWrite(s.model(out, "rs_src"))
+		require.Equal(t, int64(700), s.calls.Load(), "%s: updated and inserted rows only", out)
+		require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshIncremental, Keys: 1000}, res[0].Refresh, out)
+		after := w.modelIdentity(out, out == "rs_scored_ice")
+		kept := 0
+		for k, id := range before[out] {
+			var src int64
+			_, err := fmt.Sscanf(k, "[%d]", &src)
+			require.NoError(t, err)
+			if src%8 == 4 && src <= 800 { // n changed: the same key and label, another row
+				continue
+			}
+			if now, ok := after[k]; ok {
+				require.Equal(t, id, now, "%s: row %s keeps its identity", out, k)
+				kept++
+			}
+		}
+		require.Greater(t, kept, n/2)
+		for k := range after {
+			var id int64
+			_, err := fmt.Sscanf(k, "[%d]", &id)
+			require.NoError(t, err)
+			require.True(t, id <= 4700 || id > 10000, "%s: deleted source row %d lost its output rows", out, id)
+		}
+		par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model(out, "rs_src")})
+		require.NoError(t, err)
+		require.True(t, par[0].OK(), par[0].String())
+	}
+	require.Equal(t, w.checksum("rs_scored"), w.checksum("rs_scored_ice"), "both sinks hold the same rows")
+
+	// A full replace of the source: the next run scores every row.
+	w.loadRows("rs_src", facade.Replace, 1, 3000, 7)
+	for _, out := range outs {
+		s := scorers[out]
+		s.calls.Store(0)
+		res := w.mustWrite(s.model(out, "rs_src"))
+		require.Equal(t, int64(3000), s.calls.Load(), out)
+		require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: changelog.ReasonFull}, res[0].Refresh, out)
+		require.Equal(t, wantScoreRows(1, 3000), w.checksum(out).Rows, out)
+	}
+	require.Equal(t, w.checksum("rs_scored"), w.checksum("rs_scored_ice"), "both sinks hold the same rows")
 }

@@ -233,7 +233,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		pc.rowCounts[id] = ds[id].rowCount
 	}
 	if sp, ok := s.(sourcePlanner); ok {
-		ps, err := sp.planSources(ctx, tx, env, pc, sinkTo, ds[s.Outputs()[0]])
+		ps, err := sp.planSources(ctx, tx, env, pc, sinkTo, ds)
 		for i := range ps {
 			ps[i].builtinVisible = visible
 		}

@@ -319,13 +319,15 @@ func refreshSettings(s WriteStrategy, settings string) string {
 	return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; " + settings
 }
 
-// registerSources registers the row-store sources of a declared output
-// as change sources (their writes then record change images), in a
-// transaction of its own before the run: the run that registers a source
-// reads it whole.
+// registerSources registers the row-store sources of a declared output,
+// and the source of a Model, as change sources (their writes then record
+// change images), in a transaction of its own before the run: the run
+// that registers a source reads it whole.
 func (d *Dispatcher) registerSources(ctx context.Context, s WriteStrategy) error {
-	if _, dep := declared(s); dep == nil {
-		return nil
+	if _, isModel := s.(Model); !isModel {
+		if _, dep := declared(s); dep == nil {
+			return nil
+		}
 	}
 	ctl := pgx.Identifier{d.cfg.Ledger.Schema()}.Sanitize()
 	if _, err := d.db.Exec(ctx, refresh.RegisterSQL(ctl), s.Sources(), string(sink.Postgres)); err != nil {

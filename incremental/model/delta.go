@@ -25,6 +25,14 @@ type Facts struct {
 	// Scoped: this run's sink can replace the output rows of a set of
 	// keys (else every run scores every row).
 	Scoped bool
+	// RowStore: the source is a row-store dataset, whose writes record
+	// the images of the rows they insert and delete in the change log
+	// once it is registered as a change source (changelog.Log.RegisterSource),
+	// rather than a relation tracked by triggers.
+	RowStore bool
+	// Control is the quoted control-plane schema, where Changes reads
+	// the open write intents of a row-store source (RowStore).
+	Control string
 }
 
 // Delta is what a run reads of its source: every row, or (Incremental)
@@ -78,6 +86,20 @@ func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src So
 	case !w.Known:
 		d.Reason = w.Reason
 	}
+	if !w.Known && f.RowStore {
+		// A writer of the source that opened its intent before the source
+		// was registered may not record its changes: the run's position is
+		// stored only when none of the source's intents is open (a later
+		// run then scores every row again).
+		var open bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+f.Control+`.pipeline_build_transactions WHERE dataset_id = $1 AND status = 'open')`,
+			s.Source).Scan(&open); err != nil {
+			return nil, fmt.Errorf("model %q: read the open writes of source %q: %w", s.Output, s.Source, err)
+		}
+		if open {
+			d.position = ""
+		}
+	}
 	if d.Reason != "" {
 		return d, nil
 	}
@@ -122,8 +144,15 @@ func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src So
 }
 
 // Position is what to store (changelog.Log.SavePosition under the output
-// and the source) once the run, ledger transaction txnID, has committed.
-func (d *Delta) Position(txnID string) string { return txnID + " " + string(d.position) }
+// and the source) once the run, ledger transaction txnID, has committed;
+// "" when the run must store nothing (a writer of a row-store source was
+// in flight: its changes may be missing from the log).
+func (d *Delta) Position(txnID string) string {
+	if d.position == "" {
+		return ""
+	}
+	return txnID + " " + string(d.position)
+}
 
 // KeysSQL selects the KeyColumn texts of the touched keys: the output
 // rows an incremental run replaces.
