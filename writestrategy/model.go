@@ -99,6 +99,13 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 		srcSink := ds[m.Source].sink
 		f := model.Facts{SameSink: ds[m.Output].sink == sinkTo, Scoped: true, // both arms replace a key set
 			RowStore: srcSink != sink.Relation && srcSink != sink.Iceberg, Control: env.ctlSchema()}
+		if run.ice != nil {
+			snaps, err := env.icebergSnapshots(ctx, tx, []string{m.Source})
+			if err != nil {
+				return nil, err
+			}
+			f.Iceberg, f.Snapshot = true, snaps[m.Source]
+		}
 		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT id::text FROM `+env.ctlSchema()+`.pipeline_build_transactions
 			WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> $2 ORDER BY committed_at DESC LIMIT 1), '')`,
 			m.Output, string(ledger.Maintenance)).Scan(&f.LastTxn); err != nil {
@@ -107,6 +114,16 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 		delta, err := model.Changes(ctx, tx, changelog.New(env.Schema), &spec, src, f)
 		if err != nil {
 			return nil, fmt.Errorf("writestrategy: %w", err)
+		}
+		if delta.Snapshots != nil {
+			if err := run.ice.changes(ctx, tx, env, &spec, src, delta, ds[m.Source].rowCount); err != nil {
+				return nil, err
+			}
+		}
+		if run.ice != nil {
+			if err := run.ice.read(ctx, tx, env, &spec, delta); err != nil {
+				return nil, err
+			}
 		}
 		*run = modelRun{delta: delta, output: m.Output, source: m.Source}
 		if delta.Incremental {
@@ -178,6 +195,8 @@ type modelRun struct {
 	delta  *model.Delta
 	output string
 	source string
+	// ice is the run's Iceberg source, read once the run knows its delta.
+	ice *modelIce
 }
 
 // report sets the Refresh report of a Model's result: incremental, for

@@ -228,8 +228,7 @@ func (w *world) modelIdentity(out string, ice bool) map[string]int64 {
 		require.NoError(w.t, rows.Err())
 		return got
 	}
-	f := w.lake.(*facade.Facade)
-	for rec, err := range f.Scan(context.Background(), out, facade.ScanOptions{}) {
+	for rec, err := range w.lake.Scan(context.Background(), out, facade.ScanOptions{}) {
 		require.NoError(w.t, err)
 		sc := rec.Schema()
 		k := rec.Column(sc.FieldIndices(model.KeyColumn)[0]).(*array.String)
@@ -452,17 +451,21 @@ func TestModelMemoryFlat(t *testing.T) {
 	require.LessOrEqual(t, big, small+4<<20, "memory grows with the source")
 }
 
-// modelRowStore creates table feed_t (id, v, n) with ids 1..n, registered
+// modelDataset creates table feed_t (id, v, n) with ids 1..n, registered
 // as a relation, and returns the deploy that copies it (snapshot_replace
-// by id) into row-store dataset id: a source written by the dispatcher,
-// whose deploys after the first record an image per row they change.
-func modelRowStore(t *testing.T, w *world, id string, n int) writestrategy.Deploy {
+// by id) into dataset id, in the row store or on Iceberg (ice): a source
+// written by the dispatcher, whose deploys after the first change only
+// the rows that changed.
+func modelDataset(t *testing.T, w *world, id string, n int, ice bool) writestrategy.Deploy {
 	t.Helper()
 	w.exec(`CREATE TABLE feed_t (id bigint PRIMARY KEY, v text NOT NULL, n integer)`)
 	w.exec(`INSERT INTO feed_t SELECT g, 'v' || g, (g % 97)::int FROM generate_series(1, $1::int) g`, n)
 	_, err := writestrategy.RegisterRelation(context.Background(), w.pool, nil, "feed_t", "feed_t")
 	require.NoError(t, err)
 	ensureOutputs(t, w.pool, id)
+	if ice {
+		w.iceberg(id)
+	}
 	deploy := writestrategy.Deploy{Mode: writestrategy.KindSnapshotReplace, Source: "feed_t", Target: id, Key: []string{"id"}}
 	w.mustWrite(deploy)
 	return deploy
@@ -478,29 +481,45 @@ func modelRowStore(t *testing.T, w *world, id string, n int) writestrategy.Deplo
 // next run score every row, and says why.
 func TestModelIncrementalRowStore(t *testing.T) {
 	t.Parallel()
+	testModelOverDataset(t, false)
+}
+
+// A model over an Iceberg dataset is incremental the same way: the touched
+// keys come from the source's changes between the snapshot the last run
+// read and its last committed one (facade.ChangeReader), and only the
+// source rows of those keys are read, by a key-set scan (ScanOptions.In).
+// A full replace touches every key: the run is full.
+func TestModelIncrementalIceberg(t *testing.T) {
+	t.Parallel()
+	testModelOverDataset(t, true)
+}
+
+func testModelOverDataset(t *testing.T, ice bool) {
 	const n = 5000
-	w := newWorld(t, nil)
-	deploy := modelRowStore(t, w, "rs_src", n)
-	ensureOutputs(t, w.pool, "rs_scored", "rs_scored_ice")
-	w.iceberg("rs_scored_ice")
-	outs := []string{"rs_scored", "rs_scored_ice"}
+	w, reads := newDeltaWorld(t)
+	deploy := modelDataset(t, w, "m_src", n, ice)
+	ensureOutputs(t, w.pool, "m_scored", "m_scored_ice")
+	w.iceberg("m_scored_ice")
+	outs := []string{"m_scored", "m_scored_ice"}
 	scorers := map[string]*scorer{}
 	before := map[string]map[string]int64{}
 	for _, out := range outs {
 		s := &scorer{}
 		scorers[out] = s
-		res := w.mustWrite(s.model(out, "rs_src"))
+		res := w.mustWrite(s.model(out, "m_src"))
 		require.Equal(t, int64(n), s.calls.Load(), "%s: the first run scores every row", out)
 		require.Equal(t, incremental.RefreshFull, res[0].Refresh.Mode, out)
-		before[out] = w.modelIdentity(out, out == "rs_scored_ice")
+		before[out] = w.modelIdentity(out, out == "m_scored_ice")
 	}
-	var registered bool
-	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM lakewrite.change_sources WHERE source = 'rs_src')`).Scan(&registered))
-	require.True(t, registered, "the model's row-store source records its changes")
+	if !ice {
+		var registered bool
+		require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM lakewrite.change_sources WHERE source = 'm_src')`).Scan(&registered))
+		require.True(t, registered, "the model's row-store source records its changes")
+	}
 
 	// 1,000 changes: 500 updates of v, 100 of n (which changes the
-	// number of output rows), 300 deletes, 100 inserts; deployed into the
-	// row store, which records their images.
+	// number of output rows), 300 deletes, 100 inserts, deployed into the
+	// source.
 	w.exec(`UPDATE feed_t SET v = v || '!' WHERE id % 8 = 0 AND id <= 4000`)
 	w.exec(`UPDATE feed_t SET n = n + 1 WHERE id % 8 = 4 AND id <= 800`)
 	w.exec(`DELETE FROM feed_t WHERE id > 4700`)
@@ -509,10 +528,14 @@ func TestModelIncrementalRowStore(t *testing.T) {
 	for _, out := range outs {
 		s := scorers[out]
 		s.calls.Store(0)
-		res := w.mustWrite(s.model(out, "rs_src"))
+		reads.take("m_src")
+		res := w.mustWrite(s.model(out, "m_src"))
 		require.Equal(t, int64(700), s.calls.Load(), "%s: updated and inserted rows only", out)
+		if whole, _ := reads.take("m_src"); ice {
+			require.Equal(t, int64(700), whole, "%s: the key-set scan reads the touched keys' rows only", out)
+		}
 		require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshIncremental, Keys: 1000}, res[0].Refresh, out)
-		after := w.modelIdentity(out, out == "rs_scored_ice")
+		after := w.modelIdentity(out, out == "m_scored_ice")
 		kept := 0
 		for k, id := range before[out] {
 			var src int64
@@ -527,27 +550,53 @@ func TestModelIncrementalRowStore(t *testing.T) {
 			}
 		}
 		require.Greater(t, kept, n/2)
+		if out == "m_scored" {
+			touched := func(id int64) bool { return id%8 == 0 && id <= 4000 || id%8 == 4 && id <= 800 || id > 4700 }
+			var d, i int
+			for k := range before[out] {
+				var id int64
+				_, _ = fmt.Sscanf(k, "[%d]", &id)
+				if touched(id) {
+					d++
+				}
+			}
+			for k := range after {
+				var id int64
+				_, _ = fmt.Sscanf(k, "[%d]", &id)
+				if touched(id) {
+					i++
+				}
+			}
+			var gotD, gotI int
+			require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE op = 'D'), count(*) FILTER (WHERE op = 'I')
+				FROM lakewrite.change_log WHERE source = 'm_scored'`).Scan(&gotD, &gotI))
+			require.Equal(t, [2]int{d, i}, [2]int{gotD, gotI}, "the output rows of the touched keys, deleted and appended, are recorded")
+		}
 		for k := range after {
 			var id int64
 			_, err := fmt.Sscanf(k, "[%d]", &id)
 			require.NoError(t, err)
 			require.True(t, id <= 4700 || id > 10000, "%s: deleted source row %d lost its output rows", out, id)
 		}
-		par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model(out, "rs_src")})
+		par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: (&scorer{}).model(out, "m_src")})
 		require.NoError(t, err)
 		require.True(t, par[0].OK(), par[0].String())
 	}
-	require.Equal(t, w.checksum("rs_scored"), w.checksum("rs_scored_ice"), "both sinks hold the same rows")
+	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
 
 	// A full replace of the source: the next run scores every row.
-	w.loadRows("rs_src", facade.Replace, 1, 3000, 7)
+	w.loadRows("m_src", facade.Replace, 1, 3000, 7)
+	reason := changelog.ReasonFull
+	if ice {
+		reason = "the changes touch every row of the source"
+	}
 	for _, out := range outs {
 		s := scorers[out]
 		s.calls.Store(0)
-		res := w.mustWrite(s.model(out, "rs_src"))
+		res := w.mustWrite(s.model(out, "m_src"))
 		require.Equal(t, int64(3000), s.calls.Load(), out)
-		require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: changelog.ReasonFull}, res[0].Refresh, out)
+		require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: reason}, res[0].Refresh, out)
 		require.Equal(t, wantScoreRows(1, 3000), w.checksum(out).Rows, out)
 	}
-	require.Equal(t, w.checksum("rs_scored"), w.checksum("rs_scored_ice"), "both sinks hold the same rows")
+	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
 }

@@ -203,6 +203,13 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			rr.keyedIce[id] = func() (*relation, error) { return env.keyedIceberg(ctx, tx, id, sc, cols, 500+n, filter, rr.HasNull) }
 			return filteredRelation(r, filter), nil
 		}
+		if source && env.modelRun != nil && filter == nil && sr.appended == nil {
+			// A Model's Iceberg source: read whole or by touched keys once
+			// the run knows its changes (Model.planSources).
+			r, err := env.lazyModelSource(ctx, tx, id, sc, nhydrated)
+			nhydrated++
+			return r, err
+		}
 		whole := filter == nil && sr.appended == nil // a filtered or delta read is not the whole dataset
 		if r, ok := hydrated[id]; ok && whole {
 			return r, nil

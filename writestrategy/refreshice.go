@@ -116,19 +116,7 @@ func (e *Env) keyedIceberg(ctx context.Context, tx pgx.Tx, id string, sc Schema,
 		if err != nil {
 			return nil, queryError("read affected keys", err)
 		}
-		usable := true
-		for j, v := range vals {
-			switch x := v.(type) {
-			case nil, int64, float64, string, time.Time:
-			case int32:
-				vals[j] = int64(x)
-			case int16:
-				vals[j] = int64(x)
-			default:
-				usable = false // read the column unpruned; cond restricts it
-			}
-		}
-		if usable {
+		if inValues(vals) { // else read the column unpruned; cond restricts it
 			in = append(in, facade.In{Column: c.Name, Values: vals})
 		}
 	}
@@ -147,6 +135,23 @@ func (e *Env) keyedIceberg(ctx context.Context, tx pgx.Tx, id string, sc Schema,
 		return "(SELECT * FROM " + r.render(b) + " r WHERE " + refresh.Cond(exprs, hasNull) + ")"
 	}
 	return filteredRelation(&out, filter), nil
+}
+
+// inValues converts, in place, key values read by pgx to those a scan's
+// facade.In takes; false when one of them has another type.
+func inValues(vals []any) bool {
+	for j, v := range vals {
+		switch x := v.(type) {
+		case nil, int64, float64, string, time.Time:
+		case int32:
+			vals[j] = int64(x)
+		case int16:
+			vals[j] = int64(x)
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // mapped returns the key columns of source id when it is an Iceberg source

@@ -33,6 +33,10 @@ type Facts struct {
 	// Control is the quoted control-plane schema, where Changes reads
 	// the open write intents of a row-store source (RowStore).
 	Control string
+	// Iceberg: the source lives on Iceberg; Snapshot is the snapshot of
+	// its last committed write (0: none), what the run reads of it.
+	Iceberg  bool
+	Snapshot int64
 }
 
 // Delta is what a run reads of its source: every row, or (Incremental)
@@ -43,7 +47,12 @@ type Delta struct {
 	Reason string
 	// Keys is the number of source keys the changes touched (incremental).
 	Keys int64
-	// position is the run's read of the source (a changelog position).
+	// Snapshots, when not nil, are the Iceberg snapshots whose changes
+	// the caller reads before the run knows its touched keys (see
+	// Changes); the run is not yet Incremental.
+	Snapshots *Snapshots
+	// position is the run's read of the source (a changelog position, or
+	// PositionIceberg and a snapshot id); "" stores nothing.
 	position changelog.Position
 	// table holds the touched keys: k0..kn-1 typed as the key columns,
 	// and "key", their KeyColumn text.
@@ -52,12 +61,24 @@ type Delta struct {
 	nkey    int
 }
 
+// PositionIceberg prefixes the position of an Iceberg source: the
+// snapshot of its last committed write the run read.
+const PositionIceberg = "ice:"
+
+// Snapshots are the snapshots of an Iceberg source between which a run
+// reads its changes (after From, up to To).
+type Snapshots struct{ From, To int64 }
+
 // Changes decides, in tx (REPEATABLE READ: its snapshot is the source's
 // read), whether the run of s reads only the source rows changed since
 // the output's last run: it does when that run stored its position (see
 // Position) and was the output's last write, on this sink, and the
-// source's change log window since then is known. For an incremental run
-// it fills a temporary table of the touched keys.
+// source's changes since then are known. For a relation or a row-store
+// dataset (the change log's window) it then fills a temporary table of
+// the touched keys. For an Iceberg source (Facts.Iceberg) whose snapshot
+// moved it sets Delta.Snapshots instead: the caller reads the changes
+// between them and calls Delta.Touched with their key values, or
+// Delta.Full when it cannot read them.
 func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src Source, f Facts) (*Delta, error) {
 	positions, err := log.Positions(ctx, tx, s.Output)
 	if err != nil {
@@ -67,11 +88,26 @@ func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src So
 	if f.LastTxn == "" || txn != f.LastTxn {
 		since = ""
 	}
-	w, err := log.Window(ctx, tx, s.Source, changelog.Position(since))
-	if err != nil {
-		return nil, err
+	d := &Delta{}
+	var w changelog.Window
+	var from int64
+	var fromKnown bool
+	if f.Iceberg {
+		if f.Snapshot != 0 {
+			d.position = changelog.Position(PositionIceberg + strconv.FormatInt(f.Snapshot, 10))
+		}
+		var perr error
+		from, perr = strconv.ParseInt(strings.TrimPrefix(since, PositionIceberg), 10, 64)
+		fromKnown = perr == nil && strings.HasPrefix(since, PositionIceberg)
+	} else {
+		if strings.HasPrefix(since, PositionIceberg) { // the source was on Iceberg then
+			since = ""
+		}
+		if w, err = log.Window(ctx, tx, s.Source, changelog.Position(since)); err != nil {
+			return nil, err
+		}
+		d.position = w.Position
 	}
-	d := &Delta{position: w.Position}
 	switch {
 	case f.LastTxn == "":
 		d.Reason = "first run"
@@ -83,10 +119,14 @@ func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src So
 		d.Reason = "no earlier position"
 	case txn != f.LastTxn:
 		d.Reason = "the output was written by another run since its last model run"
-	case !w.Known:
+	case f.Iceberg && f.Snapshot == 0:
+		d.Reason = "the source's last committed write is not an Iceberg snapshot"
+	case f.Iceberg && !fromKnown:
+		d.Reason = "no earlier position on Iceberg"
+	case !f.Iceberg && !w.Known:
 		d.Reason = w.Reason
 	}
-	if !w.Known && f.RowStore {
+	if !f.Iceberg && !w.Known && f.RowStore {
 		// A writer of the source that opened its intent before the source
 		// was registered may not record its changes: the run's position is
 		// stored only when none of the source's intents is open (a later
@@ -103,44 +143,109 @@ func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src So
 	if d.Reason != "" {
 		return d, nil
 	}
-	exprs, types, err := keyColumns(s, src)
+	if f.Iceberg && from != f.Snapshot {
+		d.Snapshots = &Snapshots{From: from, To: f.Snapshot}
+		return d, nil
+	}
+	_, types, err := keyColumns(s, src)
 	if err != nil {
 		return nil, err
 	}
-	d.Incremental, d.nkey, d.table = true, len(exprs), tempName("keys")
 	sel := make([]string, len(s.Key))
-	ks := make([]string, len(s.Key))
 	for i, k := range s.Key {
-		sel[i] = "(w.image ->> " + literal(k) + ")::" + types[i] + " AS k" + strconv.Itoa(i)
+		sel[i] = "(w.image ->> " + literal(k) + ")::" + types[i]
+	}
+	switch {
+	case f.Iceberg || w.Images == 0: // nothing changed
+		err = d.fill(ctx, tx, s, types, sel, "(SELECT NULL::pg_catalog.jsonb AS image) w WHERE false", nil)
+	default:
+		err = d.fill(ctx, tx, s, types, sel, "("+w.SQL+") w WHERE w.op IN ('I', 'D')", w.Args)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Touched fills the touched keys of a run whose Iceberg source's changes
+// (Delta.Snapshots) the caller read: rows is a parenthesized subquery of
+// the change images (old and new), holding the key columns by name,
+// typed as the source's. Changes that touch at least sourceRows keys (the
+// source's recorded rows, when known) make the run score every row:
+// a full replace of the source.
+func (d *Delta) Touched(ctx context.Context, tx pgx.Tx, s *Spec, src Source, rows string, sourceRows int64) error {
+	_, types, err := keyColumns(s, src)
+	if err != nil {
+		return err
+	}
+	sel := make([]string, len(s.Key))
+	for i, k := range s.Key {
+		sel[i] = "w." + ident(k) + "::" + types[i]
+	}
+	d.Snapshots = nil
+	if err := d.fill(ctx, tx, s, types, sel, rows+" w", nil); err != nil {
+		return err
+	}
+	if sourceRows > 0 && d.Keys >= sourceRows {
+		d.Full("the changes touch every row of the source")
+	}
+	return nil
+}
+
+// Full makes d a run that scores every row, for reason (changes the
+// caller could not read).
+func (d *Delta) Full(reason string) {
+	d.Incremental, d.Reason, d.Keys, d.Snapshots = false, reason, 0, nil
+}
+
+// KeyValues returns the distinct values of a one-column key among the
+// touched keys, as pgx reads them; ok is false for a key of several
+// columns.
+func (d *Delta) KeyValues(ctx context.Context, tx pgx.Tx) (vals []any, ok bool, err error) {
+	if !d.Incremental || d.nkey != 1 {
+		return nil, false, nil
+	}
+	rows, err := tx.Query(ctx, "SELECT DISTINCT k0 FROM "+d.table)
+	if err != nil {
+		return nil, false, fmt.Errorf("model: read the touched keys: %w", err)
+	}
+	vals, err = pgx.CollectRows(rows, pgx.RowTo[any])
+	if err != nil {
+		return nil, false, fmt.Errorf("model: read the touched keys: %w", err)
+	}
+	return vals, true, nil
+}
+
+// fill creates the temporary table of the touched keys: the distinct
+// values of sel (one expression per key column, typed as types) over
+// from (a FROM clause body, parameters args), and makes d incremental.
+func (d *Delta) fill(ctx context.Context, tx pgx.Tx, s *Spec, types, sel []string, from string, args []any) error {
+	d.Incremental, d.nkey, d.table = true, len(s.Key), tempName("keys")
+	ks := make([]string, len(s.Key))
+	for i := range s.Key {
 		ks[i] = "k" + strconv.Itoa(i)
+		sel[i] += " AS " + ks[i]
 	}
 	keySQL, err := KeySQL(ks, types)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var args []any
-	create := "CREATE TEMP TABLE " + d.table + " ON COMMIT DROP AS SELECT *, " + keySQL + " AS key FROM (SELECT DISTINCT " + strings.Join(sel, ", ")
-	if w.Images > 0 {
-		create += " FROM (" + w.SQL + ") w WHERE w.op IN ('I', 'D'))"
-		args = w.Args
-	} else {
-		create += " FROM (SELECT NULL::pg_catalog.jsonb AS image) w WHERE false)"
-	}
-	create += " k"
+	create := "CREATE TEMP TABLE " + d.table + " ON COMMIT DROP AS SELECT *, " + keySQL + " AS key FROM (SELECT DISTINCT " + strings.Join(sel, ", ") +
+		" FROM " + from + ") k"
 	if _, err := tx.Exec(ctx, create, args...); err != nil {
-		return nil, fmt.Errorf("model %q: read the changed keys: %w", s.Output, err)
+		return fmt.Errorf("model %q: read the changed keys: %w", s.Output, err)
 	}
 	nulls := make([]string, len(ks))
 	for i, k := range ks {
 		nulls[i] = k + " IS NULL"
 	}
 	if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(bool_or("+strings.Join(nulls, " OR ")+"), false) FROM "+d.table).Scan(&d.Keys, &d.hasNull); err != nil {
-		return nil, fmt.Errorf("model %q: count the changed keys: %w", s.Output, err)
+		return fmt.Errorf("model %q: count the changed keys: %w", s.Output, err)
 	}
 	if _, err := tx.Exec(ctx, "ANALYZE "+d.table); err != nil {
-		return nil, fmt.Errorf("model %q: %w", s.Output, err)
+		return fmt.Errorf("model %q: %w", s.Output, err)
 	}
-	return d, nil
+	return nil
 }
 
 // Position is what to store (changelog.Log.SavePosition under the output
