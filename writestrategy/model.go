@@ -13,6 +13,7 @@ import (
 	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/incremental/model"
+	"github.com/lakewrite/lakewrite/internal/refresh"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 )
@@ -244,9 +245,13 @@ func (run *modelRun) scope(ctx context.Context, tx pgx.Tx) (*facade.Scope, error
 }
 
 // replaceScoped replaces the output rows of a model's touched keys (the
-// projection's scope) by its rows, appended after the others.
+// projection's scope) by its rows, appended after the others. The rows
+// deleted are recorded as change images (refresh.ImagesCTE), as the rows
+// appended are: a reader of the output's changes sees both.
 func replaceScoped(ctx context.Context, tx pgx.Tx, ctl string, p projection, enc *rowEncoding, txn any) (int64, error) {
-	if _, err := tx.Exec(ctx, `DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1 AND data ->> '`+model.KeyColumn+`' IN (`+p.scope+`)`, p.output); err != nil {
+	if _, err := tx.Exec(ctx, `WITH del AS (DELETE FROM `+ctl+`.dataset_rows WHERE dataset_id = $1 AND data ->> '`+model.KeyColumn+`' IN (`+p.scope+`) RETURNING data), `+
+		`rec AS (`+refresh.ImagesCTE(ctl, "$1::pg_catalog.text", `SELECT 'D'::"char" AS op, data FROM del`, "(SELECT count(*) FROM del)",
+		"(SELECT coalesce(max(row_count), 0) FROM "+ctl+".datasets WHERE id = $1)")+`) SELECT count(*) FROM del`, p.output); err != nil {
 		return 0, queryError("replace model rows", err)
 	}
 	return insertRows(ctx, tx, ctl, p, enc, txn, true)

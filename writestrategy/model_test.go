@@ -284,6 +284,28 @@ func TestModelIncremental(t *testing.T) {
 			}
 		}
 		require.Greater(t, kept, n/2)
+		if out == "m_scored" {
+			touched := func(id int64) bool { return id%8 == 0 && id <= 4000 || id%8 == 4 && id <= 800 || id > 4700 }
+			var d, i int
+			for k := range before[out] {
+				var id int64
+				_, _ = fmt.Sscanf(k, "[%d]", &id)
+				if touched(id) {
+					d++
+				}
+			}
+			for k := range after {
+				var id int64
+				_, _ = fmt.Sscanf(k, "[%d]", &id)
+				if touched(id) {
+					i++
+				}
+			}
+			var gotD, gotI int
+			require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE op = 'D'), count(*) FILTER (WHERE op = 'I')
+				FROM lakewrite.change_log WHERE source = 'm_scored'`).Scan(&gotD, &gotI))
+			require.Equal(t, [2]int{d, i}, [2]int{gotD, gotI}, "the output rows of the touched keys, deleted and appended, are recorded")
+		}
 		for k := range after {
 			var id int64
 			_, err := fmt.Sscanf(k, "[%d]", &id)
@@ -516,6 +538,11 @@ func testModelOverDataset(t *testing.T, ice bool) {
 		require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM lakewrite.change_sources WHERE source = 'm_src')`).Scan(&registered))
 		require.True(t, registered, "the model's row-store source records its changes")
 	}
+
+	// The row-store output is itself a change source (a declared output
+	// or another model reads it): its incremental run records the images
+	// of the rows it deletes and appends.
+	require.NoError(t, changelog.New("").RegisterSource(context.Background(), w.pool, "m_scored"))
 
 	// 1,000 changes: 500 updates of v, 100 of n (which changes the
 	// number of output rows), 300 deletes, 100 inserts, deployed into the
