@@ -324,16 +324,44 @@
 // go through a temporary table of the write's transaction, one window at
 // a time, and are written like any output, on either sink. A model's
 // write runs REPEATABLE READ: its source read and its change log window
-// share one snapshot. On a run after the first, when the source is tracked
-// (incremental/changelog) and the run that stored its position was the
-// output's last write on the same sink, the function sees only the source
-// rows inserted or updated since, and the output rows of every touched key
-// (deleted source rows included) are replaced: in the row store by key, on
-// Iceberg by a scoped replace on model.KeyColumn (facade.Scope), which
-// keeps every other row, and an unchanged one of a touched key, in place
-// with its identity. The position is stored once the write has committed. Any
-// other run (the first, a flip, an unknown window, a position lost in a
-// crash) scores every row.
+// share one snapshot. On a run after the first, when the run that stored
+// its position was the output's last write on the same sink, the function
+// sees only the source rows inserted or updated since, and the output
+// rows of every touched key (deleted source rows included) are replaced:
+// in the row store by key (the rows deleted and appended are recorded as
+// change images when the output is itself a change source), on Iceberg by
+// a scoped replace on model.KeyColumn (facade.Scope), which keeps every
+// other row, and an unchanged one of a touched key, in place with its
+// identity. The touched keys are those of the source's old and new images
+// since the last run's position:
+//
+//   - a registered relation tracked with Dispatcher.Track: its change log
+//     window (incremental/changelog);
+//   - a row-store dataset: registered as a change source before the
+//     model's first run (in a transaction of its own), its writes then
+//     record the images of the rows they insert and delete, read from the
+//     change log window; a write recording an 'F' (a replace, a transform,
+//     a change of more than 10,000 rows and 10% of the dataset) makes the
+//     next run full, and a run that found one of the source's writers in
+//     flight when its window was unknown stores no position;
+//   - an Iceberg dataset: its changes between the snapshot the last run
+//     read and the one of its last committed write (facade.ChangeReader);
+//     only the source rows of the touched keys are read, by a key-set scan
+//     (ScanOptions.In) when the key is one column of a type the scan
+//     prunes on (integers, floats, text, timestamps), by a whole read
+//     otherwise. Changes touching at least as many keys as the source has
+//     rows (a replace), a history the Lakehouse cannot read, or one that
+//     does not read changes make the run full.
+//
+// The position is stored once the write has committed. Any other run (the
+// first, a flip of the output or the source, an unknown window, a position
+// lost in a crash, a registered relation not tracked, a changed Iceberg
+// source read with a Request.SourceFilter) scores every row. WriteResult.Refresh
+// reports a model's mode: incremental for Refresh.Keys touched source
+// keys, or full and why. Verify re-scores the source: parity holds for a
+// deterministic function; for one whose answers drift it reports a
+// mismatch of the same rows. A shadow run compares the write of record
+// with its mirror, which holds for any function.
 //
 // # Shadow mode and promotion
 //

@@ -33,10 +33,17 @@ const kindModel Kind = "model"
 // fails the write with a *model.WindowError naming it; nothing is written.
 // An Observer with a ModelWindow method sees each window.
 //
+// A run after the first scores only the source rows whose key changed
+// since the last run when the source is a tracked relation, a row-store
+// dataset or an Iceberg dataset; WriteResult.Refresh says which mode ran,
+// for how many touched keys, or why the run scored every row.
+//
 // Verify re-scores every source row and compares checksums: parity holds
 // for a deterministic function. For one that is not (a sampled model, a
 // service whose answers drift) a mismatch says only that the answers
-// changed; compare the outputs' keys instead.
+// changed; compare the outputs' keys instead (the row counts agree). A
+// shadow run's parity compares the write of record with its Iceberg
+// mirror, not with a re-score: it holds for any function.
 type Model model.Spec
 
 // Kind implements WriteStrategy.
@@ -100,7 +107,7 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 		srcSink := ds[m.Source].sink
 		f := model.Facts{SameSink: ds[m.Output].sink == sinkTo, Scoped: true, // both arms replace a key set
 			RowStore: srcSink != sink.Relation && srcSink != sink.Iceberg, Control: env.ctlSchema()}
-		if run.ice != nil {
+		if srcSink == sink.Iceberg {
 			snaps, err := env.icebergSnapshots(ctx, tx, []string{m.Source})
 			if err != nil {
 				return nil, err
@@ -115,6 +122,9 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 		delta, err := model.Changes(ctx, tx, changelog.New(env.Schema), &spec, src, f)
 		if err != nil {
 			return nil, fmt.Errorf("writestrategy: %w", err)
+		}
+		if delta.Snapshots != nil && run.ice == nil {
+			delta.Full("the Iceberg source is read with a filter") // read before the run knew its changes
 		}
 		if delta.Snapshots != nil {
 			if err := run.ice.changes(ctx, tx, env, &spec, src, delta, ds[m.Source].rowCount); err != nil {

@@ -23,14 +23,31 @@
 //
 // [Changes] decides, in the run's REPEATABLE READ transaction, whether a
 // run reads only the source rows whose key a change touched since the
-// output's last run (the source's window in package incremental/changelog,
-// from the position the last run stored with [Delta.Position]) or every
-// row: the first run, a run on another sink than the last, a position not
-// stored by the output's last write, and an unknown window score every
-// row. An incremental run fills a temporary table of the touched keys:
-// [Delta.Cond] restricts the source read to them and [Delta.KeysSQL]
-// selects the output rows the run replaces ([Delta.ScopeKeys] reads them
-// as an Arrow batch, the key set of a scoped replace on Iceberg).
+// output's last run or every row, from the position the last run stored
+// with [Delta.Position]. The touched keys are the key values of the
+// source's old and new images since then:
+//
+//   - a relation tracked by triggers and a row-store dataset registered as
+//     a change source ([Facts].RowStore) both record their images in the
+//     change log of package incremental/changelog: Changes reads the
+//     source's window. A row-store source whose window is unknown while
+//     one of its writers is in flight stores no position;
+//   - an Iceberg source ([Facts].Iceberg, the position PositionIceberg and
+//     a snapshot id): Changes sets [Delta.Snapshots]; the caller reads the
+//     changes between them and passes their key columns to
+//     [Delta.Touched], or calls [Delta.Full] when it cannot read them.
+//     [Delta.KeyValues] gives the touched values of a one-column key, for
+//     a key-set read of the source.
+//
+// The first run, a run on another sink than the last, a position not
+// stored by the output's last write, an unknown window (an 'F' of a full
+// rewrite, a log trimmed past the position, tracking installed since) and
+// Iceberg changes touching every source row score every row; Delta.Reason
+// says why. An incremental run fills a temporary table of the touched
+// keys: [Delta.Cond] restricts the source read to them and
+// [Delta.KeysSQL] selects the output rows the run replaces
+// ([Delta.ScopeKeys] reads them as an Arrow batch, the key set of a
+// scoped replace on Iceberg).
 //
 // # Failures
 //
