@@ -627,3 +627,56 @@ func testModelOverDataset(t *testing.T, ice bool) {
 	}
 	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
 }
+
+// A model output in shadow mode: each run (the first in full, the next
+// incremental) is written to the row store and mirrored to Iceberg, and
+// the shadow's parity holds. The shadow compares the write of record with
+// its mirror, so it holds for a function whose answers drift too; Verify
+// re-scores the source, so for such a function it reports a mismatch of
+// the same rows (the keys agree, the values do not).
+func TestModelShadowAndVerify(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	ensureOutputs(t, w.pool, "sh_det", "sh_drift")
+	modelSource(t, w, 1000)
+	w.shadow("sh_det", "sh_drift")
+	var drift atomic.Int64
+	drifting := writestrategy.Model{Output: "sh_drift", Source: "items", Key: []string{"id"}, Columns: []string{"id"}, Schema: scoreSchema,
+		Func: func(_ context.Context, in arrow.RecordBatch) (arrow.RecordBatch, error) {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, model.OutputSchema(scoreSchema))
+			defer b.Release()
+			keys := in.Column(0).(*array.String)
+			for i := range keys.Len() {
+				b.Field(0).(*array.StringBuilder).Append(keys.Value(i))
+				b.Field(1).(*array.Float64Builder).Append(float64(drift.Add(1)))
+				b.Field(2).(*array.StringBuilder).Append("x")
+			}
+			return b.NewRecordBatch(), nil
+		}}
+	det := &scorer{}
+	for run := 1; run <= 2; run++ {
+		for _, m := range []writestrategy.Model{det.model("sh_det", "items"), drifting} {
+			res := w.mustWrite(m)
+			want := incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: "first run"}
+			if run == 2 {
+				want = incremental.RefreshReport{Mode: incremental.RefreshIncremental, Keys: 50}
+			}
+			require.Equal(t, want, res[0].Refresh, "%s run %d", m.Output, run)
+			st := w.shadowStatus(m.Output)
+			require.Equal(t, "matched", st.Last.Status, "%s run %d: %+v", m.Output, run, st.Last)
+			require.Equal(t, res[0].TxnID, st.Last.TxnID)
+			require.Equal(t, w.checksum(m.Output), st.Last.Iceberg, "%s run %d: the mirror holds the rows of record", m.Output, run)
+		}
+		if run == 1 {
+			w.exec(`UPDATE items SET v = v || '*' WHERE id <= 50`)
+		}
+	}
+	par, err := w.d.Verify(ctx, writestrategy.Request{Strategy: (&scorer{}).model("sh_det", "items")})
+	require.NoError(t, err)
+	require.True(t, par[0].OK(), par[0].String())
+	par, err = w.d.Verify(ctx, writestrategy.Request{Strategy: drifting})
+	require.NoError(t, err)
+	require.False(t, par[0].OK(), "a drifting function's answers changed: %s", par[0])
+	require.Equal(t, par[0].Stored.Rows, par[0].Computed.Rows, "the same rows")
+}
