@@ -356,12 +356,13 @@
 // The position is stored once the write has committed. Any other run (the
 // first, a flip of the output or the source, an unknown window, a position
 // lost in a crash, a registered relation not tracked, a changed Iceberg
-// source read with a Request.SourceFilter) scores every row. WriteResult.Refresh
-// reports a model's mode: incremental for Refresh.Keys touched source
-// keys, or full and why. Verify re-scores the source: parity holds for a
-// deterministic function; for one whose answers drift it reports a
-// mismatch of the same rows. A shadow run compares the write of record
-// with its mirror, which holds for any function.
+// source read with a Request.SourceFilter) scores every row.
+// WriteResult.Refresh reports a model's mode: incremental for Refresh.Keys
+// touched source keys, or full and why (also logged at Info, "lakewrite
+// model output scored in full", with the reason). Verify re-scores the
+// source: parity holds for a deterministic function; for one whose answers
+// drift it reports a mismatch of the same rows. A shadow run compares the
+// write of record with its mirror, which holds for any function.
 //
 // # Shadow mode and promotion
 //

@@ -232,8 +232,11 @@ func (d *Dispatcher) logResults(ctx context.Context, req Request, rs []WriteResu
 			"strategy", string(req.Strategy.Kind()), "sink", r.Sink, "mode", r.Mode, "rows", r.Rows,
 			"skipped", r.Skipped, "preserved", r.Preserved, "rounded", r.Rounded, "txn_id", r.TxnID, "snapshot_id", r.SnapshotID)
 		if r.Refresh.Mode == incremental.RefreshFull {
-			d.log.InfoContext(ctx, "lakewrite declared output recomputed in full", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
-				"txn_id", r.TxnID, "reason", r.Refresh.Reason)
+			msg := "lakewrite declared output recomputed in full"
+			if req.Strategy.Kind() == kindModel {
+				msg = "lakewrite model output scored in full"
+			}
+			d.log.InfoContext(ctx, msg, "writer_id", req.WriterID, "dataset_id", r.DatasetID, "txn_id", r.TxnID, "reason", r.Refresh.Reason)
 		}
 		if r.FullRead != "" {
 			d.log.InfoContext(ctx, "lakewrite delta request read whole", "writer_id", req.WriterID, "dataset_id", r.DatasetID,
