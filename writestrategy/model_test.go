@@ -27,6 +27,8 @@ import (
 	"github.com/lakewrite/lakewrite/incremental/changelog"
 	"github.com/lakewrite/lakewrite/incremental/model"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -708,4 +710,36 @@ func TestModelIncrementalIcebergCompositeKey(t *testing.T) {
 	par, err := w.d.Verify(context.Background(), writestrategy.Request{Strategy: m})
 	require.NoError(t, err)
 	require.True(t, par[0].OK(), par[0].String())
+}
+
+// A model run whose row-store source's window is unknown while a writer
+// of the source is in flight (its intent opened before the registration
+// may not record its changes) stores no position: the next run scores
+// every row again, and the runs after it are incremental.
+func TestModelRowStoreWriterInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	deploy := modelDataset(t, w, "wf_src", 200, false)
+	ensureOutputs(t, w.pool, "wf_out")
+	in, err := w.ledger.Open(ctx, ledger.OpenParams{DatasetID: "wf_src", WriterID: writer, Sink: sink.Postgres, WriteMode: facade.Replace})
+	require.NoError(t, err)
+	s := &scorer{}
+	res := w.mustWrite(s.model("wf_out", "wf_src"))
+	require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: "first run"}, res[0].Refresh)
+	positions, err := changelog.New("").Positions(ctx, w.pool, "wf_out")
+	require.NoError(t, err)
+	require.Empty(t, positions, "a writer of the source was in flight: no position")
+	require.NoError(t, w.ledger.Abort(ctx, in, errors.New("test writer gone")))
+
+	s.calls.Store(0)
+	res = w.mustWrite(s.model("wf_out", "wf_src"))
+	require.Equal(t, int64(200), s.calls.Load())
+	require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: "no earlier position"}, res[0].Refresh)
+	w.exec(`UPDATE feed_t SET v = v || '!' WHERE id <= 10`)
+	w.mustWrite(deploy)
+	s.calls.Store(0)
+	res = w.mustWrite(s.model("wf_out", "wf_src"))
+	require.Equal(t, int64(10), s.calls.Load())
+	require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshIncremental, Keys: 10}, res[0].Refresh)
 }
