@@ -56,6 +56,10 @@ type SliceFiles struct {
 
 	w     *SlicedWrite
 	files []iceberg.DataFile
+	// spec and schema of the staged table the files were written for
+	// (EncodeSlice).
+	spec   iceberg.PartitionSpec
+	schema *iceberg.Schema
 }
 
 // BeginSliced begins a sliced write of req (whose Rows is ignored: the
@@ -175,7 +179,8 @@ func (w *SlicedWrite) WriteSlice(ctx context.Context, index int, first int64, ro
 		f.deleteFiles(w.tbl, files)
 		return SliceFiles{}, err
 	}
-	out := SliceFiles{Index: index, First: first, Rows: st.Checksum().Rows, Checksum: Checksum(st.Checksum()), w: w, files: files}
+	out := SliceFiles{Index: index, First: first, Rows: st.Checksum().Rows, Checksum: Checksum(st.Checksum()), w: w, files: files,
+		spec: stagedTbl.Spec(), schema: stagedTbl.Schema()}
 	for _, df := range files {
 		out.DataFiles = append(out.DataFiles, DataFile{Path: df.FilePath(), Rows: df.Count(), SizeBytes: df.FileSizeBytes()})
 	}
