@@ -18,6 +18,7 @@ import (
 	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
 // resolver decides where an output goes; *sink.Resolver satisfies it.
@@ -73,6 +74,12 @@ type DispatchConfig struct {
 	// SliceDeadline bounds a write in slices (Request.Slices) from the
 	// export of its snapshot to its last slice; zero: sliced.DefaultDeadline.
 	SliceDeadline time.Duration
+	// StageSlices, when set, stages a write in slices in place of
+	// sliced.Stage, which writes every slice in this process (for
+	// example a job system's, writing the slices in other processes).
+	// It keeps sliced.Stage's contract: the Staged it returns commits in
+	// the coordinator's transaction, with the ledger.
+	StageSlices sliced.StageFunc
 	// Logger receives one Info record per output written. Default discard.
 	Logger *slog.Logger
 	// Observer sees the phases of every Write (resolve, open, compute,

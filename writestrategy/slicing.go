@@ -98,7 +98,11 @@ func (d *Dispatcher) stageOutput(ctx context.Context, tx pgx.Tx, req Request, c 
 		Wrap: func(i int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 			return d.progress(ctx, c.DatasetID, i, rows)
 		}}
-	st, n, rounded, err := sliced.Stage(ctx, cfg, f, tx, target, wreq, c.slice.src, req.Slices, c.slice.sqlFor)
+	stage := sliced.Stage
+	if d.cfg.StageSlices != nil {
+		stage = d.cfg.StageSlices
+	}
+	st, n, rounded, err := stage(ctx, cfg, f, tx, target, wreq, c.slice.src, req.Slices, c.slice.sqlFor)
 	r.Slices, c.slicedRounded = n, &rounded
 	return st, err
 }

@@ -247,6 +247,13 @@ func firstError(errs []error, cause error) error {
 	return cause
 }
 
+// StageFunc is the signature of Stage: a function that stages a sliced
+// write from plan to staged snapshot, wherever its slices are written.
+type StageFunc func(ctx context.Context, cfg *Config, lake *facade.Facade, coord pgx.Tx, target facade.Target, req facade.WriteRequest,
+	src Source, n int, sqlFor func(Range) (string, []any, error)) (st facade.Staged, slices int, rounded int64, err error)
+
+var _ StageFunc = Stage
+
 // Stage runs a sliced write in this process from plan to staged snapshot:
 // BeginSliced on lake, PlanSlices on coord, Run, then SlicedWrite.Stage.
 // The returned Staged commits like a single stream's (with the ledger, in
