@@ -1,0 +1,393 @@
+package sliceriver_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/ledger"
+	"github.com/lakewrite/lakewrite/sink"
+	"github.com/lakewrite/lakewrite/writestrategy"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced/sliceriver"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const writer = "pipeline.output"
+
+// Environment of a worker process (TestHelperWorker).
+const (
+	envWorker = "LAKEWRITE_SLICERIVER_WORKER" // "1": run as a worker process
+	envDB     = "LAKEWRITE_SLICERIVER_DB"
+	envWH     = "LAKEWRITE_SLICERIVER_WAREHOUSE"
+	envHang   = "LAKEWRITE_SLICERIVER_HANG"   // slice index that hangs after its first batch
+	envLeader = "LAKEWRITE_SLICERIVER_LEADER" // "0": no leader election
+	envRescue = "LAKEWRITE_SLICERIVER_RESCUE" // RescueStuckJobsAfter
+)
+
+// world is a database, a warehouse, a Dispatcher whose slices run on
+// River workers in other processes (river), one whose slices run in this
+// process (local), and the worker processes.
+type world struct {
+	t         *testing.T
+	url       string
+	pool      *pgxpool.Pool
+	f         *facade.Facade
+	l         *ledger.Ledger
+	res       *sink.Resolver
+	warehouse string
+	client    *river.Client[pgx.Tx]
+	coord     *sliceriver.Coordinator
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := context.Background()
+	w := &world{t: t, url: pgtest.URL(t), warehouse: t.TempDir()}
+	var err error
+	w.pool, err = pgxpool.New(ctx, w.url)
+	require.NoError(t, err)
+	t.Cleanup(w.pool.Close)
+	require.NoError(t, sliceriver.Migrate(ctx, w.pool, ""))
+	cat, err := facade.NewPostgresCatalog(ctx, w.pool, facade.CatalogConfig{Warehouse: w.warehouse})
+	require.NoError(t, err)
+	w.f, err = facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}})
+	require.NoError(t, err)
+	w.l, err = ledger.New(w.pool, nil)
+	require.NoError(t, err)
+	flags, err := sink.NewFlags(w.pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, flags.SetWriter(ctx, sink.WriterFlags{WriterID: writer, Default: sink.Iceberg, Max: sink.Iceberg}))
+	w.res, err = sink.NewResolver(flags, nil)
+	require.NoError(t, err)
+	// An insert-only client: it is never started.
+	w.client, err = river.NewClient(riverpgxv5.New(w.pool), &river.Config{Logger: quiet()})
+	require.NoError(t, err)
+	w.coord, err = sliceriver.NewCoordinator(sliceriver.CoordinatorConfig{Client: w.client, DB: w.pool, MaxAttempts: 2, Poll: 50 * time.Millisecond})
+	require.NoError(t, err)
+	return w
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func (w *world) dispatcher(onRiver bool) *writestrategy.Dispatcher {
+	cfg := &writestrategy.DispatchConfig{Ledger: w.l, Resolver: w.res, Lakehouse: w.f, Workspace: "test",
+		Cursor: &cursor.Options{BatchSize: 512}, SliceDeadline: 2 * time.Minute}
+	if onRiver {
+		cfg.StageSlices = w.coord.Stage
+	}
+	d, err := writestrategy.NewDispatcher(w.pool, cfg)
+	require.NoError(w.t, err)
+	return d
+}
+
+// write writes s in n slices, on River workers when onRiver.
+func (w *world) write(ctx context.Context, s writestrategy.WriteStrategy, n int, onRiver bool) (writestrategy.WriteResult, error) {
+	for _, out := range s.Outputs() {
+		_, err := w.l.EnsureDataset(context.Background(), out, out, nil)
+		require.NoError(w.t, err)
+	}
+	res, err := w.dispatcher(onRiver).Write(ctx, writestrategy.Request{WriterID: writer, Strategy: s, Slices: n})
+	if err != nil {
+		return writestrategy.WriteResult{}, err
+	}
+	require.Len(w.t, res, 1)
+	return res[0], nil
+}
+
+const srcSQL = `SELECT g AS id, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || (g % 1000) END AS name,
+	(g % 5000) / 100.0 AS amount, CASE WHEN g % 11 = 0 THEN '-0'::float8 ELSE g / 3.0 END AS x,
+	timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' AS ts FROM generate_series(1, $1::int) g`
+
+var srcSchema = writestrategy.Schema{Columns: []writestrategy.Column{
+	{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"}, {Name: "amount", Type: "numeric(12,2)"},
+	{Name: "x", Type: "double precision"}, {Name: "ts", Type: "timestamp with time zone"},
+}}
+
+// seedRowStore writes the source dataset id (n rows) into the row store.
+func (w *world) seedRowStore(id string, n int) {
+	w.t.Helper()
+	ctx := context.Background()
+	_, err := w.l.EnsureDataset(ctx, id, id, nil)
+	require.NoError(w.t, err)
+	in, err := w.l.Open(ctx, ledger.OpenParams{DatasetID: id, WriterID: "seed", Sink: "pg", WriteMode: facade.Replace})
+	require.NoError(w.t, err)
+	tx, err := w.pool.Begin(ctx)
+	require.NoError(w.t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, _, err := writestrategy.RowStoreInsert(ctx, tx, nil, id, in.ID, srcSQL, n)
+	require.NoError(w.t, err)
+	var now time.Time
+	require.NoError(w.t, tx.QueryRow(ctx, `SELECT now()`).Scan(&now))
+	require.NoError(w.t, w.l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: rows, CommittedAt: now, Schema: srcSchema.JSON()}))
+	require.NoError(w.t, tx.Commit(ctx))
+}
+
+// seedTable creates table t (n rows) and registers it as dataset id.
+func (w *world) seedTable(id, table string, n int) {
+	w.t.Helper()
+	ctx := context.Background()
+	_, err := w.pool.Exec(ctx, `CREATE TABLE `+table+` AS `+strings.Replace(srcSQL, "$1::int", fmt.Sprint(n), 1))
+	require.NoError(w.t, err)
+	_, err = writestrategy.RegisterRelation(ctx, w.pool, nil, id, table)
+	require.NoError(w.t, err)
+}
+
+func transform(out, src string) writestrategy.Transform {
+	return writestrategy.Transform{Output: out, Source: src, Steps: []writestrategy.Step{{Name: "t",
+		SQL: `SELECT id, name, amount * 2 AS amount, x, ts FROM source WHERE id % 13 <> 0`}}}
+}
+
+type tableRow struct {
+	idx, id int64
+	vals    string
+}
+
+// table reads a dataset's rows in __row_index order.
+func (w *world) table(id string) []tableRow {
+	w.t.Helper()
+	var out []tableRow
+	for rec, err := range w.f.Scan(context.Background(), id, facade.ScanOptions{}) {
+		require.NoError(w.t, err)
+		out = append(out, rowsOf(rec)...)
+	}
+	slices.SortFunc(out, func(a, b tableRow) int { return int(a.idx - b.idx) })
+	return out
+}
+
+func rowsOf(rec arrow.RecordBatch) []tableRow {
+	var out []tableRow
+	sc := rec.Schema()
+	for i := 0; i < int(rec.NumRows()); i++ {
+		var r tableRow
+		var vals []string
+		for c, fld := range sc.Fields() {
+			col := rec.Column(c)
+			switch fld.Name {
+			case facade.ColRowIndex:
+				r.idx = col.(*array.Int64).Value(i)
+			case facade.ColRowID:
+				r.id = col.(*array.Int64).Value(i)
+			case facade.ColCreatedAt:
+			default:
+				vals = append(vals, col.ValueStr(i))
+			}
+		}
+		r.vals = strings.Join(vals, "|")
+		out = append(out, r)
+	}
+	return out
+}
+
+func (w *world) checksum(id string) facade.Checksum {
+	w.t.Helper()
+	c, err := w.f.Checksum(context.Background(), id, 0)
+	require.NoError(w.t, err)
+	return c
+}
+
+// requireSameRows checks that b holds the rows of a in the same
+// __row_index order, with unique __row_index and __row_id; the same
+// identity too when sameIdentity.
+func (w *world) requireSameRows(a, b []tableRow, sameIdentity bool) {
+	w.t.Helper()
+	require.Len(w.t, b, len(a))
+	ids := map[int64]bool{}
+	for i := range a {
+		require.Equal(w.t, a[i].vals, b[i].vals, "row %d in __row_index order", i)
+		if i > 0 {
+			require.Less(w.t, b[i-1].idx, b[i].idx, "__row_index unique")
+		}
+		require.False(w.t, ids[b[i].id], "__row_id %d twice", b[i].id)
+		ids[b[i].id] = true
+		if sameIdentity {
+			require.Equal(w.t, a[i].idx, b[i].idx, "__row_index of row %d", i)
+			require.Equal(w.t, a[i].id, b[i].id, "__row_id of row %d", i)
+		}
+	}
+}
+
+func (w *world) head(id string) int64 {
+	w.t.Helper()
+	tbl, err := w.f.LoadTable(context.Background(), id)
+	require.NoError(w.t, err)
+	if s := tbl.CurrentSnapshot(); s != nil {
+		return s.SnapshotID
+	}
+	return 0
+}
+
+// dataFiles lists the Parquet files of the warehouse.
+func (w *world) dataFiles() []string {
+	w.t.Helper()
+	var out []string
+	require.NoError(w.t, filepath.WalkDir(w.warehouse, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
+			out = append(out, p)
+		}
+		return err
+	}))
+	slices.Sort(out)
+	return out
+}
+
+// proc is a worker process: this test binary running TestHelperWorker.
+type proc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	done  chan struct{}
+	once  sync.Once
+}
+
+// startWorker starts a worker process with the extra environment env.
+func (w *world) startWorker(env ...string) *proc {
+	w.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$", "-test.count=1", "-test.v=false")
+	cmd.Env = append(os.Environ(), envWorker+"=1", envDB+"="+w.url, envWH+"="+w.warehouse)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(w.t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(w.t, err)
+	require.NoError(w.t, cmd.Start())
+	p := &proc{t: w.t, cmd: cmd, stdin: stdin, lines: make(chan string, 16), done: make(chan struct{})}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	w.t.Cleanup(p.stop)
+	p.await("ready")
+	return p
+}
+
+// await waits for the process to print line.
+func (p *proc) await(line string) {
+	p.t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			require.True(p.t, ok, "worker process exited before printing %q", line)
+			if l == line {
+				return
+			}
+			p.t.Logf("worker %d: %s", p.cmd.Process.Pid, l)
+		case <-timeout:
+			p.t.Fatalf("worker process did not print %q", line)
+		}
+	}
+}
+
+// stop stops the process: its River client stops when stdin closes; the
+// process is killed if it does not exit.
+func (p *proc) stop() {
+	p.once.Do(func() {
+		_ = p.stdin.Close()
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}
+
+// kill kills the process (SIGKILL) and waits for it.
+func (p *proc) kill() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+}
+
+// TestHelperWorker is not a test: it is the body of a worker process
+// (startWorker), run when the environment says so. It runs a River
+// client with the slice Worker until its stdin closes.
+func TestHelperWorker(t *testing.T) {
+	if os.Getenv(envWorker) != "1" {
+		return
+	}
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(os.Getenv(envDB))
+	require.NoError(t, err)
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: os.Getenv(envWH)})
+	require.NoError(t, err)
+	f, err := facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}})
+	require.NoError(t, err)
+	wcfg := sliceriver.WorkerConfig{Lake: f, DB: pool, Cursor: &cursor.Options{BatchSize: 512}}
+	if h := os.Getenv(envHang); h != "" {
+		hang, err := strconv.Atoi(h)
+		require.NoError(t, err)
+		wcfg.Wrap = func(index int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+			if index != hang {
+				return rows
+			}
+			return func(yield func(arrow.RecordBatch, error) bool) {
+				for rec, err := range rows {
+					if !yield(rec, err) {
+						return
+					}
+					fmt.Println("hang")
+					select {} // until killed
+				}
+			}
+		}
+	}
+	workers := river.NewWorkers()
+	rcfg := &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}, Workers: workers,
+		FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond, Logger: quiet(),
+		LeaderElectionDisabled: os.Getenv(envLeader) == "0"}
+	if r := os.Getenv(envRescue); r != "" {
+		// Jobs are stuck after both the worker's timeout and
+		// RescueStuckJobsAfter (which must be at least JobTimeout).
+		d, err := time.ParseDuration(r)
+		require.NoError(t, err)
+		wcfg.Timeout, rcfg.RescueStuckJobsAfter, rcfg.JobTimeout = d, d, d
+	}
+	wk, err := sliceriver.NewWorker(wcfg)
+	require.NoError(t, err)
+	river.AddWorker(workers, wk)
+	client, err := river.NewClient(riverpgxv5.New(pool), rcfg)
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	require.NoError(t, client.Stop(sctx))
+}

@@ -1,0 +1,284 @@
+package sliceriver_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/cursor"
+	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced/sliceriver"
+)
+
+// TestRiverSlicesWriteWhatOneStreamWrites: slices written by River
+// workers in two other processes write, for N = 2 and 4 through the
+// Dispatcher (which writes N = 1 as one stream), the table one stream
+// writes (rows, checksum, order by __row_index), with the identity columns
+// of the same write in slices in this process, from a row-store source
+// and from a registered table.
+func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedRowStore("src", 6000)
+	w.seedTable("rel", "src_table", 6000)
+	w.startWorker()
+	w.startWorker()
+	for _, src := range []string{"src", "rel"} {
+		out := src + "_out"
+		_, err := w.write(ctx, transform(out, src), 0, false)
+		require.NoError(t, err)
+		one, sum := w.table(out), w.checksum(out)
+		for _, n := range []int{1, 2, 4} {
+			res, err := w.write(ctx, transform(out, src), n, false)
+			require.NoError(t, err)
+			require.Equal(t, n, res.Slices, res.SliceNote)
+			local := w.table(out)
+
+			res, err = w.write(ctx, transform(out, src), n, true)
+			require.NoError(t, err)
+			require.Equal(t, n, res.Slices, res.SliceNote)
+			require.Equal(t, sum, w.checksum(out), "N = %d", n)
+			got := w.table(out)
+			w.requireSameRows(one, got, n == 1)
+			w.requireSameRows(local, got, true)
+		}
+	}
+	var left int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.slice_results`).Scan(&left))
+	require.Zero(t, left, "the results are deleted once staged")
+	done, err := w.client.JobList(ctx, river.NewJobListParams().Kinds(sliceriver.Kind).States(rivertype.JobStateCompleted))
+	require.NoError(t, err)
+	// The Dispatcher writes N = 1 as one stream, without jobs.
+	require.Len(t, done.Jobs, 2*(2+4), "every slice written by a worker process")
+}
+
+// TestRiverWorkerKilledMidSlice: a worker process killed (SIGKILL) while
+// writing a slice leaves its job running; River's rescuer (in a worker
+// process started after the kill, with a short RescueStuckJobsAfter
+// and Worker timeout) retries it and the write completes with the table one stream writes,
+// the slice counted once. The killed attempt's files are orphans, which
+// the lifecycle's orphan pass removes without touching the table.
+func TestRiverWorkerKilledMidSlice(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedRowStore("src", 20000)
+	_, err := w.write(ctx, transform("one", "src"), 0, false)
+	require.NoError(t, err)
+
+	hung := w.startWorker(envHang+"=1", envLeader+"=0")
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := w.write(ctx, transform("out", "src"), 2, true)
+		done <- result{res, err}
+	}()
+	hung.await("hang")
+	hung.kill()
+
+	// The slices' jobs are still running, attempted by the dead process
+	// (the hung one, maybe the other too); the rescuer retries them once
+	// they have run RescueStuckJobsAfter.
+	const rescueAfter = 3 * time.Second
+	jobs, err := w.client.JobList(ctx, river.NewJobListParams().States(rivertype.JobStateRunning))
+	require.NoError(t, err)
+	require.NotEmpty(t, jobs.Jobs)
+	for _, j := range jobs.Jobs {
+		require.Equal(t, 1, j.Attempt)
+		time.Sleep(time.Until(j.AttemptedAt.Add(rescueAfter + 100*time.Millisecond)))
+	}
+	w.startWorker(envRescue + "=" + rescueAfter.String())
+
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, w.checksum("one"), w.checksum("out"))
+	w.requireSameRows(w.table("one"), w.table("out"), false)
+	for _, j := range jobs.Jobs {
+		job, err := w.client.JobGet(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, rivertype.JobStateCompleted, job.State)
+		require.Equal(t, 2, job.Attempt, "the killed slice ran again")
+	}
+
+	before := w.checksum("out")
+	rep, err := w.f.MaintainWith(ctx, "out", facade.Lifecycle{OrphanAge: time.Nanosecond, OrphanEvery: -1})
+	require.NoError(t, err)
+	t.Logf("orphan files removed after the kill: %d", rep.OrphansDeleted)
+	require.Equal(t, before, w.checksum("out"))
+}
+
+// TestRiverSliceFailureFailsTheWrite: a slice that fails on every attempt
+// (MaxAttempts 2) fails the write: nothing visible, no file left, no
+// result left, and the next write succeeds.
+func TestRiverSliceFailureFailsTheWrite(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedRowStore("src", 20000)
+	w.startWorker()
+	w.startWorker()
+	good := transform("out", "src")
+	_, err := w.write(ctx, good, 4, true)
+	require.NoError(t, err)
+	head, files := w.head("out"), w.dataFiles()
+
+	bad := transform("out", "src")
+	bad.Steps[0].SQL = `SELECT id, name, amount / (CASE WHEN id = 15000 THEN 0 ELSE 1 END) AS amount, x, ts FROM source WHERE id % 13 <> 0`
+	_, err = w.write(ctx, bad, 4, true)
+	require.ErrorIs(t, err, sliceriver.ErrSliceFailed)
+	require.ErrorContains(t, err, "division by zero")
+	require.ErrorContains(t, err, "after 2 attempts")
+	require.Equal(t, head, w.head("out"))
+	require.Equal(t, files, w.dataFiles(), "the written slices' files are deleted")
+	var left int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.slice_results`).Scan(&left))
+	require.Zero(t, left)
+
+	res, err := w.write(ctx, good, 4, true)
+	require.NoError(t, err)
+	require.Equal(t, 4, res.Slices)
+	require.NotEqual(t, head, w.head("out"))
+	require.Len(t, w.table("out"), 20000-20000/13)
+}
+
+// TestRiverCoordinatorEnds: a coordinator whose context is cancelled
+// while it waits leaves nothing visible and the next write succeeds; a
+// slice whose coordinator's transaction ended (a coordinator that died)
+// cannot import the snapshot and its job is cancelled with
+// sliced.ErrSnapshot, without retries.
+func TestRiverCoordinatorEnds(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedTable("rel", "src_table", 20000)
+	good := transform("out", "rel")
+	hung := w.startWorker(envHang+"=0", envLeader+"=0")
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.write(cctx, good, 2, true)
+		done <- err
+	}()
+	hung.await("hang")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	tbl, err := w.f.LoadTable(ctx, "out")
+	if err == nil {
+		require.Nil(t, tbl.CurrentSnapshot(), "nothing visible")
+	} else {
+		require.ErrorIs(t, err, facade.ErrTableNotFound)
+	}
+	hung.kill()
+
+	w.startWorker()
+	res, err := w.write(ctx, good, 2, true)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Slices)
+	require.Len(t, w.table("out"), 20000-20000/13)
+
+	// A coordinator that died: its transaction, and the snapshot, ended
+	// before the slice's job ran.
+	coord, err := w.pool.Begin(ctx)
+	require.NoError(t, err)
+	cfg := &sliced.Config{DB: w.pool}
+	plan, err := sliced.PlanSlices(ctx, cfg, coord, sliced.Source{Table: "src_table"}, 1, func(sliced.Range) (string, []any, error) {
+		return `SELECT id, name, amount, x, ts FROM src_table`, nil, nil
+	})
+	require.NoError(t, err)
+	sw, err := w.f.BeginSliced(ctx, facade.Target{DatasetID: "dead", WriterID: writer},
+		facade.WriteRequest{Mode: facade.Replace, Schema: w.table2schema()})
+	require.NoError(t, err)
+	ref, err := sw.Ref()
+	require.NoError(t, err)
+	require.NoError(t, coord.Rollback(ctx))
+	args, err := sliceriver.NewSliceArgs(ref, plan.Snapshot, plan.Slices[0], time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	ins, err := w.client.Insert(ctx, args, &river.InsertOpts{MaxAttempts: 3})
+	require.NoError(t, err)
+	var job *rivertype.JobRow
+	require.Eventually(t, func() bool {
+		job, err = w.client.JobGet(ctx, ins.Job.ID)
+		require.NoError(t, err)
+		return job.State == rivertype.JobStateCancelled
+	}, time.Minute, 50*time.Millisecond)
+	require.Equal(t, 1, job.Attempt, "not retried")
+	require.Contains(t, job.Errors[len(job.Errors)-1].Error, sliced.ErrSnapshot.Error())
+}
+
+// table2schema is the Arrow schema of the source's columns.
+func (w *world) table2schema() *arrow.Schema {
+	w.t.Helper()
+	stream, err := cursor.Batches(context.Background(), w.pool, `SELECT id, name, amount, x, ts FROM src_table LIMIT 0`, nil, nil)
+	require.NoError(w.t, err)
+	for rec, err := range stream.All() {
+		require.NoError(w.t, err)
+		rec.Release()
+	}
+	return stream.Schema()
+}
+
+// TestRiverStageAsSlicedStage: Coordinator.Stage, called as sliced.Stage
+// is, for N = 1, 2 and 4 slices of a table written by a worker process,
+// commits the rows (checksum) one stream reads, with the identity columns
+// sliced.Stage gives in this process.
+func TestRiverStageAsSlicedStage(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedTable("rel", "src_table", 6000)
+	w.startWorker()
+	const cols = `SELECT id, name, amount, x, ts FROM src_table r`
+	stream, err := cursor.Batches(ctx, w.pool, cols, nil, nil)
+	require.NoError(t, err)
+	want, err := facade.ChecksumBatches(released(stream.All()))
+	require.NoError(t, err)
+	sqlFor := func(r sliced.Range) (string, []any, error) {
+		sql, args := cols+` WHERE r.ctid >= $1::tid`, []any{fmt.Sprintf("(%d,0)", r.Lo)}
+		if r.Hi >= 0 {
+			sql, args = sql+` AND r.ctid < $2::tid`, append(args, fmt.Sprintf("(%d,0)", r.Hi))
+		}
+		return sql, args, nil
+	}
+	write := func(stage sliced.StageFunc, n int) []tableRow {
+		coord, err := w.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = coord.Rollback(ctx) }()
+		st, got, _, err := stage(ctx, &sliced.Config{DB: w.pool}, w.f, coord, facade.Target{DatasetID: "direct", WriterID: writer},
+			facade.WriteRequest{Mode: facade.Replace, Schema: stream.Schema()}, sliced.Source{Table: "src_table"}, n, sqlFor)
+		require.NoError(t, err)
+		require.Equal(t, n, got)
+		res, err := st.Commit(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, res.Checksum)
+		require.NoError(t, coord.Commit(ctx))
+		require.Equal(t, want, w.checksum("direct"))
+		return w.table("direct")
+	}
+	for _, n := range []int{1, 2, 4} {
+		local := write(sliced.Stage, n)
+		w.requireSameRows(local, write(w.coord.Stage, n), true)
+	}
+}
+
+// released releases the owned batches of a cursor stream after each yield.
+func released(rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range rows {
+			more := yield(rec, err)
+			if rec != nil {
+				rec.Release()
+			}
+			if !more {
+				return
+			}
+		}
+	}
+}
