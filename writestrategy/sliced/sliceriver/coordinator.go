@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,10 @@ var (
 	// failed and nothing was committed; the error names the slice and
 	// wraps its last attempt's error text.
 	ErrSliceFailed = errors.New("sliceriver: a slice failed")
+	// ErrWriteClosed: a slice's job ran after its write ended (it failed,
+	// or committed with an earlier attempt's result): the job is
+	// cancelled and writes nothing.
+	ErrWriteClosed = errors.New("sliceriver: the slice's write has ended")
 )
 
 // Defaults of CoordinatorConfig.
@@ -135,15 +140,17 @@ func (c *Coordinator) Stage(ctx context.Context, cfg *sliced.Config, lake *facad
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	parts, rounded, err := c.wait(dctx, w, ref.WriteID, ids)
-	if err != nil {
+	if err := c.wait(dctx, ref.WriteID, ids); err != nil {
 		c.giveUp(ctx, w, ref.WriteID, ids)
 		return nil, 0, 0, err
 	}
-	// The results are in memory: the rows are no longer needed.
-	if err := c.forget(dctx, ref.WriteID); err != nil {
-		w.Abort(parts...)
+	parts, rounded, err := c.close(dctx, w, ref.WriteID)
+	if err != nil {
 		return nil, 0, 0, err
+	}
+	if len(parts) != len(ids) {
+		w.Abort(parts...)
+		return nil, 0, 0, fmt.Errorf("sliceriver: %d results for %d slices", len(parts), len(ids))
 	}
 	st, err := w.Stage(ctx, parts)
 	return st, len(parts), rounded, err
@@ -170,23 +177,26 @@ func (c *Coordinator) enqueue(ctx context.Context, params []river.InsertManyPara
 	return ids, nil
 }
 
-// wait polls until every slice has its result (decoded for w, in slice
-// order, with the sum of their rounded values), a slice's job failed for
-// good, or ctx ends.
-func (c *Coordinator) wait(ctx context.Context, w *facade.SlicedWrite, writeID string, ids []int64) ([]facade.SliceFiles, int64, error) {
+// wait polls until every slice has its result, a slice's job failed
+// for good, or ctx ends.
+func (c *Coordinator) wait(ctx context.Context, writeID string, ids []int64) error {
 	tick := time.NewTicker(c.cfg.Poll)
 	defer tick.Stop()
 	for {
-		parts, rounded, err := c.read(ctx, w, writeID)
-		if err != nil {
-			return nil, 0, err
-		}
-		if len(parts) == len(ids) {
-			return parts, rounded, nil
-		}
 		have := map[int]bool{}
-		for _, p := range parts {
-			have[p.Index] = true
+		rows, err := c.cfg.DB.Query(ctx, `SELECT slice FROM `+c.results+` WHERE write_id = $1 AND slice >= 0`, writeID)
+		if err != nil {
+			return fmt.Errorf("sliceriver: read results: %w", err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return fmt.Errorf("sliceriver: read results: %w", err)
+		}
+		for _, i := range got {
+			have[int(i)] = true
+		}
+		if len(have) == len(ids) {
+			return nil
 		}
 		for i, id := range ids {
 			if have[i] {
@@ -194,15 +204,15 @@ func (c *Coordinator) wait(ctx context.Context, w *facade.SlicedWrite, writeID s
 			}
 			job, err := c.cfg.Client.JobGet(ctx, id)
 			if err != nil {
-				return nil, 0, fmt.Errorf("sliceriver: slice %d (job %d): %w", i, id, err)
+				return fmt.Errorf("sliceriver: slice %d (job %d): %w", i, id, err)
 			}
 			if job.State == rivertype.JobStateDiscarded || job.State == rivertype.JobStateCancelled {
-				return nil, 0, fmt.Errorf("%w: slice %d (job %d) %s after %d attempts: %s", ErrSliceFailed, i, id, job.State, job.Attempt, lastError(job))
+				return fmt.Errorf("%w: slice %d (job %d) %s after %d attempts: %s", ErrSliceFailed, i, id, job.State, job.Attempt, lastError(job))
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("sliceriver: waiting for %d of %d slices: %w", len(ids)-len(parts), len(ids), context.Cause(ctx))
+			return fmt.Errorf("sliceriver: waiting for %d of %d slices: %w", len(ids)-len(have), len(ids), context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
@@ -215,56 +225,84 @@ func lastError(job *rivertype.JobRow) string {
 	return job.Errors[len(job.Errors)-1].Error
 }
 
-// read decodes the results stored for the write.
-func (c *Coordinator) read(ctx context.Context, w *facade.SlicedWrite, writeID string) ([]facade.SliceFiles, int64, error) {
-	rows, err := c.cfg.DB.Query(ctx, `SELECT files::text, rounded FROM `+c.results+` WHERE write_id = $1 ORDER BY slice`, writeID)
+// lockClass is the first key of the advisory locks on a write's results
+// (the second is a hash of its id): the coordinator takes it exclusively
+// to close the results, a worker shared to store one.
+const lockClass = 0x736c6963
+
+// close closes the write's results: in one transaction it marks the
+// write closed (a row of slice -1: results stored afterwards are
+// refused), reads the results stored so far, decoded for w, in slice
+// order with the sum of their rounded values, and deletes their rows.
+func (c *Coordinator) close(ctx context.Context, w *facade.SlicedWrite, writeID string) ([]facade.SliceFiles, int64, error) {
+	tx, err := c.cfg.DB.Begin(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sliceriver: close results: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	_, err = tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1, pg_catalog.hashtext($2))`, lockClass, writeID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sliceriver: close results: %w", err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+c.results+` (write_id, slice, files, rounded) VALUES ($1, -1, 'null', 0)
+		ON CONFLICT (write_id, slice) DO NOTHING`, writeID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sliceriver: close results: %w", err)
+	}
+	rows, err := tx.Query(ctx, `DELETE FROM `+c.results+` WHERE write_id = $1 AND slice >= 0 RETURNING slice, files::text, rounded`, writeID)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sliceriver: read results: %w", err)
 	}
-	defer rows.Close()
+	type result struct {
+		Slice   int32
+		Files   string
+		Rounded int64
+	}
+	res, err := pgx.CollectRows(rows, pgx.RowToStructByPos[result])
+	if err != nil {
+		return nil, 0, fmt.Errorf("sliceriver: read results: %w", err)
+	}
+	slices.SortFunc(res, func(a, b result) int { return int(a.Slice - b.Slice) })
 	var (
 		parts   []facade.SliceFiles
 		rounded int64
-		enc     string
-		r       int64
 	)
-	for rows.Next() {
-		if err := rows.Scan(&enc, &r); err != nil {
-			return nil, 0, fmt.Errorf("sliceriver: read results: %w", err)
-		}
-		p, err := w.DecodeSlice([]byte(enc))
+	for _, r := range res {
+		p, err := w.DecodeSlice([]byte(r.Files))
 		if err != nil {
+			w.Abort(parts...)
 			return nil, 0, err
 		}
-		parts, rounded = append(parts, p), rounded+r
+		parts, rounded = append(parts, p), rounded+r.Rounded
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("sliceriver: read results: %w", err)
+	if err := tx.Commit(ctx); err != nil {
+		return nil, 0, fmt.Errorf("sliceriver: close results: %w", err)
 	}
 	return parts, rounded, nil
 }
 
-// forget deletes the write's result rows.
-func (c *Coordinator) forget(ctx context.Context, writeID string) error {
-	if _, err := c.cfg.DB.Exec(ctx, `DELETE FROM `+c.results+` WHERE write_id = $1`, writeID); err != nil {
-		return fmt.Errorf("sliceriver: delete results: %w", err)
-	}
-	return nil
-}
-
-// giveUp ends a failed write (best effort, on a context of its own):
-// cancels the jobs not finished, deletes the files of the slices written
-// and their rows. A slice that finishes after this stores a result no one
-// reads; its files are then orphans of the table.
+// giveUp ends a failed write (best effort, on a context of its own): it
+// cancels the jobs, closes the results and deletes the files of the
+// slices written. A slice finishing later finds the results closed and
+// deletes its own files.
 func (c *Coordinator) giveUp(ctx context.Context, w *facade.SlicedWrite, writeID string, ids []int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, id := range ids {
 		_, _ = c.cfg.Client.JobCancel(ctx, id)
 	}
-	parts, _, err := c.read(ctx, w, writeID)
-	if err == nil {
+	if parts, _, err := c.close(ctx, w, writeID); err == nil {
 		w.Abort(parts...)
-		_ = c.forget(ctx, writeID)
 	}
+}
+
+// Prune deletes the marks of the writes closed more than age ago, and
+// the results of writes whose coordinator died (never closed) stored
+// more than age ago: make age longer than the longest write.
+func (c *Coordinator) Prune(ctx context.Context, age time.Duration) (int64, error) {
+	tag, err := c.cfg.DB.Exec(ctx, `DELETE FROM `+c.results+` WHERE written_at < now() - $1::float8 * interval '1 second'`, age.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("sliceriver: prune results: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

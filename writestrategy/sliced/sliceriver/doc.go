@@ -28,10 +28,15 @@
 // job (river.JobCompleteTx): a slice has a result exactly when its job
 // completed, and at most one result whatever the attempts.
 //
-// The coordinator polls the results until every slice has one, decodes
-// them (facade.SlicedWrite.DecodeSlice), deletes their rows and stages
-// them (facade.SlicedWrite.Stage); the caller commits the Staged as it
-// would sliced.Stage's.
+// The coordinator polls the results until every slice has one, then
+// closes the write's results: in one transaction it marks the write
+// closed, reads the results and deletes their rows, under an advisory
+// lock that workers take shared to store a result, so that a result is
+// either read by the close or refused after it (the late slice then
+// deletes its files). It decodes the results
+// (facade.SlicedWrite.DecodeSlice) and stages them
+// (facade.SlicedWrite.Stage); the caller commits the Staged as it would
+// sliced.Stage's. Coordinator.Prune deletes the marks of closed writes.
 //
 // # Failure
 //
@@ -39,8 +44,8 @@
 //     CoordinatorConfig.MaxAttempts; a slice that cannot succeed (the
 //     snapshot is gone, the output is not row-wise, the write's deadline
 //     passed) cancels its job at once. Either fails the write
-//     (ErrSliceFailed): the other jobs are cancelled, the files of the
-//     slices written are deleted, nothing is visible.
+//     (ErrSliceFailed): the other jobs are cancelled, the results closed,
+//     the files of the slices written deleted, and nothing is visible.
 //   - A worker killed mid-slice leaves its job running until River's
 //     rescuer (on the leader client, every 30 seconds) finds it running
 //     longer than both the workers' river.Config.RescueStuckJobsAfter and
@@ -55,9 +60,8 @@
 //     snapshot: slices not yet begun fail with sliced.ErrSnapshot and
 //     cancel their jobs; nothing was staged, nothing is visible, and the
 //     write's ledger intent is reconciled by the next writer. Results of
-//     slices that were already reading stay in the results table, and
-//     their files are orphans; so are those of a slice that finishes after
-//     a failed write gave up.
+//     slices that were already reading stay in the results table (until
+//     Coordinator.Prune) and their files are orphans of the table.
 //   - The wait is bounded by sliced.Config.Deadline (and the caller's
 //     context); a slice still running at the deadline is cancelled.
 //

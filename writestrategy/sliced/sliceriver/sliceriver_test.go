@@ -51,9 +51,14 @@ func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
 			w.requireSameRows(local, got, true)
 		}
 	}
-	var left int
-	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.slice_results`).Scan(&left))
+	var left, marks int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE slice >= 0), count(*) FILTER (WHERE slice = -1)
+		FROM lakewrite.slice_results`).Scan(&left, &marks))
 	require.Zero(t, left, "the results are deleted once staged")
+	require.Equal(t, 2*2, marks, "one mark per write closed")
+	pruned, err := w.coord.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, marks, pruned)
 	done, err := w.client.JobList(ctx, river.NewJobListParams().Kinds(sliceriver.Kind).States(rivertype.JobStateCompleted))
 	require.NoError(t, err)
 	// The Dispatcher writes N = 1 as one stream, without jobs.
@@ -140,8 +145,8 @@ func TestRiverSliceFailureFailsTheWrite(t *testing.T) {
 	require.Equal(t, head, w.head("out"))
 	require.Equal(t, files, w.dataFiles(), "the written slices' files are deleted")
 	var left int
-	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.slice_results`).Scan(&left))
-	require.Zero(t, left)
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.slice_results WHERE slice >= 0`).Scan(&left))
+	require.Zero(t, left, "no result left")
 
 	res, err := w.write(ctx, good, 4, true)
 	require.NoError(t, err)

@@ -75,13 +75,16 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[SliceArgs]) error {
 	a := job.Args
 	ctx, cancel := context.WithDeadline(ctx, a.Deadline)
 	defer cancel()
-	var done bool
-	err := w.cfg.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+w.results+` WHERE write_id = $1 AND slice = $2)`,
-		a.Write.WriteID, a.Index).Scan(&done)
+	var done, closed bool
+	err := w.cfg.DB.QueryRow(ctx, `SELECT coalesce(bool_or(slice = $2), false), coalesce(bool_or(slice = -1), false)
+		FROM `+w.results+` WHERE write_id = $1 AND slice IN ($2, -1)`, a.Write.WriteID, a.Index).Scan(&done, &closed)
 	if err != nil {
 		return w.fail(ctx, fmt.Errorf("sliceriver: slice %d: read results: %w", a.Index, err))
 	}
-	if done {
+	switch {
+	case closed:
+		return river.JobCancel(fmt.Errorf("%w: slice %d", ErrWriteClosed, a.Index))
+	case done:
 		return nil
 	}
 	s, err := a.Slice()
@@ -120,13 +123,23 @@ func (w *Worker) store(ctx context.Context, job *river.Job[SliceArgs], enc []byt
 		return false, fmt.Errorf("sliceriver: slice %d: %w", a.Index, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	tag, err := tx.Exec(ctx, `INSERT INTO `+w.results+` (write_id, slice, files, rounded) VALUES ($1, $2, $3, $4)
+	// Shared with the other slices, exclusive with the coordinator closing
+	// the results: a result is stored before the close (and read by it)
+	// or refused after it.
+	_, err = tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock_shared($1, pg_catalog.hashtext($2))`, lockClass, a.Write.WriteID)
+	if err != nil {
+		return false, fmt.Errorf("sliceriver: slice %d: store the result: %w", a.Index, err)
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO `+w.results+` (write_id, slice, files, rounded)
+		SELECT $1, $2, $3, $4 WHERE NOT EXISTS (SELECT 1 FROM `+w.results+` WHERE write_id = $1 AND slice = -1)
 		ON CONFLICT (write_id, slice) DO NOTHING`, a.Write.WriteID, a.Index, string(enc), rounded)
 	if err != nil {
 		return false, fmt.Errorf("sliceriver: slice %d: store the result: %w", a.Index, err)
 	}
-	// A second attempt running while the first stored its result (River
-	// rescued a job that was slow, not dead): the first result stands.
+	// Nothing stored: the results are closed (the write ended without
+	// this slice), or a second attempt ran while the first stored its
+	// result (River rescued a job that was slow, not dead) and the first
+	// result stands.
 	mine := tag.RowsAffected() == 1
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return false, fmt.Errorf("sliceriver: slice %d: complete the job: %w", a.Index, err)
