@@ -364,6 +364,17 @@
 // one past the last index a slice gave; lakewrite.slices records the
 // number of slices. A sliced write is never a merge.
 //
+// The slices may be written in other processes: SlicedWrite.Ref is the
+// write's identity as plain data (target, mode, schema, the table
+// metadata it began on, first __row_index, __created_at, write id);
+// Facade.ResumeSliced opens the same write from it in another process,
+// whose WriteSlice stamps the rows as the beginning process would;
+// SlicedWrite.EncodeSlice gives a slice's files as JSON (its data files
+// as an Avro manifest, every statistic kept) and DecodeSlice, in the
+// process that began the write, turns them back into a slice its Stage
+// takes. Package writestrategy/sliced/sliceriver runs the slices as River
+// jobs this way.
+//
 // # Provenance, lookup, read-back, parity
 //
 // Every snapshot the facade commits carries these summary keys, which

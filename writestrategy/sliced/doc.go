@@ -32,6 +32,9 @@
 // with Request.Slices > 1. A job system can run step 2 elsewhere: the plan
 // (snapshot id, ranges, SQL) is plain data, and the coordinator must stay
 // in its transaction until every slice has imported the snapshot.
+// StageFunc is Stage's signature, which writestrategy.DispatchConfig.StageSlices
+// takes; package sliceriver (writestrategy/sliced/sliceriver) runs step 2
+// as River jobs in other processes.
 //
 // # Which outputs
 //
