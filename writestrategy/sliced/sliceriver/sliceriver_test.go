@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,7 +236,7 @@ func (w *world) table2schema() *arrow.Schema {
 // TestRiverStageAsSlicedStage: Coordinator.Stage, called as sliced.Stage
 // is, for N = 1, 2 and 4 slices of a table written by a worker process,
 // commits the rows (checksum) one stream reads, with the identity columns
-// sliced.Stage gives in this process.
+// sliced.Stage gives in this process, and leaves no goroutine behind.
 func TestRiverStageAsSlicedStage(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
@@ -271,6 +273,30 @@ func TestRiverStageAsSlicedStage(t *testing.T) {
 		local := write(sliced.Stage, n)
 		w.requireSameRows(local, write(w.coord.Stage, n), true)
 	}
+	// No goroutine of lakewrite or River is left running.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left := ours()
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("goroutines left running:\n%s", strings.Join(left, "\n\n"))
+		}
+	}
+}
+
+// ours is the stacks of the goroutines running code of lakewrite or
+// River, but for the test's own.
+func ours() []string {
+	buf := make([]byte, 1<<22)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if (strings.Contains(g, "github.com/lakewrite/lakewrite/") || strings.Contains(g, "github.com/riverqueue/")) &&
+			!strings.Contains(g, "sliceriver_test.") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // released releases the owned batches of a cursor stream after each yield.
