@@ -161,7 +161,8 @@ func TestRiverSliceFailureFailsTheWrite(t *testing.T) {
 // while it waits leaves nothing visible and the next write succeeds; a
 // slice whose coordinator's transaction ended (a coordinator that died)
 // cannot import the snapshot and its job is cancelled with
-// sliced.ErrSnapshot, without retries.
+// sliced.ErrSnapshot, without retries; a slice of a write whose results
+// are closed writes nothing (ErrWriteClosed).
 func TestRiverCoordinatorEnds(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
@@ -219,6 +220,36 @@ func TestRiverCoordinatorEnds(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond)
 	require.Equal(t, 1, job.Attempt, "not retried")
 	require.Contains(t, job.Errors[len(job.Errors)-1].Error, sliced.ErrSnapshot.Error())
+
+	// A slice of a write whose results are closed (its coordinator ended
+	// the write without it) writes nothing, and its job is cancelled.
+	coord, err = w.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = coord.Rollback(ctx) }()
+	plan, err = sliced.PlanSlices(ctx, cfg, coord, sliced.Source{Table: "src_table"}, 1, func(sliced.Range) (string, []any, error) {
+		return `SELECT id, name, amount, x, ts FROM src_table`, nil, nil
+	})
+	require.NoError(t, err)
+	sw, err = w.f.BeginSliced(ctx, facade.Target{DatasetID: "closed", WriterID: writer},
+		facade.WriteRequest{Mode: facade.Replace, Schema: w.table2schema()})
+	require.NoError(t, err)
+	ref, err = sw.Ref()
+	require.NoError(t, err)
+	_, err = w.pool.Exec(ctx, `INSERT INTO lakewrite.slice_results (write_id, slice, files, rounded) VALUES ($1, -1, 'null', 0)`, ref.WriteID)
+	require.NoError(t, err)
+	args, err = sliceriver.NewSliceArgs(ref, plan.Snapshot, plan.Slices[0], time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	ins, err = w.client.Insert(ctx, args, &river.InsertOpts{MaxAttempts: 3})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		job, err = w.client.JobGet(ctx, ins.Job.ID)
+		require.NoError(t, err)
+		return job.State == rivertype.JobStateCancelled
+	}, time.Minute, 50*time.Millisecond)
+	require.Contains(t, job.Errors[len(job.Errors)-1].Error, sliceriver.ErrWriteClosed.Error())
+	for _, f := range w.dataFiles() {
+		require.NotContains(t, f, "/closed/")
+	}
 }
 
 // table2schema is the Arrow schema of the source's columns.
