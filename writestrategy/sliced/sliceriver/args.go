@@ -32,7 +32,8 @@ type SliceArgs struct {
 	Capacity int64  `json:"capacity"`
 	SQL      string `json:"sql"`
 	Args     []Arg  `json:"args"`
-	// Deadline is the write's: a slice still running then is cancelled.
+	// Deadline is the write's: a slice still running then is cancelled
+	// (zero: none but River's timeout).
 	Deadline time.Time `json:"deadline"`
 }
 

@@ -73,8 +73,11 @@ func (w *Worker) Timeout(*river.Job[SliceArgs]) time.Duration { return w.cfg.Tim
 // its files to the lifecycle's orphan pass.
 func (w *Worker) Work(ctx context.Context, job *river.Job[SliceArgs]) error {
 	a := job.Args
-	ctx, cancel := context.WithDeadline(ctx, a.Deadline)
-	defer cancel()
+	if !a.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
+		defer cancel()
+	}
 	var done, closed bool
 	err := w.cfg.DB.QueryRow(ctx, `SELECT coalesce(bool_or(slice = $2), false), coalesce(bool_or(slice = -1), false)
 		FROM `+w.results+` WHERE write_id = $1 AND slice IN ($2, -1)`, a.Write.WriteID, a.Index).Scan(&done, &closed)
