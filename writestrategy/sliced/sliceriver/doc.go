@@ -9,6 +9,11 @@
 // coordinator's process; this package runs it on River workers, in any
 // process that shares the database and the warehouse.
 //
+// The package is a module of its own,
+// github.com/lakewrite/lakewrite/writestrategy/sliced/sliceriver: River,
+// and the Go release River needs, stay out of lakewrite's own
+// requirements.
+//
 // # How
 //
 // Coordinator.Stage, a sliced.StageFunc (give it to
