@@ -399,7 +399,14 @@ func (c *varCol) build() arrow.Array {
 	n := len(c.offsets) - 1
 	nulls := c.nulls
 	offsets := memory.NewBufferWithAllocator(c.offRaw[:(n+1)*4], c.mem)
-	data := memory.NewBufferWithAllocator(c.data, c.mem)
+	var data *memory.Buffer
+	if c.data == nil {
+		// Not a nil slice: Parquet writers take a nil value for "no
+		// value" and would leave "" out of their statistics.
+		data = memory.NewBufferBytes([]byte{})
+	} else {
+		data = memory.NewBufferWithAllocator(c.data, c.mem)
+	}
 	c.want = len(c.data) + len(c.data)/8
 	a := makeArray(c.dt, n, nulls, c.take(n), offsets, data)
 	c.offRaw, c.offsets, c.data = nil, nil, nil

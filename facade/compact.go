@@ -457,6 +457,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 				srcErr, halted = err, true
 				return false
 			}
+			rec = withValueBytes(rec)
 			if !yield(rec, nil) { // WriteRecords releases rec
 				halted = true
 				return false

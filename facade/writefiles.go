@@ -143,6 +143,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			if err != nil {
 				return err
 			}
+			out = withValueBytes(out)
 			if cc != nil {
 				if err := cc.check(out); err != nil {
 					out.Release()

@@ -1,0 +1,86 @@
+package facade
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// withValueBytes returns rec with every string and binary column's value
+// buffer holding a non-nil byte slice, releasing rec when it builds a new
+// batch.
+//
+// A batch whose text values are all empty strings may carry a value buffer
+// whose bytes are a nil slice (nothing was ever appended to it). The
+// Parquet writer's statistics take a nil value for "no value", so the
+// empty string would be left out of the column chunk's minimum: a file
+// holding "" and "b" would say min="b", and every engine that prunes by
+// Parquet statistics or Iceberg bounds (DuckDB, Spark, Trino, iceberg-go)
+// would skip it for k = ”. A zero-length non-nil slice is counted.
+func withValueBytes(rec arrow.RecordBatch) arrow.RecordBatch {
+	cols := rec.Columns()
+	var fixed []arrow.Array
+	for i, c := range cols {
+		d, ok := valueBytesData(c.Data())
+		if !ok {
+			continue
+		}
+		if fixed == nil {
+			fixed = make([]arrow.Array, len(cols))
+			copy(fixed, cols)
+		}
+		fixed[i] = array.MakeFromData(d)
+		d.Release()
+	}
+	if fixed == nil {
+		return rec
+	}
+	out := array.NewRecordBatch(rec.Schema(), fixed, rec.NumRows())
+	for i, c := range fixed {
+		if c != cols[i] {
+			c.Release()
+		}
+	}
+	rec.Release()
+	return out
+}
+
+// valueBytesData returns a copy of d (and true) when d, or a child of it,
+// is a string or binary array with non-null values over a value buffer
+// whose bytes are nil.
+func valueBytesData(d arrow.ArrayData) (arrow.ArrayData, bool) {
+	bufs := d.Buffers()
+	children := d.Children()
+	var (
+		newBufs     []*memory.Buffer
+		newChildren []arrow.ArrayData
+	)
+	switch d.DataType().ID() {
+	case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		if len(bufs) == 3 && bufs[2] != nil && bufs[2].Bytes() == nil && d.NullN() < d.Len() {
+			newBufs = append([]*memory.Buffer(nil), bufs...)
+			newBufs[2] = memory.NewBufferBytes([]byte{})
+		}
+	}
+	for i, ch := range children {
+		nc, ok := valueBytesData(ch)
+		if !ok {
+			continue
+		}
+		if newChildren == nil {
+			newChildren = append([]arrow.ArrayData(nil), children...)
+		}
+		newChildren[i] = nc
+		defer nc.Release()
+	}
+	if newBufs == nil && newChildren == nil {
+		return nil, false
+	}
+	if newBufs == nil {
+		newBufs = bufs
+	}
+	if newChildren == nil {
+		newChildren = children
+	}
+	return array.NewData(d.DataType(), d.Len(), newBufs, newChildren, d.NullN(), d.Offset()), true
+}
