@@ -16,7 +16,7 @@ import (
 // empty string would be left out of the column chunk's minimum: a file
 // holding "" and "b" would say min="b", and every engine that prunes by
 // Parquet statistics or Iceberg bounds (DuckDB, Spark, Trino, iceberg-go)
-// would skip it for k = ”. A zero-length non-nil slice is counted.
+// would skip it for k = "".  A zero-length non-nil slice is counted.
 func withValueBytes(rec arrow.RecordBatch) arrow.RecordBatch {
 	cols := rec.Columns()
 	var fixed []arrow.Array

@@ -18,7 +18,7 @@ import (
 // TestEmptyStringBounds: a batch whose text values are all "" and whose
 // value buffer holds a nil byte slice (as a builder that never appended a
 // byte leaves it) still counts "" in the file's Parquet minimum and its
-// Iceberg lower bound, so that a scan for k = ” (and any engine pruning
+// Iceberg lower bound, so that a scan for k = "" (and any engine pruning
 // by these statistics) finds the file: on a write, a scoped replace and a
 // compaction.
 func TestEmptyStringBounds(t *testing.T) {

@@ -88,7 +88,7 @@ func TestRefreshOracleRandomized(t *testing.T) {
 // source whose key-set read (ScanOptions.In on a text key) lost a row of a
 // key holding a non-ASCII value after a merge (14, 29); a data file whose
 // Parquet minimum left out the empty string, so that a scoped replace of
-// the group ” skipped it and kept its stale row (204).
+// the group of "" skipped it and kept its stale row (204).
 func TestRefreshOracleSeeds(t *testing.T) {
 	t.Parallel()
 	for _, seed := range []uint64{14, 29, 204} {

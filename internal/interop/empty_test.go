@@ -16,7 +16,7 @@ import (
 // column whose first batch held only empty strings over a value buffer
 // with nil bytes (what a builder that never appended a byte leaves), on
 // the facade's own writer (an unpartitioned table) and on iceberg-go's (a
-// partitioned one); DuckDB finds every row of txt = ”.
+// partitioned one); DuckDB finds every row of txt = "".
 func TestDuckDBFindsEmptyStrings(t *testing.T) {
 	e := newEnv(t)
 	sc := arrow.NewSchema([]arrow.Field{
