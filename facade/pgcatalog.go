@@ -421,6 +421,26 @@ func (c *postgresCatalog) insertTable(ctx context.Context, q querier, nsKey, nam
 	if exists {
 		return fmt.Errorf("%w: %s", catalog.ErrTableAlreadyExists, strings.Join(ident, "."))
 	}
+	if q != querier(c.db) {
+		// q, a transaction, may read a snapshot older than the namespace
+		// (REPEATABLE READ, the namespace created meanwhile by the write
+		// that needed it): ask the database as of now.
+		var ns bool
+		if err := c.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2)
+			OR EXISTS (SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2)`, c.name, nsKey).Scan(&ns); err != nil {
+			return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
+		}
+		if ns {
+			tag, err := q.Exec(ctx, `INSERT INTO iceberg_tables (`+cols+`) VALUES ($1, $2, $3, $4`+typ+`) ON CONFLICT DO NOTHING`, c.name, nsKey, name, metaLoc)
+			if err != nil {
+				return fmt.Errorf("facade: catalog create table %s: %w", strings.Join(ident, "."), err)
+			}
+			if tag.RowsAffected() > 0 {
+				return nil
+			}
+			return fmt.Errorf("%w: %s", catalog.ErrTableAlreadyExists, strings.Join(ident, "."))
+		}
+	}
 	return fmt.Errorf("%w: %s", catalog.ErrNoSuchNamespace, nsKey)
 }
 

@@ -48,6 +48,11 @@ func (c *postgresCatalog) createTableTx(ctx context.Context, tx pgx.Tx, ident ta
 		return nil, "", err
 	}
 	nsKey, err := c.namespaceKey(ctx, tx, catalog.NamespaceFromIdent(ident))
+	if errors.Is(err, catalog.ErrNoSuchNamespace) {
+		// tx may read an older snapshot (REPEATABLE READ) than the
+		// namespace's creation by the write that needed it
+		nsKey, err = c.namespaceKey(ctx, c.db, catalog.NamespaceFromIdent(ident))
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/facade/facadetest"
+	"github.com/lakewrite/lakewrite/incremental"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
@@ -400,4 +401,24 @@ func TestTxCommitPaths(t *testing.T) {
 			held()
 		})
 	}
+}
+
+// TestTxCommitFirstWriteInRepeatableRead: the first write of a warehouse
+// whose transaction runs REPEATABLE READ (a declared output's run, a
+// shadow write) creates the Iceberg namespace outside its transaction,
+// after its snapshot was taken; the table is still created and committed
+// in the transaction.
+func TestTxCommitFirstWriteInRepeatableRead(t *testing.T) {
+	t.Parallel()
+	w := newPGWorld(t, nil, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 300)
+	ensureOutputs(t, w.pool, "by_id")
+	w.iceberg("by_id")
+	res := w.mustWrite(writestrategy.Transform{Output: "by_id", Source: "orders",
+		Steps:   []writestrategy.Step{{Name: "g", SQL: `SELECT id, count(*) AS n FROM source GROUP BY id`}},
+		Depends: &incremental.Dependency{Key: []string{"id"}, Sources: map[string][]string{"orders": {"id"}}}})
+	require.Equal(t, w.head("by_id"), res[0].SnapshotID)
+	require.Equal(t, incremental.RefreshFull, res[0].Refresh.Mode)
+	requireAgree(t, w.pool, w.lake, "by_id", "declared")
+	require.EqualValues(t, 300, w.checksum("by_id").Rows)
 }
