@@ -153,10 +153,13 @@ type Request struct {
 	// intent; choose one per logical write (e.g. the job run id). Empty:
 	// every call writes.
 	IdempotencyKey string
-	// Slices > 1 declares the output row-wise over its source and writes
-	// it on the Iceberg path with that many readers under one snapshot,
-	// committed once (package writestrategy/sliced: which outputs, identity, failures);
-	// WriteResult.SliceNote says why a write ran as one stream.
+	// Slices > 1 writes the output on the Iceberg path with that many
+	// readers under one snapshot, committed once (package
+	// writestrategy/sliced: which outputs, identity, failures). A
+	// Transform whose Depends maps its source is cut into buckets of that
+	// key; any other output is declared row-wise over its source and cut
+	// into ranges of it. WriteResult.SliceNote says why a write ran as one
+	// stream.
 	Slices int
 }
 

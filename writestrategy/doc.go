@@ -125,9 +125,11 @@
 //
 // # Slices
 //
-// Request.Slices > 1 writes a row-wise output with that many readers of
-// the compute transaction's exported snapshot, committed as one stream's
-// (package writestrategy/sliced); WriteResult.Slices and SliceNote say how it ran.
+// Request.Slices > 1 writes an output with that many readers of the
+// compute transaction's exported snapshot, committed as one stream's
+// (package writestrategy/sliced): a row-wise output by ranges of its
+// source, an output declared per key (Transform.Depends) by buckets of
+// the key's hash. WriteResult.Slices and SliceNote say how it ran.
 //
 // # Delta reads
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/vocab"
+	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 )
 
 // checkFilter checks a source filter against the source's declared schema
@@ -82,6 +83,10 @@ func filteredRelation(r *relation, ranges []facade.Range) *relation {
 	out := *r
 	out.scanOrder = false // a filter may read the rows through an index
 	out.only = nil        // the filter's columns may not be among them
+	if r.slice != nil {
+		// each slice's rows are filtered too
+		out.slice = &sliceable{src: r.slice.src, at: func(rg sliced.Range) *relation { return filteredRelation(r.slice.at(rg), ranges) }}
+	}
 	out.render = func(b *builder) string {
 		inner := r.render(b)
 		var conds []string

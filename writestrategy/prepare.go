@@ -303,7 +303,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 		pc.targets[dep.Target] = st
 	}
 	if rr != nil {
-		return planRefresh(ctx, tx, env.schemaName(), rr, s, pc, visible)
+		return planRefresh(ctx, tx, env, rr, s, pc, visible)
 	}
 	ps, err := planWith(s, pc, visible)
 	for i := range ps {
@@ -315,10 +315,13 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 // planRefresh plans a declared output: in full, then, when the run is
 // incremental, over its mapped sources restricted to the affected keys
 // (the full plan kept for a fallback: see applyPlanned).
-func planRefresh(ctx context.Context, tx pgx.Tx, schema string, rr *refreshRun, s WriteStrategy, pc *planContext, visible bool) ([]projection, error) {
+func planRefresh(ctx context.Context, tx pgx.Tx, env *Env, rr *refreshRun, s WriteStrategy, pc *planContext, visible bool) ([]projection, error) {
 	full, err := planWith(s, pc, visible)
 	if err != nil {
 		return nil, err
+	}
+	for i := range full {
+		full[i].slice, full[i].sliceNote = slicePlan(s, pc, env, full[i], visible)
 	}
 	if len(full) != 1 {
 		return full, rr.fillWhole()
@@ -329,13 +332,14 @@ func planRefresh(ctx context.Context, tx pgx.Tx, schema string, rr *refreshRun, 
 	if !rr.incremental() {
 		return full, rr.fillWhole()
 	}
-	if pc.sources, err = rr.restrict(ctx, tx, schema, pc.sources); err != nil {
+	if pc.sources, err = rr.restrict(ctx, tx, env.schemaName(), pc.sources); err != nil {
 		return nil, err
 	}
 	keyed, err := planWith(s, pc, visible)
 	if err != nil {
 		return nil, err
 	}
+	keyed[0].sliceNote = "an incremental run reads only the affected keys"
 	keyed[0].full = &full[0]
 	return keyed, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
@@ -34,6 +36,9 @@ func slicePlan(s WriteStrategy, pc *planContext, env *Env, p projection, visible
 	switch st := s.(type) {
 	case Transform:
 		id = st.Source
+		if d := st.Depends; d != nil && d.Sources[id] != nil {
+			return bucketPlan(s, pc, id, d.Sources[id], p, visible)
+		}
 	case Deploy:
 		if t := pc.targets[st.Target]; st.Mode != KindAppendAlways || (t != nil && (t.flip || t.rel != nil)) {
 			return nil, "a " + string(st.Mode) + " is not row-wise over its source"
@@ -49,10 +54,17 @@ func slicePlan(s WriteStrategy, pc *planContext, env *Env, p projection, visible
 	if r == nil || r.slice == nil {
 		return nil, fmt.Sprintf("source %q is neither a row-store dataset nor a registered table read whole", id)
 	}
-	return &sliceOf{src: r.slice.src, sqlFor: func(rg sliced.Range) (string, []any, error) {
+	return &sliceOf{src: r.slice.src, sqlFor: sliceSQL(s, pc, id, p, visible, r.slice.at)}, ""
+}
+
+// sliceSQL returns the SELECT of output p of s over the slice of source
+// id that at reads.
+func sliceSQL(s WriteStrategy, pc *planContext, id string, p projection, visible bool,
+	at func(sliced.Range) *relation) func(sliced.Range) (string, []any, error) {
+	return func(rg sliced.Range) (string, []any, error) {
 		sub := *pc
 		sub.sources = maps.Clone(pc.sources)
-		sub.sources[id] = r.slice.at(rg)
+		sub.sources[id] = at(rg)
 		ps, err := planWith(s, &sub, visible)
 		if err != nil {
 			return "", nil, err
@@ -63,7 +75,73 @@ func slicePlan(s WriteStrategy, pc *planContext, env *Env, p projection, visible
 			}
 		}
 		return "", nil, fmt.Errorf("%w: output %q not planned", ErrInvalid, p.output)
-	}}, ""
+	}
+}
+
+// bucketPlan slices output p of s, declared to depend on source id by its
+// columns key (Transform.Depends), into buckets of the key's hash: each
+// slice reads the source rows of its bucket, so any output computed per
+// key value (an aggregate GROUP BY the key, DISTINCT, a window PARTITION
+// BY it) is cut without splitting a key across slices.
+func bucketPlan(s WriteStrategy, pc *planContext, id string, key []string, p projection, visible bool) (*sliceOf, string) {
+	r := pc.sources[id]
+	if r == nil || r.slice == nil {
+		return nil, fmt.Sprintf("source %q is neither a row-store dataset nor a registered relation read whole", id)
+	}
+	types := make([]string, len(key))
+	for i, k := range key {
+		for _, c := range r.schema.Columns {
+			if c.Name == k {
+				types[i] = c.Type
+			}
+		}
+		if !hashable(types[i]) {
+			return nil, fmt.Sprintf("key column %q of source %q has type %q, which is not cut into hash buckets", k, id, types[i])
+		}
+	}
+	src := r.slice.src
+	src.Buckets = true
+	return &sliceOf{src: src, sqlFor: sliceSQL(s, pc, id, p, visible, func(rg sliced.Range) *relation {
+		return bucketRelation(r, key, rg.Buckets, rg.Index)
+	})}, ""
+}
+
+// bucketRelation is r read for the rows whose key columns fall in bucket
+// k of n: pg_catalog.hash_record_extended of the key, which hashes each
+// column by its type's hash function (the same value hashes the same in
+// every session, whatever its settings).
+func bucketRelation(r *relation, key []string, n, k int) *relation {
+	out := *r
+	out.slice, out.only = nil, nil
+	q := quoteIdents(key)
+	for i := range q {
+		q[i] = `"__b".` + q[i]
+	}
+	out.render = func(b *builder) string {
+		h := "pg_catalog.hash_record_extended(ROW(" + strings.Join(q, ", ") + "), 0)"
+		return "(SELECT * FROM " + r.render(b) + ` "__b" WHERE ((` + h + " % " + strconv.Itoa(n) + ") + " + strconv.Itoa(n) + ") % " +
+			strconv.Itoa(n) + " = " + strconv.Itoa(k) + ")"
+	}
+	return &out
+}
+
+// hashable reports whether a key column of type typ (as the catalog
+// formats it) is cut into hash buckets: the types whose values have one
+// hash per equal value.
+func hashable(typ string) bool {
+	t := strings.TrimPrefix(strings.ToLower(typ), "pg_catalog.")
+	if i := strings.IndexByte(t, '('); i >= 0 {
+		t = t[:i] // varchar(n), numeric(p,s), timestamp(p) ...
+	}
+	switch strings.TrimSpace(t) {
+	case "smallint", "integer", "bigint", "int2", "int4", "int8", "int",
+		"text", "character varying", "varchar", "character", "char", "bpchar", "name",
+		"boolean", "bool", "uuid", "date", "numeric", "bytea",
+		"timestamp", "timestamp without time zone", "timestamptz", "timestamp with time zone",
+		"time", "time without time zone", "interval", "real", "double precision", "float4", "float8", "oid":
+		return true
+	}
+	return false
 }
 
 // stageOutput stages one computed output: in slices (Request.Slices) when
@@ -79,6 +157,9 @@ func (d *Dispatcher) stageOutput(ctx context.Context, tx pgx.Tx, req Request, c 
 	switch {
 	case c.slice == nil:
 		r.SliceNote = c.sliceNote
+		if r.SliceNote == "" {
+			r.SliceNote = "the output was not planned in slices"
+		}
 	case !isFacade:
 		r.SliceNote = fmt.Sprintf("the lakehouse (%T) is not a *facade.Facade", d.cfg.Lakehouse)
 	case !isPool:

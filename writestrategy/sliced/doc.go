@@ -38,7 +38,7 @@
 //
 // # Which outputs
 //
-// The caller declares an output row-wise (writestrategy.Request.Slices):
+// Otherwise the caller declares an output row-wise (writestrategy.Request.Slices):
 // each source row gives at most one output row and no step aggregates,
 // sorts, limits or numbers rows across the source. The driving source is
 // then either a row-store dataset, cut into ranges of
@@ -53,6 +53,24 @@
 // is false is caught when a slice writes more rows than its range holds
 // (ErrNotRowWise; nothing is committed); a step that aggregates within a
 // slice is not caught, and writes per-slice results.
+//
+// # Outputs declared per key
+//
+// A Transform whose Depends maps its source to key columns (the output's
+// rows for a key value depend only on the source rows with that value: an
+// aggregate GROUP BY the key, DISTINCT, a window PARTITION BY it, a
+// row-wise step) is cut into buckets of the key's hash instead of ranges:
+// slice k reads the source rows whose key hashes to k
+// (pg_catalog.hash_record_extended of the key columns modulo N, which
+// hashes each value by its type's hash function: the same in every
+// session, NULL keys in one bucket), so no key is split across slices.
+// Every slice scans the whole source on the server and keeps 1/N of it:
+// the server's work grows with N, the client's does not. The key's types
+// must have a hash function lakewrite knows (integers, text, numeric,
+// dates and times, uuid, bytea, boolean, floats); another runs as one
+// stream, and so does a run of the output that recomputes only the keys
+// its source's changes touched (already small). A key bucket that writes
+// more rows than the source holds fails with ErrNotRowWise.
 //
 // # Identity and order
 //
@@ -69,6 +87,10 @@
 // ids, and ids are distinct across slices); rows and the checksum equal
 // the single stream's, and every slice stamps the write's one __created_at. The snapshot summary records
 // lakewrite.slices.
+//
+// Key buckets number their rows from Range.First = bucket times the
+// source's row count: ordering by __row_index gives bucket by bucket, each
+// bucket in its read order (not one stream's order), with gaps.
 //
 // # Failure and time
 //

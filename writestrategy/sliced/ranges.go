@@ -10,14 +10,23 @@ import (
 // Source is the driving source of a sliced output: a row-store dataset
 // (ranges of dataset_rows.row_index, read by index range scans on
 // (dataset_id, row_index)) or a table (ranges of heap pages, read by TID
-// range scans).
+// range scans); with Buckets, either one cut into buckets of a key's hash
+// instead.
 type Source struct {
 	// Dataset and Rows (the quoted dataset_rows table, e.g.
 	// "lakewrite".dataset_rows): a row-store source.
 	Dataset string
 	Rows    string
-	// Table: a table's quoted name, sliced by ctid pages.
+	// Table: a table's quoted name, sliced by ctid pages (or a table or
+	// view cut into key buckets).
 	Table string
+	// Buckets: the slices are buckets of a key's hash, not ranges: each
+	// slice reads the source rows whose key falls in its bucket (the
+	// caller's SELECT filters them; Range.Index is the bucket,
+	// Range.Buckets their number). Each bucket's rows are numbered in a
+	// span of __row_index as long as the source has rows, which is also
+	// the most rows a bucket may write.
+	Buckets bool
 }
 
 // Range is one slice of the driving source: row_index values (a row-store
@@ -33,6 +42,9 @@ type Range struct {
 	// Capacity is the most rows the range holds (a row-wise output writes
 	// at most one row per source row); -1 for the last slice.
 	Capacity int64
+	// Buckets is the number of key buckets the source is cut into
+	// (Source.Buckets; Index is this slice's bucket); 0 for ranges.
+	Buckets int
 }
 
 // Ranges cuts src into at most n ranges, read in tx (a transaction as of
@@ -41,6 +53,9 @@ type Range struct {
 // one range.
 func Ranges(ctx context.Context, tx pgx.Tx, src Source, n int) ([]Range, error) {
 	n = max(n, 1)
+	if src.Buckets {
+		return buckets(ctx, tx, src, n)
+	}
 	var lo, hi, perUnit int64
 	switch {
 	case src.Table != "":
@@ -83,11 +98,35 @@ func Ranges(ctx context.Context, tx pgx.Tx, src Source, n int) ([]Range, error) 
 	return out, nil
 }
 
+// buckets cuts src into n key buckets, each numbered in a span of
+// __row_index as long as the source has rows.
+func buckets(ctx context.Context, tx pgx.Tx, src Source, n int) ([]Range, error) {
+	var rows int64
+	var err error
+	switch {
+	case src.Table != "":
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM `+src.Table).Scan(&rows)
+	case src.Dataset != "" && src.Rows != "":
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM `+src.Rows+` WHERE dataset_id = $1`, src.Dataset).Scan(&rows)
+	default:
+		return nil, fmt.Errorf("sliced: no driving source")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sliced: rows of the source: %w", err)
+	}
+	out := make([]Range, n)
+	for k := range out {
+		out[k] = Range{Index: k, Lo: int64(k), Hi: int64(k + 1), First: int64(k) * rows, Capacity: rows, Buckets: n}
+	}
+	out[n-1].Hi = -1
+	return out, nil
+}
+
 // Check says why src cannot be read in slices ("" when it can), read in
 // tx: a table must be a plain table or a materialized view (heap pages)
 // on PostgreSQL 14 or later (TID range scans).
 func Check(ctx context.Context, tx pgx.Tx, src Source) (string, error) {
-	if src.Table == "" {
+	if src.Table == "" || src.Buckets {
 		return "", nil
 	}
 	var kind string

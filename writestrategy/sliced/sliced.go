@@ -20,7 +20,8 @@ import (
 var (
 	// ErrNotRowWise: a slice wrote more rows than its range of the
 	// driving source holds, so the output is not row-wise over the source
-	// as declared (a step multiplies rows). Nothing was committed.
+	// as declared (a step multiplies rows); or a key bucket wrote more rows
+	// than the whole source has. Nothing was committed.
 	ErrNotRowWise = errors.New("sliced: a slice wrote more rows than its source range holds: the output is not row-wise")
 	// ErrSnapshot: the exported snapshot could not be imported (the
 	// coordinator's transaction ended, or the id is malformed).
@@ -170,6 +171,9 @@ func WriteSlice(ctx context.Context, cfg *Config, w *facade.SlicedWrite, snapsho
 	}
 	if s.Capacity >= 0 && files.Rows > s.Capacity {
 		w.Abort(files)
+		if s.Buckets > 0 {
+			return Written{}, fmt.Errorf("%w: key bucket %d wrote %d rows, more than the %d rows of the source", ErrNotRowWise, s.Index, files.Rows, s.Capacity)
+		}
 		return Written{}, fmt.Errorf("%w: slice %d wrote %d rows, its range holds at most %d", ErrNotRowWise, s.Index, files.Rows, s.Capacity)
 	}
 	return Written{Files: files, Rounded: stream.Rounded()}, nil
