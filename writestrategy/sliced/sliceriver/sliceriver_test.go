@@ -21,7 +21,7 @@ import (
 )
 
 // TestRiverSlicesWriteWhatOneStreamWrites: slices written by River
-// workers in two other processes write, for N = 2 and 4 through the
+// workers in two other processes write, for N = 2, 4 and 8 through the
 // Dispatcher (which writes N = 1 as one stream), the table one stream
 // writes (rows, checksum, order by __row_index), with the identity columns
 // of the same write in slices in this process, from a row-store source
@@ -38,7 +38,7 @@ func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
 		_, err := w.write(ctx, transform(out, src), 0, false)
 		require.NoError(t, err)
 		one, sum := w.table(out), w.checksum(out)
-		for _, n := range []int{1, 2, 4} {
+		for _, n := range []int{1, 2, 4, 8} {
 			res, err := w.write(ctx, transform(out, src), n, false)
 			require.NoError(t, err)
 			require.Equal(t, n, res.Slices, res.SliceNote)
@@ -57,14 +57,14 @@ func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE slice >= 0), count(*) FILTER (WHERE slice = -1)
 		FROM lakewrite.slice_results`).Scan(&left, &marks))
 	require.Zero(t, left, "the results are deleted once staged")
-	require.Equal(t, 2*2, marks, "one mark per write closed")
+	require.Equal(t, 2*3, marks, "one mark per write closed")
 	pruned, err := w.coord.Prune(ctx, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, marks, pruned)
 	done, err := w.client.JobList(ctx, river.NewJobListParams().Kinds(sliceriver.Kind).States(rivertype.JobStateCompleted))
 	require.NoError(t, err)
 	// The Dispatcher writes N = 1 as one stream, without jobs.
-	require.Len(t, done.Jobs, 2*(2+4), "every slice written by a worker process")
+	require.Len(t, done.Jobs, 2*(2+4+8), "every slice written by a worker process")
 }
 
 // TestRiverWorkerKilledMidSlice: a worker process killed (SIGKILL) while
@@ -265,7 +265,7 @@ func (w *world) table2schema() *arrow.Schema {
 }
 
 // TestRiverStageAsSlicedStage: Coordinator.Stage, called as sliced.Stage
-// is, for N = 1, 2 and 4 slices of a table written by a worker process,
+// is, for N = 1, 2, 4 and 8 slices of a table written by a worker process,
 // commits the rows (checksum) one stream reads, with the identity columns
 // sliced.Stage gives in this process, and leaves no goroutine behind.
 func TestRiverStageAsSlicedStage(t *testing.T) {
@@ -300,7 +300,7 @@ func TestRiverStageAsSlicedStage(t *testing.T) {
 		require.Equal(t, want, w.checksum("direct"))
 		return w.table("direct")
 	}
-	for _, n := range []int{1, 2, 4} {
+	for _, n := range []int{1, 2, 4, 8} {
 		local := write(sliced.Stage, n)
 		w.requireSameRows(local, write(w.coord.Stage, n), true)
 	}
