@@ -39,15 +39,25 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const writer = "pipeline.output"
 
-// Environment of a worker process (TestHelperWorker).
+// Environment of a worker process (TestHelperWorker) and of a
+// coordinator process (TestHelperCoordinator).
 const (
-	envWorker = "LAKEWRITE_SLICERIVER_WORKER" // "1": run as a worker process
-	envDB     = "LAKEWRITE_SLICERIVER_DB"
-	envWH     = "LAKEWRITE_SLICERIVER_WAREHOUSE"
-	envHang   = "LAKEWRITE_SLICERIVER_HANG"   // slice index that hangs after its first batch
-	envLeader = "LAKEWRITE_SLICERIVER_LEADER" // "0": no leader election
-	envRescue = "LAKEWRITE_SLICERIVER_RESCUE" // RescueStuckJobsAfter
+	envWorker  = "LAKEWRITE_SLICERIVER_WORKER" // "1": run as a worker process
+	envDB      = "LAKEWRITE_SLICERIVER_DB"
+	envWH      = "LAKEWRITE_SLICERIVER_WAREHOUSE"
+	envHang    = "LAKEWRITE_SLICERIVER_HANG"        // slice index that hangs after its first batch
+	envHold    = "LAKEWRITE_SLICERIVER_HOLD"        // a path: every slice waits, before its first batch, until it exists
+	envWorkers = "LAKEWRITE_SLICERIVER_MAX_WORKERS" // slices run at once (default 4)
+	envLeader  = "LAKEWRITE_SLICERIVER_LEADER"      // "0": no leader election
+	envRescue  = "LAKEWRITE_SLICERIVER_RESCUE"      // RescueStuckJobsAfter
+
+	envCoordinator = "LAKEWRITE_SLICERIVER_COORDINATOR" // "1": run as a coordinator process
+	envWrite       = "LAKEWRITE_SLICERIVER_WRITE"       // the coordinator's write: "output source slices"
 )
+
+// coordinatorApp is the application_name of a coordinator process's
+// connections.
+const coordinatorApp = "sliceriver_test_coordinator"
 
 // world is a database, a warehouse, a Dispatcher whose slices run on
 // River workers in other processes (river), one whose slices run in this
@@ -62,12 +72,18 @@ type world struct {
 	warehouse string
 	client    *river.Client[pgx.Tx]
 	coord     *sliceriver.Coordinator
+	// obs, when set, observes the writes of dispatcher.
+	obs writestrategy.Observer
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldOn(t, pgtest.URL(t), t.TempDir()) }
+
+// newWorldOn is the world of the database url and the warehouse (a
+// coordinator process joins the test's).
+func newWorldOn(t *testing.T, url, warehouse string) *world {
 	t.Helper()
 	ctx := context.Background()
-	w := &world{t: t, url: pgtest.URL(t), warehouse: t.TempDir()}
+	w := &world{t: t, url: url, warehouse: warehouse}
 	var err error
 	w.pool, err = pgxpool.New(ctx, w.url)
 	require.NoError(t, err)
@@ -96,7 +112,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func (w *world) dispatcher(onRiver bool) *writestrategy.Dispatcher {
 	cfg := &writestrategy.DispatchConfig{Ledger: w.l, Resolver: w.res, Lakehouse: w.f, Workspace: "test",
-		Cursor: &cursor.Options{BatchSize: 512}, SliceDeadline: 2 * time.Minute}
+		Cursor: &cursor.Options{BatchSize: 512}, SliceDeadline: 2 * time.Minute, Observer: w.obs}
 	if onRiver {
 		cfg.StageSlices = w.coord.Stage
 	}
@@ -255,7 +271,8 @@ func (w *world) dataFiles() []string {
 	return out
 }
 
-// proc is a worker process: this test binary running TestHelperWorker.
+// proc is a worker process (this test binary running TestHelperWorker)
+// or a coordinator process (TestHelperCoordinator).
 type proc struct {
 	t     *testing.T
 	cmd   *exec.Cmd
@@ -268,8 +285,30 @@ type proc struct {
 // startWorker starts a worker process with the extra environment env.
 func (w *world) startWorker(env ...string) *proc {
 	w.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$", "-test.count=1", "-test.v=false")
-	cmd.Env = append(os.Environ(), envWorker+"=1", envDB+"="+w.url, envWH+"="+w.warehouse)
+	p := w.start("TestHelperWorker", append([]string{envWorker + "=1", envDB + "=" + w.url}, env...))
+	p.await("ready")
+	return p
+}
+
+// startCoordinator starts a coordinator process that writes output from
+// source in n slices on River through a Dispatcher, its connections
+// named coordinatorApp; it prints "writing" before the write.
+func (w *world) startCoordinator(output, source string, n int) *proc {
+	w.t.Helper()
+	url := w.url + "?application_name=" + coordinatorApp
+	if strings.Contains(w.url, "?") {
+		url = w.url + "&application_name=" + coordinatorApp
+	}
+	return w.start("TestHelperCoordinator", []string{envCoordinator + "=1", envDB + "=" + url,
+		envWrite + "=" + fmt.Sprintf("%s %s %d", output, source, n)})
+}
+
+// start runs the test helper in a process of its own with the extra
+// environment env.
+func (w *world) start(helper string, env []string) *proc {
+	w.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1", "-test.v=false")
+	cmd.Env = append(os.Environ(), envWH+"="+w.warehouse)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -287,7 +326,6 @@ func (w *world) startWorker(env ...string) *proc {
 	}()
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	w.t.Cleanup(p.stop)
-	p.await("ready")
 	return p
 }
 
@@ -298,13 +336,13 @@ func (p *proc) await(line string) {
 	for {
 		select {
 		case l, ok := <-p.lines:
-			require.True(p.t, ok, "worker process exited before printing %q", line)
+			require.True(p.t, ok, "process exited before printing %q", line)
 			if l == line {
 				return
 			}
-			p.t.Logf("worker %d: %s", p.cmd.Process.Pid, l)
+			p.t.Logf("process %d: %s", p.cmd.Process.Pid, l)
 		case <-timeout:
-			p.t.Fatalf("worker process did not print %q", line)
+			p.t.Fatalf("process did not print %q", line)
 		}
 	}
 }
@@ -350,6 +388,25 @@ func TestHelperWorker(t *testing.T) {
 	f, err := facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}})
 	require.NoError(t, err)
 	wcfg := sliceriver.WorkerConfig{Lake: f, DB: pool, Cursor: &cursor.Options{BatchSize: 512}}
+	if path := os.Getenv(envHold); path != "" {
+		wcfg.Wrap = func(index int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+			return func(yield func(arrow.RecordBatch, error) bool) {
+				// The slice has imported the snapshot and not read a batch.
+				fmt.Println("hold")
+				for {
+					if _, err := os.Stat(path); err == nil {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				for rec, err := range rows {
+					if !yield(rec, err) {
+						return
+					}
+				}
+			}
+		}
+	}
 	if h := os.Getenv(envHang); h != "" {
 		hang, err := strconv.Atoi(h)
 		require.NoError(t, err)
@@ -368,8 +425,13 @@ func TestHelperWorker(t *testing.T) {
 			}
 		}
 	}
+	maxWorkers := 4
+	if m := os.Getenv(envWorkers); m != "" {
+		maxWorkers, err = strconv.Atoi(m)
+		require.NoError(t, err)
+	}
 	workers := river.NewWorkers()
-	rcfg := &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}, Workers: workers,
+	rcfg := &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}}, Workers: workers,
 		FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond, Logger: quiet(),
 		LeaderElectionDisabled: os.Getenv(envLeader) == "0"}
 	if r := os.Getenv(envRescue); r != "" {
@@ -390,4 +452,39 @@ func TestHelperWorker(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	require.NoError(t, client.Stop(sctx))
+}
+
+// TestHelperCoordinator is not a test: it is the body of a coordinator
+// process (startCoordinator), run when the environment says so. It
+// writes through a Dispatcher whose slices run on River, and prints the
+// outcome.
+func TestHelperCoordinator(t *testing.T) {
+	if os.Getenv(envCoordinator) != "1" {
+		return
+	}
+	w := newWorldOn(t, os.Getenv(envDB), os.Getenv(envWH))
+	var (
+		out, src string
+		n        int
+	)
+	_, err := fmt.Sscan(os.Getenv(envWrite), &out, &src, &n)
+	require.NoError(t, err)
+	fmt.Println("writing")
+	res, err := w.write(context.Background(), transform(out, src), n, true)
+	fmt.Println("written", res.Slices, err)
+}
+
+// requireNoGoroutines fails unless, within 10 seconds, no goroutine of
+// lakewrite or River (but the test's own) is left running.
+func requireNoGoroutines(t *testing.T) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left := ours()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("goroutines left running:\n%s", strings.Join(left, "\n\n"))
+		}
+	}
 }

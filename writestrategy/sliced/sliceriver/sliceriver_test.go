@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
+	"github.com/lakewrite/lakewrite/writestrategy"
 	"github.com/lakewrite/lakewrite/writestrategy/sliced"
 	"github.com/lakewrite/lakewrite/writestrategy/sliced/sliceriver"
 )
@@ -304,16 +307,7 @@ func TestRiverStageAsSlicedStage(t *testing.T) {
 		local := write(sliced.Stage, n)
 		w.requireSameRows(local, write(w.coord.Stage, n), true)
 	}
-	// No goroutine of lakewrite or River is left running.
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		left := ours()
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("goroutines left running:\n%s", strings.Join(left, "\n\n"))
-		}
-	}
+	requireNoGoroutines(t)
 }
 
 // ours is the stacks of the goroutines running code of lakewrite or
@@ -343,4 +337,58 @@ func released(rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBa
 			}
 		}
 	}
+}
+
+// TestRiverSlicesReadOneSnapshot: the source table changed (rows
+// deleted, updated and inserted, committed) while River slices read it
+// is read as of the coordinator's snapshot. Eight slices on a worker
+// process that runs four at a time: the first four wait after importing
+// the snapshot, the change commits, then all eight read; the other four
+// begin only after the change. The output is the table one stream wrote
+// before the change, and a write after it differs.
+func TestRiverSlicesReadOneSnapshot(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedTable("rel", "src_table", 20000)
+	_, err := w.write(ctx, transform("before", "rel"), 0, false)
+	require.NoError(t, err)
+
+	release := filepath.Join(t.TempDir(), "release")
+	wk := w.startWorker(envHold + "=" + release)
+	type result struct {
+		res writestrategy.WriteResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := w.write(ctx, transform("during", "rel"), 8, true)
+		done <- result{res, err}
+	}()
+	for range 4 {
+		wk.await("hold")
+	}
+	jobs, err := w.client.JobList(ctx, river.NewJobListParams().Kinds(sliceriver.Kind).
+		States(rivertype.JobStateRunning, rivertype.JobStateAvailable))
+	require.NoError(t, err)
+	state := map[rivertype.JobState]int{}
+	for _, j := range jobs.Jobs {
+		state[j.State]++
+	}
+	require.Equal(t, map[rivertype.JobState]int{rivertype.JobStateRunning: 4, rivertype.JobStateAvailable: 4}, state,
+		"four slices began, four did not")
+	_, err = w.pool.Exec(ctx, `DELETE FROM src_table WHERE id % 2 = 0;
+		UPDATE src_table SET name = 'changed' WHERE id % 3 = 0;
+		INSERT INTO src_table SELECT id + 100000, name, amount, x, ts FROM src_table`)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, 8, r.res.Slices, r.res.SliceNote)
+	require.Equal(t, w.checksum("before"), w.checksum("during"))
+	w.requireSameRows(w.table("before"), w.table("during"), false)
+
+	_, err = w.write(ctx, transform("after", "rel"), 8, true)
+	require.NoError(t, err)
+	require.NotEqual(t, w.checksum("before"), w.checksum("after"), "the change was made during the write")
 }
