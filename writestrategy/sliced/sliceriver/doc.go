@@ -64,9 +64,10 @@
 //   - A coordinator that dies ends its transaction and with it the
 //     snapshot: slices not yet begun fail with sliced.ErrSnapshot and
 //     cancel their jobs; nothing was staged, nothing is visible, and the
-//     write's ledger intent is reconciled by the next writer. Results of
-//     slices that were already reading stay in the results table (until
-//     Coordinator.Prune) and their files are orphans of the table.
+//     write's ledger intent is reconciled by the next writer. Slices that
+//     had imported the snapshot read it to the end and complete: their
+//     results stay in the results table (until Coordinator.Prune) and
+//     their files are orphans of the table.
 //   - The wait is bounded by sliced.Config.Deadline (and the caller's
 //     context); a slice still running at the deadline is cancelled.
 //

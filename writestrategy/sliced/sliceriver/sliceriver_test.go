@@ -2,11 +2,13 @@ package sliceriver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -391,4 +393,122 @@ func TestRiverSlicesReadOneSnapshot(t *testing.T) {
 	_, err = w.write(ctx, transform("after", "rel"), 8, true)
 	require.NoError(t, err)
 	require.NotEqual(t, w.checksum("before"), w.checksum("after"), "the change was made during the write")
+}
+
+// TestRiverCoordinatorProcessKilled: a coordinator process (a Dispatcher
+// write whose slices run on River) killed with SIGKILL while a slice
+// reads leaves nothing visible in the table. Its backend ends with it,
+// and the snapshot with its transaction: the slice that had imported the
+// snapshot still reads it, completes and stores its result, which no
+// one stages (it stays in the results table until Coordinator.Prune, its
+// files are orphans of the table); the slices not begun cannot import
+// the snapshot and their jobs are cancelled (sliced.ErrSnapshot, one
+// attempt). The write's ledger intent stays open, its holder dead, until
+// the next writer reconciles it (aborted), and that write succeeds. The
+// orphan pass removes the dead write's files and Prune its result.
+func TestRiverCoordinatorProcessKilled(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.seedTable("rel", "src_table", 20000)
+	_, err := w.write(ctx, transform("one", "rel"), 0, false)
+	require.NoError(t, err)
+	kept := w.dataFiles()
+
+	// One slice at a time: the first waits after importing the snapshot,
+	// the others are not begun.
+	release := filepath.Join(t.TempDir(), "release")
+	wk := w.startWorker(envHold+"="+release, envWorkers+"=1", envLeader+"=0")
+	co := w.startCoordinator("out", "rel", 4)
+	co.await("writing")
+	wk.await("hold")
+	co.kill()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1`,
+			coordinatorApp).Scan(&n))
+		return n == 0
+	}, time.Minute, 20*time.Millisecond, "the coordinator's backends end with it")
+	requireNothingVisible(t, w, "out")
+	var intent string
+	require.Eventually(t, func() bool {
+		open, err := w.l.OpenIntents(ctx)
+		require.NoError(t, err)
+		require.Len(t, open, 1)
+		require.Equal(t, "out", open[0].DatasetID)
+		intent = open[0].ID
+		return !open[0].HolderAlive
+	}, time.Minute, 20*time.Millisecond, "the dead coordinator's intent is open, its holder gone")
+
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+	var jobs []*rivertype.JobRow
+	require.Eventually(t, func() bool {
+		list, err := w.client.JobList(ctx, river.NewJobListParams().Kinds(sliceriver.Kind))
+		require.NoError(t, err)
+		jobs = list.Jobs
+		for _, j := range jobs {
+			if j.FinalizedAt == nil {
+				return false
+			}
+		}
+		return len(jobs) == 4
+	}, time.Minute, 50*time.Millisecond, "every slice's job ends")
+	var completed []int
+	for _, j := range jobs {
+		var a sliceriver.SliceArgs
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &a))
+		require.Equal(t, 1, j.Attempt, "slice %d not retried", a.Index)
+		if j.State == rivertype.JobStateCompleted {
+			completed = append(completed, a.Index)
+			continue
+		}
+		require.Equal(t, rivertype.JobStateCancelled, j.State, "slice %d", a.Index)
+		require.Contains(t, j.Errors[len(j.Errors)-1].Error, sliced.ErrSnapshot.Error(), "slice %d", a.Index)
+	}
+	require.Len(t, completed, 1, "the slice that had imported the snapshot")
+	var results, marks int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE slice >= 0), count(*) FILTER (WHERE slice = -1)
+		FROM lakewrite.slice_results`).Scan(&results, &marks))
+	require.Equal(t, 1, results, "the completed slice's result, never staged")
+	require.Zero(t, marks, "the results were never closed")
+	requireNothingVisible(t, w, "out")
+	orphans := slices.DeleteFunc(w.dataFiles(), func(f string) bool { return slices.Contains(kept, f) })
+	require.NotEmpty(t, orphans, "the completed slice's files")
+
+	// The next write, its coordinator in this process.
+	w.startWorker()
+	res, err := w.write(ctx, transform("out", "rel"), 4, true)
+	require.NoError(t, err)
+	require.Equal(t, 4, res.Slices)
+	require.Equal(t, w.checksum("one"), w.checksum("out"))
+	w.requireSameRows(w.table("one"), w.table("out"), false)
+	var status string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT status FROM lakewrite.pipeline_build_transactions WHERE id = $1`, intent).Scan(&status))
+	require.Equal(t, "aborted", status, "the dead coordinator's intent, reconciled by the next writer")
+
+	pruned, err := w.coord.Prune(ctx, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, pruned, "the dead write's result and the next write's mark")
+	before := w.checksum("out")
+	rep, err := w.f.MaintainWith(ctx, "out", facade.Lifecycle{OrphanAge: time.Nanosecond, OrphanEvery: -1})
+	require.NoError(t, err)
+	require.Positive(t, rep.OrphansDeleted)
+	require.Equal(t, before, w.checksum("out"))
+	for _, f := range orphans {
+		require.NoFileExists(t, f, "the dead write's files are orphans")
+	}
+	for _, f := range kept {
+		require.FileExists(t, f)
+	}
+	requireNoGoroutines(t)
+}
+
+// requireNothingVisible: the table id does not exist or has no snapshot.
+func requireNothingVisible(t *testing.T, w *world, id string) {
+	t.Helper()
+	tbl, err := w.f.LoadTable(context.Background(), id)
+	if err != nil {
+		require.ErrorIs(t, err, facade.ErrTableNotFound)
+		return
+	}
+	require.Nil(t, tbl.CurrentSnapshot(), "nothing visible in %s", id)
 }
