@@ -121,6 +121,10 @@ type Observer interface {
 //
 // A write in slices (Request.Slices) reports each slice apart, from the
 // slice's goroutine (so concurrently): Slice is its index, Rows its rows.
+// When the slices are written in other processes (DispatchConfig.StageSlices,
+// e.g. package sliceriver), a slice is reported once, when its files reach
+// the coordinator (sliced.Config.SliceDone): Rows is all its rows, Elapsed
+// the time since the write in slices began.
 type ProgressEvent struct {
 	DatasetID string
 	Rows      int64

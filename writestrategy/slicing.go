@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
@@ -175,9 +176,15 @@ func (d *Dispatcher) stageOutput(ctx context.Context, tx pgx.Tx, req Request, c 
 	if r.SliceNote != "" {
 		return d.cfg.Lakehouse.Stage(ctx, target, wreq)
 	}
+	t0 := time.Now()
 	cfg := &sliced.Config{DB: db, Cursor: d.cursorOptions(req), Deadline: d.cfg.SliceDeadline,
 		Wrap: func(i int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 			return d.progress(ctx, c.DatasetID, i, rows)
+		},
+		SliceDone: func(i int, rows int64) {
+			if po, ok := d.cfg.Observer.(progressObserver); ok {
+				po.Progress(ctx, ProgressEvent{DatasetID: c.DatasetID, Rows: rows, Elapsed: time.Since(t0), Slice: i})
+			}
 		}}
 	stage := sliced.Stage
 	if d.cfg.StageSlices != nil {

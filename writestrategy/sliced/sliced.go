@@ -52,6 +52,13 @@ type Config struct {
 	// Wrap, when set, wraps each slice's batches (progress reporting). It
 	// is called from the slice's goroutine.
 	Wrap func(index int, rows iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error]
+	// SliceDone, when set, is told of each slice whose files are written,
+	// with its index and rows, by a StageFunc whose slices' batches do not
+	// pass through this process (Wrap cannot see them): package
+	// sliceriver calls it as each slice's result reaches the coordinator,
+	// from the goroutine that called its Stage. Stage does not call it:
+	// Wrap sees every batch.
+	SliceDone func(index int, rows int64)
 }
 
 func (c *Config) deadline() time.Duration {
@@ -253,6 +260,8 @@ func firstError(errs []error, cause error) error {
 
 // StageFunc is the signature of Stage: a function that stages a sliced
 // write from plan to staged snapshot, wherever its slices are written.
+// It reports progress through cfg.Wrap where the slices' batches pass
+// through this process, else through cfg.SliceDone, once per slice.
 type StageFunc func(ctx context.Context, cfg *Config, lake *facade.Facade, coord pgx.Tx, target facade.Target, req facade.WriteRequest,
 	src Source, n int, sqlFor func(Range) (string, []any, error)) (st facade.Staged, slices int, rounded int64, err error)
 

@@ -102,7 +102,11 @@ var _ sliced.StageFunc = (*Coordinator)(nil).Stage
 // A slice that fails for good (ErrSliceFailed), the deadline or ctx
 // ending the wait fail the write: the unfinished jobs are cancelled, the
 // files of the slices already written are deleted, and nothing is
-// visible. cfg.Cursor and cfg.Wrap are the workers' (WorkerConfig).
+// visible. cfg.Cursor and cfg.Wrap are the workers' (WorkerConfig): the
+// batches are read there. Progress is reported here instead: Stage calls
+// cfg.SliceDone, when set, once per slice as its result arrives (in the
+// order they arrive, each with all its rows), before the write commits or
+// fails.
 func (c *Coordinator) Stage(ctx context.Context, cfg *sliced.Config, lake *facade.Facade, coord pgx.Tx, target facade.Target,
 	req facade.WriteRequest, src sliced.Source, n int, sqlFor func(sliced.Range) (string, []any, error)) (facade.Staged, int, int64, error) {
 	deadline := sliced.DefaultDeadline
@@ -140,7 +144,11 @@ func (c *Coordinator) Stage(ctx context.Context, cfg *sliced.Config, lake *facad
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err := c.wait(dctx, ref.WriteID, ids); err != nil {
+	var done func(int, int64)
+	if cfg != nil {
+		done = cfg.SliceDone
+	}
+	if err := c.wait(dctx, ref.WriteID, ids, done); err != nil {
 		c.giveUp(ctx, w, ref.WriteID, ids)
 		return nil, 0, 0, err
 	}
@@ -178,22 +186,33 @@ func (c *Coordinator) enqueue(ctx context.Context, params []river.InsertManyPara
 }
 
 // wait polls until every slice has its result, a slice's job failed
-// for good, or ctx ends.
-func (c *Coordinator) wait(ctx context.Context, writeID string, ids []int64) error {
+// for good, or ctx ends; done, when set, is told of each result as it
+// arrives.
+func (c *Coordinator) wait(ctx context.Context, writeID string, ids []int64, done func(index int, rows int64)) error {
 	tick := time.NewTicker(c.cfg.Poll)
 	defer tick.Stop()
+	have := map[int]bool{}
 	for {
-		have := map[int]bool{}
-		rows, err := c.cfg.DB.Query(ctx, `SELECT slice FROM `+c.results+` WHERE write_id = $1 AND slice >= 0`, writeID)
+		rows, err := c.cfg.DB.Query(ctx, `SELECT slice, row_count FROM `+c.results+`
+			WHERE write_id = $1 AND slice >= 0 ORDER BY slice`, writeID)
 		if err != nil {
 			return fmt.Errorf("sliceriver: read results: %w", err)
 		}
-		got, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		type result struct {
+			Slice int32
+			Rows  int64
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[result])
 		if err != nil {
 			return fmt.Errorf("sliceriver: read results: %w", err)
 		}
-		for _, i := range got {
-			have[int(i)] = true
+		for _, r := range got {
+			if !have[int(r.Slice)] {
+				have[int(r.Slice)] = true
+				if done != nil {
+					done(int(r.Slice), r.Rows)
+				}
+			}
 		}
 		if len(have) == len(ids) {
 			return nil

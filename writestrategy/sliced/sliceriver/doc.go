@@ -43,6 +43,18 @@
 // (facade.SlicedWrite.Stage); the caller commits the Staged as it would
 // sliced.Stage's. Coordinator.Prune deletes the marks of closed writes.
 //
+// # Progress
+//
+// A slice's batches are read in a worker's process, where the
+// coordinator's sliced.Config.Wrap cannot see them (WorkerConfig.Wrap
+// can, in that process). The coordinator reports each slice once instead,
+// when it finds the slice's result: it calls sliced.Config.SliceDone with
+// the slice's index and rows, from the goroutine that called Stage. The
+// Dispatcher's SliceDone gives its Observer (one with a Progress method)
+// a writestrategy.ProgressEvent per slice, Rows all the slice's rows. A
+// slice is reported when its job completes, so a write that fails later
+// may have reported some of its slices.
+//
 // # Failure
 //
 //   - A slice that fails is retried by River up to

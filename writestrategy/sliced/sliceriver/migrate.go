@@ -23,8 +23,9 @@ func resultsTable(schema string) string {
 
 // Migrate brings River's tables (rivermigrate, in the search path's
 // schema) up to date and creates the slices' results table in schema
-// (DefaultSchema when empty): one row per written slice, keyed by
-// (write_id, slice), holding the slice's encoded files.
+// (DefaultSchema when empty), or adds its newer columns: one row per
+// written slice, keyed by (write_id, slice), holding the slice's encoded
+// files and its rows.
 func Migrate(ctx context.Context, db *pgxpool.Pool, schema string) error {
 	m, err := rivermigrate.New(riverpgxv5.New(db), nil)
 	if err != nil {
@@ -43,7 +44,8 @@ func Migrate(ctx context.Context, db *pgxpool.Pool, schema string) error {
 			files jsonb NOT NULL,
 			rounded bigint NOT NULL,
 			written_at timestamptz NOT NULL DEFAULT now(),
-			PRIMARY KEY (write_id, slice))`)
+			PRIMARY KEY (write_id, slice));
+		ALTER TABLE `+resultsTable(schema)+` ADD COLUMN IF NOT EXISTS row_count bigint NOT NULL DEFAULT 0`)
 	if err != nil {
 		return fmt.Errorf("sliceriver: results table: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,10 +31,14 @@ import (
 // Dispatcher (which writes N = 1 as one stream), the table one stream
 // writes (rows, checksum, order by __row_index), with the identity columns
 // of the same write in slices in this process, from a row-store source
-// and from a registered table.
+// and from a registered table. The Dispatcher's Observer sees one
+// progress event per River slice, with the rows that slice has in this
+// process's write.
 func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
+	obs := &progressRecorder{}
+	w.obs = obs
 	w.seedRowStore("src", 6000)
 	w.seedTable("rel", "src_table", 6000)
 	w.startWorker()
@@ -44,10 +49,17 @@ func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
 		require.NoError(t, err)
 		one, sum := w.table(out), w.checksum(out)
 		for _, n := range []int{1, 2, 4, 8} {
+			obs.take()
 			res, err := w.write(ctx, transform(out, src), n, false)
 			require.NoError(t, err)
 			require.Equal(t, n, res.Slices, res.SliceNote)
 			local := w.table(out)
+			// In this process: an event per batch of each slice, the last
+			// with the slice's rows.
+			want := map[int]int64{}
+			for _, ev := range obs.take() {
+				want[ev.Slice] = max(want[ev.Slice], ev.Rows)
+			}
 
 			res, err = w.write(ctx, transform(out, src), n, true)
 			require.NoError(t, err)
@@ -56,6 +68,23 @@ func TestRiverSlicesWriteWhatOneStreamWrites(t *testing.T) {
 			got := w.table(out)
 			w.requireSameRows(one, got, n == 1)
 			w.requireSameRows(local, got, true)
+			if n > 1 {
+				evs := obs.take()
+				require.Len(t, evs, n, "one event per River slice")
+				seen := map[int]int64{}
+				for _, ev := range evs {
+					require.Equal(t, out, ev.DatasetID)
+					require.Positive(t, ev.Elapsed)
+					require.NotContains(t, seen, ev.Slice)
+					seen[ev.Slice] = ev.Rows
+				}
+				require.Equal(t, want, seen, "N = %d: the rows of each slice", n)
+				var total int64
+				for _, r := range seen {
+					total += r
+				}
+				require.EqualValues(t, len(got), total)
+			}
 		}
 	}
 	var left, marks int
@@ -511,4 +540,29 @@ func requireNothingVisible(t *testing.T, w *world, id string) {
 		return
 	}
 	require.Nil(t, tbl.CurrentSnapshot(), "nothing visible in %s", id)
+}
+
+// progressRecorder is an Observer that records the progress events.
+type progressRecorder struct {
+	mu  sync.Mutex
+	evs []writestrategy.ProgressEvent
+}
+
+func (*progressRecorder) PhaseStart(ctx context.Context, _ writestrategy.PhaseEvent) context.Context {
+	return ctx
+}
+func (*progressRecorder) PhaseEnd(context.Context, writestrategy.PhaseEvent) {}
+func (r *progressRecorder) Progress(_ context.Context, ev writestrategy.ProgressEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, ev)
+}
+
+// take returns the events recorded since the last take.
+func (r *progressRecorder) take() []writestrategy.ProgressEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	evs := r.evs
+	r.evs = nil
+	return evs
 }

@@ -108,7 +108,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[SliceArgs]) error {
 		sw.Abort(written.Files)
 		return river.JobCancel(err)
 	}
-	stored, err := w.store(ctx, job, enc, written.Rounded)
+	stored, err := w.store(ctx, job, enc, written.Files.Rows, written.Rounded)
 	if !stored {
 		// The files are referenced by no result: delete them. (When the
 		// commit's outcome is unknown they are left to the orphan pass.)
@@ -119,7 +119,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[SliceArgs]) error {
 
 // store inserts the slice's result and completes the job in one
 // transaction; stored is false when the result is certainly not stored.
-func (w *Worker) store(ctx context.Context, job *river.Job[SliceArgs], enc []byte, rounded int64) (stored bool, err error) {
+func (w *Worker) store(ctx context.Context, job *river.Job[SliceArgs], enc []byte, rows, rounded int64) (stored bool, err error) {
 	a := job.Args
 	tx, err := w.cfg.DB.Begin(ctx)
 	if err != nil {
@@ -133,9 +133,9 @@ func (w *Worker) store(ctx context.Context, job *river.Job[SliceArgs], enc []byt
 	if err != nil {
 		return false, fmt.Errorf("sliceriver: slice %d: store the result: %w", a.Index, err)
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO `+w.results+` (write_id, slice, files, rounded)
-		SELECT $1, $2, $3, $4 WHERE NOT EXISTS (SELECT 1 FROM `+w.results+` WHERE write_id = $1 AND slice = -1)
-		ON CONFLICT (write_id, slice) DO NOTHING`, a.Write.WriteID, a.Index, string(enc), rounded)
+	tag, err := tx.Exec(ctx, `INSERT INTO `+w.results+` (write_id, slice, files, rounded, row_count)
+		SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM `+w.results+` WHERE write_id = $1 AND slice = -1)
+		ON CONFLICT (write_id, slice) DO NOTHING`, a.Write.WriteID, a.Index, string(enc), rounded, rows)
 	if err != nil {
 		return false, fmt.Errorf("sliceriver: slice %d: store the result: %w", a.Index, err)
 	}
