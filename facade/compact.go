@@ -450,6 +450,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 		srcErr error
 		halted bool
 	)
+	partNames := partitionSources(writeTbl)
 	rows := func(yield func(arrow.RecordBatch, error) bool) {
 		emit := func(rec arrow.RecordBatch) bool {
 			if err := context.Cause(ctx); err != nil {
@@ -457,7 +458,7 @@ func (f *Facade) rewriteFiles(ctx context.Context, tbl *table.Table, snap *table
 				srcErr, halted = err, true
 				return false
 			}
-			rec = withValueBytes(rec)
+			rec = withOwnedValues(withValueBytes(rec), partNames)
 			if !yield(rec, nil) { // WriteRecords releases rec
 				halted = true
 				return false

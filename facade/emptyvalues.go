@@ -1,9 +1,12 @@
 package facade
 
 import (
+	"slices"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go/table"
 )
 
 // withValueBytes returns rec with every string and binary column's value
@@ -83,4 +86,66 @@ func valueBytesData(d arrow.ArrayData) (arrow.ArrayData, bool) {
 		newChildren = children
 	}
 	return array.NewData(d.DataType(), d.Len(), newBufs, newChildren, d.NullN(), d.Offset()), true
+}
+
+// withOwnedValues returns rec with the value bytes of its string and
+// binary columns named in names copied to memory of the Go heap, releasing
+// rec when it builds a new batch.
+//
+// iceberg-go's clustered writer keeps the partition values of the
+// partitions it has closed, as strings that point into the batch's value
+// buffer; once the batch is released, an allocator that reuses memory (the
+// cursor's) overwrites them, and a later partition can then match a closed
+// one ("records arriving after its writer was already closed"). Values on
+// the Go heap stay valid as long as they are referenced.
+func withOwnedValues(rec arrow.RecordBatch, names []string) arrow.RecordBatch {
+	cols := rec.Columns()
+	var fixed []arrow.Array
+	for i, f := range rec.Schema().Fields() {
+		if !slices.Contains(names, f.Name) {
+			continue
+		}
+		switch f.Type.ID() {
+		case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		default:
+			continue
+		}
+		d := cols[i].Data()
+		bufs := append([]*memory.Buffer(nil), d.Buffers()...)
+		if len(bufs) != 3 || bufs[2] == nil {
+			continue
+		}
+		bufs[2] = memory.NewBufferBytes(append(make([]byte, 0, bufs[2].Len()), bufs[2].Bytes()...))
+		if fixed == nil {
+			fixed = make([]arrow.Array, len(cols))
+			copy(fixed, cols)
+		}
+		nd := array.NewData(d.DataType(), d.Len(), bufs, nil, d.NullN(), d.Offset())
+		fixed[i] = array.MakeFromData(nd)
+		nd.Release()
+	}
+	if fixed == nil {
+		return rec
+	}
+	out := array.NewRecordBatch(rec.Schema(), fixed, rec.NumRows())
+	for i, c := range fixed {
+		if c != cols[i] {
+			c.Release()
+		}
+	}
+	rec.Release()
+	return out
+}
+
+// partitionSources returns the names of the source columns of tbl's
+// partition fields.
+func partitionSources(tbl *table.Table) []string {
+	spec, sc := tbl.Spec(), tbl.Schema()
+	var names []string
+	for _, pf := range spec.Fields() {
+		if name, ok := sc.FindColumnName(pf.SourceID()); ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }

@@ -498,6 +498,9 @@ type OrderKey struct {
 	// integers down to a multiple of Width), for the same reason; a
 	// column of another type is ordered by itself.
 	Width int
+	// Partition: the key clusters a partition field (its value is the
+	// partition's), not a sort key.
+	Partition bool
 }
 
 // WriteOrder returns the order in which a write's rows must arrive to be
@@ -567,21 +570,22 @@ func (f *Facade) WriteOrder(ctx context.Context, datasetID string) ([]OrderKey, 
 // partitionOrderKey is the order key clustering a partition field: its
 // value ascending.
 func partitionOrderKey(column string, t iceberg.Transform) OrderKey {
+	k := OrderKey{Column: column, Partition: true}
 	switch t := t.(type) {
 	case iceberg.BucketTransform:
-		return OrderKey{Column: column, Bucket: t.NumBuckets}
+		k.Bucket = t.NumBuckets
 	case iceberg.YearTransform:
-		return OrderKey{Column: column, Unit: "year"}
+		k.Unit = "year"
 	case iceberg.MonthTransform:
-		return OrderKey{Column: column, Unit: "month"}
+		k.Unit = "month"
 	case iceberg.DayTransform:
-		return OrderKey{Column: column, Unit: "day"}
+		k.Unit = "day"
 	case iceberg.HourTransform:
-		return OrderKey{Column: column, Unit: "hour"}
+		k.Unit = "hour"
 	case iceberg.TruncateTransform:
-		return OrderKey{Column: column, Width: t.Width}
+		k.Width = t.Width
 	}
-	return OrderKey{Column: column}
+	return k
 }
 
 // evolveLayout stages in txn the dataset's declared partition spec and

@@ -265,7 +265,7 @@ func TestPartitionedBucket(t *testing.T) {
 	require.NoError(t, err)
 	keys, err := f2.WriteOrder(ctx, "part-b")
 	require.NoError(t, err)
-	require.Equal(t, []facade.OrderKey{{Column: "id", Bucket: 4}}, keys)
+	require.Equal(t, []facade.OrderKey{{Column: "id", Bucket: 4, Partition: true}}, keys)
 }
 
 // TestWriteOrderBucket: WriteOrder gives a bucket[N] partition field as a
@@ -280,9 +280,9 @@ func TestWriteOrderBucket(t *testing.T) {
 	keys, err := e.f.WriteOrder(context.Background(), "part-wo")
 	require.NoError(t, err)
 	require.Equal(t, []facade.OrderKey{
-		{Column: "name"},
-		{Column: "id", Bucket: 8},
-		{Column: "ts", Unit: "day"},
+		{Column: "name", Partition: true},
+		{Column: "id", Bucket: 8, Partition: true},
+		{Column: "ts", Unit: "day", Partition: true},
 		{Column: "id", Descending: true, NullsFirst: true},
 	}, keys)
 }

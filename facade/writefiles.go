@@ -145,6 +145,7 @@ func (f *Facade) writeFiles(ctx context.Context, tbl *table.Table, sc *arrow.Sch
 			}
 			out = withValueBytes(out)
 			if cc != nil {
+				out = withOwnedValues(out, cc.names)
 				if err := cc.check(out); err != nil {
 					out.Release()
 					return err

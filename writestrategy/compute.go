@@ -121,6 +121,9 @@ func ComputeRows(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, opts
 		}
 		c := Computed{DatasetID: p.output, Mode: p.mode, Columns: cols, skips: p.countSQL != "", mergeKey: p.mergeKey, probe: p.probe,
 			slice: p.slice, sliceNote: p.sliceNote, scope: scope}
+		if keys := env.orderBy[p.output]; len(keys) > 0 && c.slice != nil {
+			c.slice, c.sliceNote = orderedSlices(c.slice, keys, env.ctlSchema(), kindsOf(cols, oids, types), cols)
+		}
 		if p.probe != nil { // counted with the source's key range
 			c.sourceRows, c.skips = p.probe.sourceRows, true
 		} else if c.sourceRows, err = count(ctx, tx, p.countSQL, p.countArgs); err != nil {

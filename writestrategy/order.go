@@ -125,24 +125,7 @@ func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string, kinds colu
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		col := pgx.Identifier{k.Column}.Sanitize()
-		switch {
-		case k.Bucket > 0:
-			fmt.Fprintf(&b, "%s.iceberg_bucket(%s, %d)", ctlSchema, col, k.Bucket)
-		case k.Unit != "" && kinds.tz[k.Column]:
-			fmt.Fprintf(&b, "pg_catalog.date_trunc('%s', %s, 'UTC')", k.Unit, col)
-		case k.Unit != "":
-			fmt.Fprintf(&b, "pg_catalog.date_trunc('%s', %s)", k.Unit, col)
-		case k.Width > 0 && kinds.str[k.Column]:
-			fmt.Fprintf(&b, `pg_catalog.left(%s::pg_catalog.text, %d) COLLATE "C"`, col, k.Width)
-		case k.Width > 0 && kinds.integer[k.Column]:
-			fmt.Fprintf(&b, "(%s::pg_catalog.int8 - ((%s::pg_catalog.int8 %% %d) + %d) %% %d)", col, col, k.Width, k.Width, k.Width)
-		default:
-			b.WriteString(col)
-			if kinds.str[k.Column] {
-				b.WriteString(` COLLATE "C"`)
-			}
-		}
+		b.WriteString(orderExpr(k, ctlSchema, kinds))
 		if k.Descending {
 			b.WriteString(" DESC")
 		} else {
@@ -155,4 +138,24 @@ func orderedSQL(sql string, keys []facade.OrderKey, ctlSchema string, kinds colu
 		}
 	}
 	return b.String()
+}
+
+// orderExpr is the expression an order key orders by (see orderedSQL).
+func orderExpr(k facade.OrderKey, ctlSchema string, kinds columnKinds) string {
+	col := pgx.Identifier{k.Column}.Sanitize()
+	switch {
+	case k.Bucket > 0:
+		return fmt.Sprintf("%s.iceberg_bucket(%s, %d)", ctlSchema, col, k.Bucket)
+	case k.Unit != "" && kinds.tz[k.Column]:
+		return fmt.Sprintf("pg_catalog.date_trunc('%s', %s, 'UTC')", k.Unit, col)
+	case k.Unit != "":
+		return fmt.Sprintf("pg_catalog.date_trunc('%s', %s)", k.Unit, col)
+	case k.Width > 0 && kinds.str[k.Column]:
+		return fmt.Sprintf(`pg_catalog.left(%s::pg_catalog.text, %d) COLLATE "C"`, col, k.Width)
+	case k.Width > 0 && kinds.integer[k.Column]:
+		return fmt.Sprintf("(%s::pg_catalog.int8 - ((%s::pg_catalog.int8 %% %d) + %d) %% %d)", col, col, k.Width, k.Width, k.Width)
+	case kinds.str[k.Column]:
+		return col + ` COLLATE "C"`
+	}
+	return col
 }

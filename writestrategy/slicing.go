@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ import (
 type sliceOf struct {
 	src    sliced.Source
 	sqlFor func(sliced.Range) (string, []any, error)
+	// partition: each slice computes the whole output and keeps the rows
+	// of its bucket of partitions (orderedSlices adds the filter).
+	partition bool
 }
 
 // sliceable is a source relation that can be read by ranges: a row-store
@@ -48,14 +52,58 @@ func slicePlan(s WriteStrategy, pc *planContext, env *Env, p projection, visible
 	default:
 		return nil, "a " + string(s.Kind()) + " is not row-wise over one source"
 	}
-	if len(env.orderBy[p.output]) > 0 {
-		return nil, "a partitioned output is written in partition order"
-	}
 	r := pc.sources[id]
 	if r == nil || r.slice == nil {
 		return nil, fmt.Sprintf("source %q is neither a row-store dataset nor a registered table read whole", id)
 	}
+	if slices.ContainsFunc(env.orderBy[p.output], func(k facade.OrderKey) bool { return k.Partition }) {
+		// Whole partitions per slice: every slice reads the whole source
+		// and keeps its partitions' rows (orderedSlices).
+		src := r.slice.src
+		src.Buckets = true
+		return &sliceOf{src: src, partition: true, sqlFor: sliceSQL(s, pc, id, p, visible, func(sliced.Range) *relation { return r })}, ""
+	}
 	return &sliceOf{src: r.slice.src, sqlFor: sliceSQL(s, pc, id, p, visible, r.slice.at)}, ""
+}
+
+// orderedSlices returns the slices of an output written in the order of
+// keys (a partitioned or sorted table): each slice's rows in that order
+// and, for a partitioned output, only the rows of the slice's bucket of
+// partitions (the hash of the partition values), so that each partition
+// is written by one slice. cols are the output's columns; why says why the
+// output runs as one stream instead.
+func orderedSlices(sl *sliceOf, keys []facade.OrderKey, ctlSchema string, kinds columnKinds, cols Schema) (out *sliceOf, why string) {
+	var parts []string
+	if sl.partition {
+		for _, k := range keys {
+			if !k.Partition {
+				continue
+			}
+			if k.Bucket == 0 && k.Unit == "" && k.Width == 0 {
+				for _, c := range cols.Columns {
+					if c.Name == k.Column && !hashable(c.Type) {
+						return nil, fmt.Sprintf("partition column %q has type %q, which is not cut into hash buckets", c.Name, c.Type)
+					}
+				}
+			}
+			parts = append(parts, orderExpr(k, ctlSchema, kinds))
+		}
+	}
+	inner := sl.sqlFor
+	o := *sl
+	o.sqlFor = func(rg sliced.Range) (string, []any, error) {
+		sql, args, err := inner(rg)
+		if err != nil {
+			return "", nil, err
+		}
+		if len(parts) > 0 {
+			n := strconv.Itoa(rg.Buckets)
+			sql = `SELECT * FROM (` + sql + `) AS "__p" WHERE ((pg_catalog.hash_record_extended(ROW(` + strings.Join(parts, ", ") + `), 0) % ` +
+				n + `) + ` + n + `) % ` + n + ` = ` + strconv.Itoa(rg.Index)
+		}
+		return orderedSQL(sql, keys, ctlSchema, kinds), args, nil
+	}
+	return &o, ""
 }
 
 // sliceSQL returns the SELECT of output p of s over the slice of source

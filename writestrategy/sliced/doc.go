@@ -47,8 +47,7 @@
 // cut into ranges of heap pages read by TID range scans (ctid >= '(lo,0)'
 // AND ctid < '(hi,0)', PostgreSQL 14 or later). Anything else (a view, a
 // query relation, a native Iceberg source, which is hydrated into a
-// temporary table no other session sees, a join, a partitioned output,
-// whose rows are written in partition order) runs as one stream, and the
+// temporary table no other session sees, a join) runs as one stream, and the
 // write says why (writestrategy.WriteResult.SliceNote). A declaration that
 // is false is caught when a slice writes more rows than its range holds
 // (ErrNotRowWise; nothing is committed); a step that aggregates within a
@@ -72,6 +71,21 @@
 // its source's changes touched (already small). A key bucket that writes
 // more rows than the source holds fails with ErrNotRowWise.
 //
+// # Partitioned and sorted outputs
+//
+// A row-wise output whose table is partitioned is cut into buckets of its
+// partitions, so that each partition is written by one slice, in one file
+// per target size, and each slice's writer has one open file: every slice
+// computes the output over the whole source, keeps the rows whose
+// partition values (as the partition transforms compute them in SQL)
+// hash to its bucket, and orders them by partition, then by the sort
+// order. The server then reads the source N times; the client encodes
+// each row once. A table with a sort order and no partition is cut into
+// ranges as above, each slice ordering its rows (Iceberg's sort order
+// holds within each data file). An output declared per key keeps its key
+// buckets, each slice ordering its rows by partition: a partition may then
+// have a file per slice.
+//
 // # Identity and order
 //
 // Slice k's rows are numbered from the write's first __row_index plus
@@ -88,8 +102,8 @@
 // the single stream's, and every slice stamps the write's one __created_at. The snapshot summary records
 // lakewrite.slices.
 //
-// Key buckets number their rows from Range.First = bucket times the
-// source's row count: ordering by __row_index gives bucket by bucket, each
+// Key and partition buckets number their rows from Range.First = bucket
+// times the source's row count: ordering by __row_index gives bucket by bucket, each
 // bucket in its read order (not one stream's order), with gaps.
 //
 // # Failure and time

@@ -54,7 +54,7 @@ func newWorldWith(t *testing.T, mem memory.Allocator) *world {
 	w := &world{t: t, pool: pool, warehouse: t.TempDir(), mem: mem}
 	cat, err := facade.NewPostgresCatalog(ctx, pool, facade.CatalogConfig{Warehouse: w.warehouse})
 	require.NoError(t, err)
-	w.f, err = facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}, Allocator: mem})
+	w.f, err = facade.New(cat, &facade.Config{Lifecycle: facade.Lifecycle{Disabled: true}, Allocator: mem, PartitionFor: layouts})
 	require.NoError(t, err)
 	w.l, err = ledger.New(pool, nil)
 	require.NoError(t, err)
@@ -64,6 +64,23 @@ func newWorldWith(t *testing.T, mem memory.Allocator) *world {
 	w.res, err = sink.NewResolver(w.flags, nil)
 	require.NoError(t, err)
 	return w
+}
+
+// layouts gives the datasets whose id starts with part_ or sorted_ a
+// partition spec or a sort order.
+func layouts(id string) (facade.Partitioning, bool) {
+	switch {
+	case strings.HasPrefix(id, "part_trunc"):
+		return facade.Partitioning{Fields: []facade.PartitionField{{Column: "name", Transform: "truncate[2]"}}}, true
+	case strings.HasPrefix(id, "part_bucket"):
+		return facade.Partitioning{Fields: []facade.PartitionField{{Column: "id", Transform: "bucket[8]"}}}, true
+	case strings.HasPrefix(id, "part_hour"):
+		return facade.Partitioning{Fields: []facade.PartitionField{{Column: "ts", Transform: "hour"}},
+			SortOrder: []facade.SortField{{Column: "id", Descending: true}}}, true
+	case strings.HasPrefix(id, "sorted_"):
+		return facade.Partitioning{SortOrder: []facade.SortField{{Column: "amount"}, {Column: "id", Descending: true}}}, true
+	}
+	return facade.Partitioning{}, false
 }
 
 func (w *world) dispatcher(obs writestrategy.Observer) *writestrategy.Dispatcher {
