@@ -376,22 +376,40 @@ func (o *roracle) smallChange() ([]stmt, string) {
 }
 
 // dimChange changes the dimension: a label, a new code, a code deleted.
-func (o *roracle) dimChange() string {
+// changed says whether the dimension's rows changed; touched, whether the
+// statement wrote a row (an update may write the values a row holds: its
+// change may then be recorded, or not).
+func (o *roracle) dimChange() (what string, changed, touched bool) {
+	content := func() string {
+		var s string
+		require.NoError(o.t, o.w.pool.QueryRow(o.ctx, `SELECT coalesce(string_agg(t::text, ',' ORDER BY code), '') FROM o_dim t`).Scan(&s))
+		return s
+	}
+	exists := func(code any) bool {
+		var ok bool
+		require.NoError(o.t, o.w.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM o_dim WHERE code = $1::text)`, code).Scan(&ok))
+		return ok
+	}
+	before := content()
 	switch o.rnd.IntN(3) {
 	case 0:
 		o.dimNext++
 		code := []string{"d", "e", "z3", fmt.Sprintf("n%d", o.dimNext)}[o.rnd.IntN(4)]
+		touched = true
 		o.apply(o.dimInsertStmt(code))
-		return "dim insert " + code
+		what = "dim insert " + code
 	case 1:
 		code := o.pick([]any{"a", "b", "c", "d", "ü", ""})
+		touched = exists(code)
 		o.apply(stmt{`DELETE FROM o_dim WHERE code = $1::text`, []any{code}})
-		return fmt.Sprintf("dim delete %q", code)
+		what = fmt.Sprintf("dim delete %q", code)
 	default:
 		code := o.pick([]any{"a", "b", "c", "x", "ü", ""})
+		touched = exists(code)
 		o.apply(stmt{`UPDATE o_dim SET label = $1::text, rank = rank + 1 WHERE code = $2::text`, []any{o.pick(rnotes), code}})
-		return fmt.Sprintf("dim update %q", code)
+		what = fmt.Sprintf("dim update %q", code)
 	}
+	return what, content() != before, touched
 }
 
 // track installs change tracking on the relations (the mapped columns;
@@ -435,7 +453,7 @@ func (o *roracle) publish(how string) string {
 		}
 		o.publishOne("dim", "stage_dim", "code", h, nil)
 		did = append(did, "dim by "+h)
-		if h == "load" && o.shape == rsJoin && o.dimMapped {
+		if h == "load" && o.shape == rsJoin {
 			o.mayBeFull(whyRewrite)
 		}
 	}
@@ -520,11 +538,16 @@ func (o *roracle) sourceChanges() string {
 		o.mustBeFull(whyLarge)
 		what = fmt.Sprintf("large change of %d rows", u)
 	case r < 7 && o.shape == rsJoin:
-		what = o.dimChange()
+		var changed, touched bool
+		what, changed, touched = o.dimChange()
 		o.dimPending = true
 		o.stats["dim changes"]++
-		if !o.dimMapped {
+		switch {
+		case o.dimMapped:
+		case changed:
 			o.mustBeFull(whyUnmapped)
+		case touched:
+			o.mayBeFull(whyUnmapped)
 		}
 	default:
 		stmts, w := o.smallChange()
