@@ -19,12 +19,19 @@ import (
 // empty string would be left out of the column chunk's minimum: a file
 // holding "" and "b" would say min="b", and every engine that prunes by
 // Parquet statistics or Iceberg bounds (DuckDB, Spark, Trino, iceberg-go)
-// would skip it for k = "".  A zero-length non-nil slice is counted.
+// would skip it for k = "". A zero-length non-nil slice is counted.
 func withValueBytes(rec arrow.RecordBatch) arrow.RecordBatch {
+	return replaceColumns(rec, func(_ arrow.Field, d arrow.ArrayData) (arrow.ArrayData, bool) { return valueBytesData(d) })
+}
+
+// replaceColumns returns rec with each column for which fix returns new
+// data (which it then releases) replaced by that data, releasing rec when
+// it builds a new batch.
+func replaceColumns(rec arrow.RecordBatch, fix func(f arrow.Field, d arrow.ArrayData) (arrow.ArrayData, bool)) arrow.RecordBatch {
 	cols := rec.Columns()
 	var fixed []arrow.Array
-	for i, c := range cols {
-		d, ok := valueBytesData(c.Data())
+	for i, f := range rec.Schema().Fields() {
+		d, ok := fix(f, cols[i].Data())
 		if !ok {
 			continue
 		}
@@ -99,42 +106,19 @@ func valueBytesData(d arrow.ArrayData) (arrow.ArrayData, bool) {
 // one ("records arriving after its writer was already closed"). Values on
 // the Go heap stay valid as long as they are referenced.
 func withOwnedValues(rec arrow.RecordBatch, names []string) arrow.RecordBatch {
-	cols := rec.Columns()
-	var fixed []arrow.Array
-	for i, f := range rec.Schema().Fields() {
-		if !slices.Contains(names, f.Name) {
-			continue
-		}
+	return replaceColumns(rec, func(f arrow.Field, d arrow.ArrayData) (arrow.ArrayData, bool) {
 		switch f.Type.ID() {
 		case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
 		default:
-			continue
+			return nil, false
 		}
-		d := cols[i].Data()
 		bufs := append([]*memory.Buffer(nil), d.Buffers()...)
-		if len(bufs) != 3 || bufs[2] == nil {
-			continue
+		if !slices.Contains(names, f.Name) || len(bufs) != 3 || bufs[2] == nil {
+			return nil, false
 		}
 		bufs[2] = memory.NewBufferBytes(append(make([]byte, 0, bufs[2].Len()), bufs[2].Bytes()...))
-		if fixed == nil {
-			fixed = make([]arrow.Array, len(cols))
-			copy(fixed, cols)
-		}
-		nd := array.NewData(d.DataType(), d.Len(), bufs, nil, d.NullN(), d.Offset())
-		fixed[i] = array.MakeFromData(nd)
-		nd.Release()
-	}
-	if fixed == nil {
-		return rec
-	}
-	out := array.NewRecordBatch(rec.Schema(), fixed, rec.NumRows())
-	for i, c := range fixed {
-		if c != cols[i] {
-			c.Release()
-		}
-	}
-	rec.Release()
-	return out
+		return array.NewData(d.DataType(), d.Len(), bufs, nil, d.NullN(), d.Offset()), true
+	})
 }
 
 // partitionSources returns the names of the source columns of tbl's
