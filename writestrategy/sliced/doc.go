@@ -38,8 +38,9 @@
 //
 // # Which outputs
 //
-// Otherwise the caller declares an output row-wise (writestrategy.Request.Slices):
-// each source row gives at most one output row and no step aggregates,
+// Unless it is declared per key (below), the caller declares an output
+// row-wise (writestrategy.Request.Slices): each source row gives at most
+// one output row and no step aggregates,
 // sorts, limits or numbers rows across the source. The driving source is
 // then either a row-store dataset, cut into ranges of
 // dataset_rows.row_index (index range scans on its primary key
@@ -99,12 +100,13 @@
 // the last index given. __row_id of a slice's rows is that of a write
 // starting at the slice's first index (so N = 1 gives the single stream's
 // ids, and ids are distinct across slices); rows and the checksum equal
-// the single stream's, and every slice stamps the write's one __created_at. The snapshot summary records
-// lakewrite.slices.
+// the single stream's, and every slice stamps the write's one
+// __created_at. The snapshot summary records lakewrite.slices.
 //
 // Key and partition buckets number their rows from Range.First = bucket
-// times the source's row count: ordering by __row_index gives bucket by bucket, each
-// bucket in its read order (not one stream's order), with gaps.
+// times the source's row count: ordering by __row_index gives bucket by
+// bucket, each bucket in its read order (not one stream's order), with
+// gaps.
 //
 // # Failure and time
 //
