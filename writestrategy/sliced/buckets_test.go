@@ -91,7 +91,7 @@ func (w *world) requireSameRowsAnyOrder(want, got string) {
 	vals := func(rows []tableRow) []string {
 		out := make([]string, len(rows))
 		for i, r := range rows {
-			out[i] = r.vals
+			out[i] = r.Vals
 		}
 		slices.Sort(out)
 		return out
@@ -101,9 +101,9 @@ func (w *world) requireSameRowsAnyOrder(want, got string) {
 	ids := map[int64]bool{}
 	for i, r := range rows {
 		if i > 0 {
-			require.Less(w.t, rows[i-1].idx, r.idx, "__row_index unique")
+			require.Less(w.t, rows[i-1].Idx, r.Idx, "__row_index unique")
 		}
-		require.False(w.t, ids[r.id], "__row_id unique")
-		ids[r.id] = true
+		require.False(w.t, ids[r.ID], "__row_id unique")
+		ids[r.ID] = true
 	}
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +18,7 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/internal/slicetest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -103,84 +101,6 @@ func (w *world) write(ctx context.Context, obs writestrategy.Observer, s writest
 	return res[0], nil
 }
 
-var srcSchema = writestrategy.Schema{Columns: []writestrategy.Column{
-	{Name: "id", Type: "bigint"},
-	{Name: "name", Type: "text"},
-	{Name: "amount", Type: "numeric(12,2)"},
-	{Name: "x", Type: "double precision"},
-	{Name: "ts", Type: "timestamp with time zone"},
-}}
-
-// srcSQL: rows with NULLs, a float -0, and values repeated across the
-// whole source (so equal rows fall in different slices).
-const srcSQL = `SELECT g AS id, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || (g % 1000) END AS name,
-	(g % 5000) / 100.0 AS amount, CASE WHEN g % 11 = 0 THEN '-0'::float8 ELSE g / 3.0 END AS x,
-	timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' AS ts FROM generate_series(1, $1::int) g`
-
-// seedRowStore writes the source dataset into the row store.
-func (w *world) seedRowStore(id string, n int) {
-	w.t.Helper()
-	ctx := context.Background()
-	_, err := w.l.EnsureDataset(ctx, id, id, nil)
-	require.NoError(w.t, err)
-	in, err := w.l.Open(ctx, ledger.OpenParams{DatasetID: id, WriterID: "seed", Sink: "pg", WriteMode: facade.Replace})
-	require.NoError(w.t, err)
-	tx, err := w.pool.Begin(ctx)
-	require.NoError(w.t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	rows, _, err := writestrategy.RowStoreInsert(ctx, tx, nil, id, in.ID, srcSQL, n)
-	require.NoError(w.t, err)
-	var now time.Time
-	require.NoError(w.t, tx.QueryRow(ctx, `SELECT now()`).Scan(&now))
-	require.NoError(w.t, w.l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: rows, CommittedAt: now, Schema: srcSchema.JSON()}))
-	require.NoError(w.t, tx.Commit(ctx))
-}
-
-// seedTable creates table t (n rows) and registers it as dataset id.
-func (w *world) seedTable(id, table string, n int) {
-	w.t.Helper()
-	ctx := context.Background()
-	_, err := w.pool.Exec(ctx, `CREATE TABLE `+table+` AS `+strings.Replace(srcSQL, "$1::int", fmt.Sprint(n), 1))
-	require.NoError(w.t, err)
-	_, err = writestrategy.RegisterRelation(ctx, w.pool, nil, id, table)
-	require.NoError(w.t, err)
-}
-
-type tableRow struct {
-	idx, id int64
-	vals    string
-}
-
-// table reads a dataset's rows in __row_index order.
-func (w *world) table(id string) []tableRow {
-	w.t.Helper()
-	var out []tableRow
-	for rec, err := range w.f.Scan(context.Background(), id, facade.ScanOptions{}) {
-		require.NoError(w.t, err)
-		sc := rec.Schema()
-		for i := 0; i < int(rec.NumRows()); i++ {
-			var r tableRow
-			var vals []string
-			for c, fld := range sc.Fields() {
-				col := rec.Column(c)
-				switch fld.Name {
-				case facade.ColRowIndex:
-					r.idx = col.(*array.Int64).Value(i)
-				case facade.ColRowID:
-					r.id = col.(*array.Int64).Value(i)
-				case facade.ColCreatedAt:
-				default:
-					vals = append(vals, col.ValueStr(i))
-				}
-			}
-			r.vals = strings.Join(vals, "|")
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b tableRow) int { return int(a.idx - b.idx) })
-	return out
-}
-
 func (w *world) checksum(id string) facade.Checksum {
 	w.t.Helper()
 	c, err := w.f.Checksum(context.Background(), id, 0)
@@ -194,32 +114,6 @@ func (w *world) requireSameTable(want, got string) {
 	w.t.Helper()
 	require.Equal(w.t, w.checksum(want), w.checksum(got), "checksum of %s against %s", got, want)
 	w.requireSameRows(w.table(want), w.table(got), false)
-}
-
-// requireSameRows checks that b holds the rows of a in the same
-// __row_index order, with unique __row_index and __row_id; the same
-// identity too when sameIdentity.
-func (w *world) requireSameRows(a, b []tableRow, sameIdentity bool) {
-	w.t.Helper()
-	require.Len(w.t, b, len(a))
-	ids := map[int64]bool{}
-	for i := range a {
-		require.Equal(w.t, a[i].vals, b[i].vals, "row %d in __row_index order", i)
-		if i > 0 {
-			require.Less(w.t, b[i-1].idx, b[i].idx, "__row_index unique")
-		}
-		require.False(w.t, ids[b[i].id], "__row_id %d twice", b[i].id)
-		ids[b[i].id] = true
-		if sameIdentity {
-			require.Equal(w.t, a[i].idx, b[i].idx)
-			require.Equal(w.t, a[i].id, b[i].id)
-		}
-	}
-}
-
-func transform(out, src string) writestrategy.Transform {
-	return writestrategy.Transform{Output: out, Source: src, Steps: []writestrategy.Step{{Name: "t",
-		SQL: `SELECT id, name, amount * 2 AS amount, x, ts FROM source WHERE id % 13 <> 0`}}}
 }
 
 // TestSlicesWriteWhatOneStreamWrites: N = 1, 2, 4, 8 readers under one
@@ -266,9 +160,9 @@ func TestSlicesWriteWhatOneStreamWrites(t *testing.T) {
 		rows := w.table(src + "_app4")
 		require.Len(t, rows, 12000)
 		for i := 1; i < len(rows); i++ {
-			require.Less(t, rows[i-1].idx, rows[i].idx)
+			require.Less(t, rows[i-1].Idx, rows[i].Idx)
 		}
-		require.Equal(t, rows[5999].vals, rows[11999].vals, "the second append after the first")
+		require.Equal(t, rows[5999].Vals, rows[11999].Vals, "the second append after the first")
 	}
 }
 
@@ -302,20 +196,6 @@ func (w *world) requireNoSnapshot(id string) {
 	tbl, err := w.f.LoadTable(context.Background(), id)
 	require.NoError(w.t, err)
 	require.Nil(w.t, tbl.CurrentSnapshot())
-}
-
-// dataFiles lists the Parquet files of the warehouse.
-func (w *world) dataFiles() []string {
-	w.t.Helper()
-	var out []string
-	require.NoError(w.t, filepath.WalkDir(w.warehouse, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
-			out = append(out, p)
-		}
-		return err
-	}))
-	slices.Sort(out)
-	return out
 }
 
 // observer runs hook once, at the first batch a slice reads.
@@ -469,7 +349,7 @@ func TestSliceFilesRemovedByOrphanPass(t *testing.T) {
 func TestSlicesStepsReadOneSnapshot(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	_, err := w.pool.Exec(ctx, `CREATE TABLE src_table AS `+strings.Replace(srcSQL, "$1::int", "6000", 1))
+	_, err := w.pool.Exec(ctx, `CREATE TABLE src_table AS `+strings.Replace(slicetest.SrcSQL, "$1::int", "6000", 1))
 	require.NoError(t, err)
 	const cols = `SELECT id, name, amount, x, ts FROM src_table r`
 	stream, err := cursor.Batches(ctx, w.pool, cols, nil, nil)
@@ -586,3 +466,21 @@ func TestSlicesMemoryPerSlice(t *testing.T) {
 	require.Positive(t, peaks[1])
 	require.LessOrEqual(t, peaks[4], 4*peaks[1])
 }
+
+type tableRow = slicetest.Row
+
+func (w *world) seedRowStore(id string, n int) { slicetest.SeedRowStore(w.t, w.pool, w.l, id, n) }
+
+func (w *world) seedTable(id, table string, n int) { slicetest.SeedTable(w.t, w.pool, id, table, n) }
+
+func transform(out, src string) writestrategy.Transform { return slicetest.Transform(out, src) }
+
+// table reads a dataset's rows in __row_index order.
+func (w *world) table(id string) []tableRow { return slicetest.Table(w.t, w.f, id) }
+
+func (w *world) requireSameRows(a, b []tableRow, sameIdentity bool) {
+	w.t.Helper()
+	slicetest.RequireSameRows(w.t, a, b, sameIdentity)
+}
+
+func (w *world) dataFiles() []string { return slicetest.DataFiles(w.t, w.warehouse) }

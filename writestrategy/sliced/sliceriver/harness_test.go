@@ -5,13 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"iter"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +16,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -29,6 +25,7 @@ import (
 	"github.com/lakewrite/lakewrite/cursor"
 	"github.com/lakewrite/lakewrite/facade"
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/internal/slicetest"
 	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/sink"
 	"github.com/lakewrite/lakewrite/writestrategy"
@@ -135,116 +132,11 @@ func (w *world) write(ctx context.Context, s writestrategy.WriteStrategy, n int,
 	return res[0], nil
 }
 
-const srcSQL = `SELECT g AS id, CASE WHEN g % 7 = 0 THEN NULL ELSE 'n' || (g % 1000) END AS name,
-	(g % 5000) / 100.0 AS amount, CASE WHEN g % 11 = 0 THEN '-0'::float8 ELSE g / 3.0 END AS x,
-	timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' AS ts FROM generate_series(1, $1::int) g`
-
-var srcSchema = writestrategy.Schema{Columns: []writestrategy.Column{
-	{Name: "id", Type: "bigint"}, {Name: "name", Type: "text"}, {Name: "amount", Type: "numeric(12,2)"},
-	{Name: "x", Type: "double precision"}, {Name: "ts", Type: "timestamp with time zone"},
-}}
-
-// seedRowStore writes the source dataset id (n rows) into the row store.
-func (w *world) seedRowStore(id string, n int) {
-	w.t.Helper()
-	ctx := context.Background()
-	_, err := w.l.EnsureDataset(ctx, id, id, nil)
-	require.NoError(w.t, err)
-	in, err := w.l.Open(ctx, ledger.OpenParams{DatasetID: id, WriterID: "seed", Sink: "pg", WriteMode: facade.Replace})
-	require.NoError(w.t, err)
-	tx, err := w.pool.Begin(ctx)
-	require.NoError(w.t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	rows, _, err := writestrategy.RowStoreInsert(ctx, tx, nil, id, in.ID, srcSQL, n)
-	require.NoError(w.t, err)
-	var now time.Time
-	require.NoError(w.t, tx.QueryRow(ctx, `SELECT now()`).Scan(&now))
-	require.NoError(w.t, w.l.CommitTx(ctx, tx, in, ledger.Outcome{RowCount: rows, CommittedAt: now, Schema: srcSchema.JSON()}))
-	require.NoError(w.t, tx.Commit(ctx))
-}
-
-// seedTable creates table t (n rows) and registers it as dataset id.
-func (w *world) seedTable(id, table string, n int) {
-	w.t.Helper()
-	ctx := context.Background()
-	_, err := w.pool.Exec(ctx, `CREATE TABLE `+table+` AS `+strings.Replace(srcSQL, "$1::int", fmt.Sprint(n), 1))
-	require.NoError(w.t, err)
-	_, err = writestrategy.RegisterRelation(ctx, w.pool, nil, id, table)
-	require.NoError(w.t, err)
-}
-
-func transform(out, src string) writestrategy.Transform {
-	return writestrategy.Transform{Output: out, Source: src, Steps: []writestrategy.Step{{Name: "t",
-		SQL: `SELECT id, name, amount * 2 AS amount, x, ts FROM source WHERE id % 13 <> 0`}}}
-}
-
-type tableRow struct {
-	idx, id int64
-	vals    string
-}
-
-// table reads a dataset's rows in __row_index order.
-func (w *world) table(id string) []tableRow {
-	w.t.Helper()
-	var out []tableRow
-	for rec, err := range w.f.Scan(context.Background(), id, facade.ScanOptions{}) {
-		require.NoError(w.t, err)
-		out = append(out, rowsOf(rec)...)
-	}
-	slices.SortFunc(out, func(a, b tableRow) int { return int(a.idx - b.idx) })
-	return out
-}
-
-func rowsOf(rec arrow.RecordBatch) []tableRow {
-	var out []tableRow
-	sc := rec.Schema()
-	for i := 0; i < int(rec.NumRows()); i++ {
-		var r tableRow
-		var vals []string
-		for c, fld := range sc.Fields() {
-			col := rec.Column(c)
-			switch fld.Name {
-			case facade.ColRowIndex:
-				r.idx = col.(*array.Int64).Value(i)
-			case facade.ColRowID:
-				r.id = col.(*array.Int64).Value(i)
-			case facade.ColCreatedAt:
-			default:
-				vals = append(vals, col.ValueStr(i))
-			}
-		}
-		r.vals = strings.Join(vals, "|")
-		out = append(out, r)
-	}
-	return out
-}
-
 func (w *world) checksum(id string) facade.Checksum {
 	w.t.Helper()
 	c, err := w.f.Checksum(context.Background(), id, 0)
 	require.NoError(w.t, err)
 	return c
-}
-
-// requireSameRows checks that b holds the rows of a in the same
-// __row_index order, with unique __row_index and __row_id; the same
-// identity too when sameIdentity.
-func (w *world) requireSameRows(a, b []tableRow, sameIdentity bool) {
-	w.t.Helper()
-	require.Len(w.t, b, len(a))
-	ids := map[int64]bool{}
-	for i := range a {
-		require.Equal(w.t, a[i].vals, b[i].vals, "row %d in __row_index order", i)
-		if i > 0 {
-			require.Less(w.t, b[i-1].idx, b[i].idx, "__row_index unique")
-		}
-		require.False(w.t, ids[b[i].id], "__row_id %d twice", b[i].id)
-		ids[b[i].id] = true
-		if sameIdentity {
-			require.Equal(w.t, a[i].idx, b[i].idx, "__row_index of row %d", i)
-			require.Equal(w.t, a[i].id, b[i].id, "__row_id of row %d", i)
-		}
-	}
 }
 
 func (w *world) head(id string) int64 {
@@ -255,20 +147,6 @@ func (w *world) head(id string) int64 {
 		return s.SnapshotID
 	}
 	return 0
-}
-
-// dataFiles lists the Parquet files of the warehouse.
-func (w *world) dataFiles() []string {
-	w.t.Helper()
-	var out []string
-	require.NoError(w.t, filepath.WalkDir(w.warehouse, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
-			out = append(out, p)
-		}
-		return err
-	}))
-	slices.Sort(out)
-	return out
 }
 
 // proc is a worker process (this test binary running TestHelperWorker)
@@ -488,3 +366,21 @@ func requireNoGoroutines(t *testing.T) {
 		}
 	}
 }
+
+type tableRow = slicetest.Row
+
+func (w *world) seedRowStore(id string, n int) { slicetest.SeedRowStore(w.t, w.pool, w.l, id, n) }
+
+func (w *world) seedTable(id, table string, n int) { slicetest.SeedTable(w.t, w.pool, id, table, n) }
+
+func transform(out, src string) writestrategy.Transform { return slicetest.Transform(out, src) }
+
+// table reads a dataset's rows in __row_index order.
+func (w *world) table(id string) []tableRow { return slicetest.Table(w.t, w.f, id) }
+
+func (w *world) requireSameRows(a, b []tableRow, sameIdentity bool) {
+	w.t.Helper()
+	slicetest.RequireSameRows(w.t, a, b, sameIdentity)
+}
+
+func (w *world) dataFiles() []string { return slicetest.DataFiles(w.t, w.warehouse) }
