@@ -53,19 +53,7 @@ func (mi *modelIce) changes(ctx context.Context, tx pgx.Tx, e *Env, spec *model.
 	if len(keys.Columns) != len(spec.Key) {
 		return fmt.Errorf("%w: model %q has a key column source %q does not have", ErrInvalid, spec.Output, mi.id)
 	}
-	changes := func(yield func(arrow.RecordBatch, error) bool) {
-		for c, err := range cr.Changes(ctx, mi.id, delta.Snapshots.From, delta.Snapshots.To, nativeColumns(keys)) {
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			more := yield(c.Rows, nil)
-			c.Rows.Release()
-			if !more {
-				return
-			}
-		}
-	}
+	changes := changeRows(cr.Changes(ctx, mi.id, delta.Snapshots.From, delta.Snapshots.To, nativeColumns(keys)), nil)
 	// In a savepoint: a history the Lakehouse cannot read fails the copy,
 	// which leaves the run's transaction usable.
 	sp, err := tx.Begin(ctx)

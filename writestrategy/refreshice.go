@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -59,20 +60,7 @@ func (e *Env) icebergChanges(ctx context.Context, tx pgx.Tx, run *refresh.Run, d
 			sub.Columns = sc.Columns[:1]
 		}
 		var n int64
-		changes := func(yield func(arrow.RecordBatch, error) bool) {
-			for c, err := range cr.Changes(ctx, id, w.From, w.To, nativeColumns(sub)) {
-				if err != nil {
-					yield(nil, err)
-					return
-				}
-				n += c.Rows.NumRows()
-				more := yield(c.Rows, nil)
-				c.Rows.Release()
-				if !more {
-					return
-				}
-			}
-		}
+		changes := changeRows(cr.Changes(ctx, id, w.From, w.To, nativeColumns(sub)), &n)
 		// In a savepoint: a history the Lakehouse cannot read fails the
 		// copy, which leaves the run's transaction usable.
 		sp, err := tx.Begin(ctx)
@@ -161,4 +149,25 @@ func (rr *refreshRun) mapped(id string) []refresh.Col {
 		return nil
 	}
 	return rr.Cols[id]
+}
+
+// changeRows is the rows of an Iceberg source's changes, each batch
+// released once read, counted into n when not nil.
+func changeRows(changes iter.Seq2[facade.Change, error], n *int64) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for c, err := range changes {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if n != nil {
+				*n += c.Rows.NumRows()
+			}
+			more := yield(c.Rows, nil)
+			c.Rows.Release()
+			if !more {
+				return
+			}
+		}
+	}
 }
