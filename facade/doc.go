@@ -393,6 +393,7 @@
 //	lakewrite.row-id-version    RowIDVersion of the row ids written
 //	lakewrite.numeric-rounded   numeric values rounded (WriteRequest.Rounded), when reported
 //	lakewrite.schema-change     the schema change, JSON, when there was one
+//	lakewrite.merge-key         a merge's key columns, a JSON array (see Merges)
 //	lakewrite.next-row-index    __row_index the next append starts at
 //	lakewrite.compact-base      data files after the last compaction
 //	lakewrite.slices            slices of a sliced write (SlicedWrite)

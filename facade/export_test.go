@@ -15,7 +15,7 @@ func PlannedFiles(ctx context.Context, f *Facade, datasetID string, opts ScanOpt
 	if err != nil || scan == nil {
 		return 0, 0, err
 	}
-	tasks, err := f.planTasks(ctx, scan, isc, opts)
+	tasks, err := f.planTasks(ctx, datasetID, scan, isc, opts)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -196,6 +196,16 @@ type ScanOptions struct {
 	// In keeps only the rows whose column holds one of the values of
 	// every In (a key-set read), pruned and filtered as Filter is.
 	In []In
+	// ChangedSince, with In, is the caller's statement that it needs only
+	// the rows whose values in In's columns are also those of a row added
+	// or deleted after snapshot ChangedSince (the affected keys of an
+	// incremental recompute, say). The Iceberg backend then reads only the
+	// data files written after that snapshot, when it can tell that no
+	// older row holds such values: every snapshot since it is a merge by a
+	// key whose columns In all names (lakewrite.merge-key) or a
+	// compaction, and at least one is a merge. Otherwise, and in other
+	// backends, the scan reads as without it. 0: not stated.
+	ChangedSince int64
 }
 
 // Lakehouse is the write contract of the lakehouse, implemented by *Facade

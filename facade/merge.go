@@ -2,6 +2,7 @@ package facade
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
+	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
 // mergeRows is implemented by the batches of a Replace that asks to be
@@ -630,6 +632,15 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe func(co
 func (p *mergePlan) summarize(props iceberg.Properties, rowBase int64, parent *table.Snapshot, dataFiles int) {
 	props[summaryNextRowIndex] = strconv.FormatInt(rowBase+p.written, 10)
 	props[summaryCompactBase] = compactBase(parent, Append, dataFiles)
+	if p.scope == nil && len(p.key) > 0 {
+		// The merge read every live row of the target, refusing a target
+		// holding a key twice, and left in place or deleted the live row
+		// of each key it wrote: a row it added or deleted leaves no older
+		// live row of its key behind (ScanOptions.ChangedSince relies on
+		// it).
+		k, _ := json.Marshal(p.key)
+		props[vocab.SummaryMergeKey] = string(k)
+	}
 	if p.cow != nil {
 		props[summaryCompactBase] = p.cowCompactBase(parent)
 	}

@@ -2,6 +2,7 @@ package facade
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
 
@@ -176,7 +178,7 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 			var tasks []table.FileScanTask
 			rscan, _, err := f.planScan(ctx, datasetID, read)
 			if err == nil {
-				tasks, err = f.planTasks(ctx, scan, isc, opts)
+				tasks, err = f.planTasks(ctx, datasetID, scan, isc, opts)
 			}
 			if err == nil {
 				recs, err = readText(sctx, rscan, tasks, conds, extra)
@@ -189,7 +191,7 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 			_, recs, err = scan.ToArrowRecords(sctx)
 		default:
 			var tasks []table.FileScanTask
-			if tasks, err = f.planTasks(ctx, scan, isc, opts); err == nil {
+			if tasks, err = f.planTasks(ctx, datasetID, scan, isc, opts); err == nil {
 				_, recs, err = scan.ReadTasks(sctx, tasks)
 			}
 		}
@@ -294,7 +296,7 @@ func bindIns(isc *iceberg.Schema, ins []In) ([]inSet, error) {
 // planTasks plans the files scan reads (of a planScan of opts on schema
 // isc): the data files pruned by partition and statistics, less those no
 // value of opts.In can be in.
-func (f *Facade) planTasks(ctx context.Context, scan *table.Scan, isc *iceberg.Schema, opts ScanOptions) ([]table.FileScanTask, error) {
+func (f *Facade) planTasks(ctx context.Context, datasetID string, scan *table.Scan, isc *iceberg.Schema, opts ScanOptions) ([]table.FileScanTask, error) {
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
 		return nil, err
@@ -303,9 +305,79 @@ func (f *Facade) planTasks(ctx context.Context, scan *table.Scan, isc *iceberg.S
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(tasks, func(t table.FileScanTask) bool {
+	tasks = slices.DeleteFunc(tasks, func(t table.FileScanTask) bool {
 		return slices.ContainsFunc(ins, func(s inSet) bool { return !s.set.MayContain(t.File) })
-	}), nil
+	})
+	if opts.ChangedSince == 0 || len(opts.In) == 0 || len(tasks) == 0 {
+		return tasks, nil
+	}
+	old, err := f.filesBefore(ctx, datasetID, scan.Snapshot(), opts)
+	if err != nil || old == nil {
+		return tasks, err
+	}
+	n := len(tasks)
+	tasks = slices.DeleteFunc(tasks, func(t table.FileScanTask) bool { return old[t.File.FilePath()] })
+	f.s.Logger.DebugContext(ctx, "lakewrite key-set scan reads only the files written since a snapshot",
+		"dataset", datasetID, "snapshot", opts.ChangedSince, "files", len(tasks), "of", n)
+	return tasks, nil
+}
+
+// filesBefore returns the data files live at snapshot opts.ChangedSince,
+// which a scan of snapshot snap need not read under the statement of
+// opts.ChangedSince, or nil when the writes since then do not allow it
+// (see ScanOptions.ChangedSince).
+func (f *Facade) filesBefore(ctx context.Context, datasetID string, snap *table.Snapshot, opts ScanOptions) (map[string]bool, error) {
+	tbl, err := f.loadWithin(ctx, datasetID)
+	if err != nil {
+		return nil, err
+	}
+	if !keyedSince(tbl, snap, opts.ChangedSince, opts.In) {
+		return nil, nil
+	}
+	tasks, err := scanfiles.Plan(ctx, tbl.Scan(table.WithSnapshotID(opts.ChangedSince)))
+	if err != nil {
+		return nil, fmt.Errorf("plan the files of snapshot %d: %w", opts.ChangedSince, err)
+	}
+	old := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		old[t.File.FilePath()] = true
+	}
+	return old, nil
+}
+
+// keyedSince reports whether every snapshot after since up to snap (since
+// an ancestor of snap) is a compaction or a merge by a key whose columns
+// ins all name, at least one a merge: then no row of a data file live at
+// since holds the key of a row one of them added or deleted.
+func keyedSince(tbl *table.Table, snap *table.Snapshot, since int64, ins []In) bool {
+	merged := false
+	for snap != nil && snap.SnapshotID != since {
+		var props iceberg.Properties
+		if snap.Summary != nil {
+			props = snap.Summary.Properties
+		}
+		switch props[vocab.SummaryMode] {
+		case compactMode:
+		case string(Replace):
+			var key []string
+			if json.Unmarshal([]byte(props[vocab.SummaryMergeKey]), &key) != nil || len(key) == 0 {
+				return false
+			}
+			for _, k := range key {
+				if !slices.ContainsFunc(ins, func(in In) bool { return in.Column == k }) {
+					return false
+				}
+			}
+			merged = true
+		default:
+			return false
+		}
+		if snap.ParentSnapshotID == nil {
+			return false
+		}
+		snap = tbl.SnapshotByID(*snap.ParentSnapshotID)
+	}
+	return merged && snap != nil
 }
 
 func sameFields(a, b *arrow.Schema) bool {

@@ -238,7 +238,12 @@
 // keys only (facade.ScanOptions.In): its files are pruned by partition and
 // bounds, so an upstream sorted or partitioned by the key reads least; an
 // unclustered one is read whole, though only the affected keys' rows are
-// copied into Postgres.
+// copied into Postgres. When the run's affected keys all come from one
+// Iceberg source and every write of it since the last run was a merge by
+// a key among the mapped columns (snapshot_replace with Key), or a
+// compaction, only the files written since are read
+// (facade.ScanOptions.ChangedSince): a row-wise output keyed like its
+// merged upstream reads the change, not the upstream.
 //
 // # Sink guard
 //

@@ -200,7 +200,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			n := nhydrated
 			nhydrated++
 			rr.later[id] = func() error { return fill(env.scan(ctx, id, sc, filter)) }
-			rr.keyedIce[id] = func() (*relation, error) { return env.keyedIceberg(ctx, tx, id, sc, cols, 500+n, filter, rr.HasNull) }
+			rr.keyedIce[id] = func() (*relation, error) {
+				return env.keyedIceberg(ctx, tx, id, sc, cols, 500+n, filter, rr.HasNull, rr.changedSince(id))
+			}
 			return filteredRelation(r, filter), nil
 		}
 		if source && env.modelRun != nil && filter == nil && sr.appended == nil {

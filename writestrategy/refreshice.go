@@ -93,7 +93,9 @@ func (e *Env) icebergChanges(ctx context.Context, tx pgx.Tx, run *refresh.Run, d
 // keyedIceberg reads Iceberg source id (schema sc) for the affected keys
 // only: the rows whose mapped columns each hold one of the keys' values
 // (ScanOptions.In), hydrated, then restricted to the keys exactly (cond).
-func (e *Env) keyedIceberg(ctx context.Context, tx pgx.Tx, id string, sc Schema, cols []refresh.Col, n int, filter []facade.Range, hasNull bool) (*relation, error) {
+// since, when not 0, is the snapshot after which every affected key
+// changed in the source (ScanOptions.ChangedSince).
+func (e *Env) keyedIceberg(ctx context.Context, tx pgx.Tx, id string, sc Schema, cols []refresh.Col, n int, filter []facade.Range, hasNull bool, since int64) (*relation, error) {
 	var in []facade.In
 	for i, c := range cols {
 		rows, err := tx.Query(ctx, "SELECT DISTINCT k"+strconv.Itoa(i)+" FROM "+refresh.Table)
@@ -108,7 +110,7 @@ func (e *Env) keyedIceberg(ctx context.Context, tx pgx.Tx, id string, sc Schema,
 			in = append(in, facade.In{Column: c.Name, Values: vals})
 		}
 	}
-	rows := e.Lakehouse.Scan(ctx, id, facade.ScanOptions{Columns: nativeColumns(sc), Filter: filter, In: in})
+	rows := e.Lakehouse.Scan(ctx, id, facade.ScanOptions{Columns: nativeColumns(sc), Filter: filter, In: in, ChangedSince: since})
 	r, err := e.hydrate(ctx, tx, id, sc, n, rows)
 	if err != nil {
 		return nil, err
@@ -123,6 +125,17 @@ func (e *Env) keyedIceberg(ctx context.Context, tx pgx.Tx, id string, sc Schema,
 		return "(SELECT * FROM " + r.render(b) + " r WHERE " + refresh.Cond(exprs, hasNull) + ")"
 	}
 	return filteredRelation(&out, filter), nil
+}
+
+// changedSince is the snapshot after which every affected key of the run
+// changed in Iceberg source id (the start of its window), when no other
+// source changed: 0 otherwise.
+func (rr *refreshRun) changedSince(id string) int64 {
+	w, ok := rr.Iceberg[id]
+	if !ok || !rr.KeysOnlyFrom(id) {
+		return 0
+	}
+	return w.From
 }
 
 // inValues converts, in place, key values read by pgx to those a scan's

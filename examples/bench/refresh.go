@@ -422,6 +422,9 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 			return rfRun{}, fmt.Errorf("%s: %w", output, err)
 		}
 		rr := rfRun{took: tw.took}
+		for _, ph := range tw.seq {
+			rr.phases = append(rr.phases, fmt.Sprintf("%s=%.0f", ph, ms(tw.phases[ph])))
+		}
 		if len(tw.results) > 0 {
 			rr.mode, rr.reason, rr.keys, rr.scan = refreshOf(tw.results[0])
 		}
@@ -475,8 +478,8 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 				}
 				c.fullRun = append(c.fullRun, full.took)
 			}
-			fmt.Fprintf(logw, "bench: refresh: %s over %s: run %.1f ms (%s), pg %.1f ms (%s)\n",
-				c.shape, c.src.kind, ms(inc.took), inc.mode, ms(pg.took), pg.mode)
+			fmt.Fprintf(logw, "bench: refresh: %s over %s: run %.1f ms (%s; %s), pg %.1f ms (%s)\n",
+				c.shape, c.src.kind, ms(inc.took), inc.mode, strings.Join(inc.phases, " "), ms(pg.took), pg.mode)
 		}
 		return nil
 	}
@@ -630,6 +633,7 @@ type rfRun struct {
 	reason string   // why it went full
 	keys   int64    // affected key values
 	scan   []string // sources read without an index on their key
+	phases []string // the write's phases, name=ms in order
 }
 
 // oneMode is the mode of every run, "full" when any run went full, "" when

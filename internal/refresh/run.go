@@ -146,6 +146,22 @@ func (r *Run) SetIcebergChanges(id string, rows int64, keysSQL string) {
 	}
 }
 
+// KeysOnlyFrom reports whether every affected key of the run comes from
+// the changes of source id: no other source changed.
+func (r *Run) KeysOnlyFrom(id string) bool {
+	for sid, w := range r.Windows {
+		if sid != id && w.Images > 0 {
+			return false
+		}
+	}
+	for sid := range r.iceKeys {
+		if sid != id {
+			return false
+		}
+	}
+	return true
+}
+
 // IcebergUnknown records that the changes of Iceberg source id cannot be
 // read (why): the run is full.
 func (r *Run) IcebergUnknown(id, why string) {

@@ -23,4 +23,8 @@ const (
 	// SummarySchemaChange records the schema change a write made, as JSON;
 	// absent when the write left the schema as it was.
 	SummarySchemaChange = "lakewrite.schema-change"
+	// SummaryMergeKey records, on the snapshot of a merge by key that
+	// updated the table in place, the key's columns as a JSON array: the
+	// table holds each key once after it.
+	SummaryMergeKey = "lakewrite.merge-key"
 )
