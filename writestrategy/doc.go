@@ -206,8 +206,10 @@
 // The recompute reads only the affected keys' rows where an index serves
 // it: the library builds a partial expression index on the row store for
 // each declared key of canonical text (integers, text, boolean, uuid,
-// date) after the run that first needs it (CREATE INDEX CONCURRENTLY,
-// outside the write's transaction, so no writer waits); keys of other
+// date) after the output's first run, full or incremental, that finds it
+// missing (CREATE INDEX CONCURRENTLY, after the run's commit and outside
+// its transaction, so no writer waits; the first incremental run reads
+// through it); keys of other
 // types (numeric, timestamps) are compared by value without an index. A
 // relation is read through its own indexes: give it one whose leading
 // columns are the key. A source read without such an index is named in

@@ -332,6 +332,9 @@ func planRefresh(ctx context.Context, tx pgx.Tx, env *Env, rr *refreshRun, s Wri
 		return nil, err
 	}
 	if !rr.incremental() {
+		if err := rr.indexSources(ctx, tx, env.schemaName()); err != nil {
+			return nil, err
+		}
 		return full, rr.fillWhole()
 	}
 	if pc.sources, err = rr.restrict(ctx, tx, env.schemaName(), pc.sources); err != nil {

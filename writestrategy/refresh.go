@@ -191,14 +191,8 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 			}
 			out[id] = r
 		default:
-			if refresh.Canonical(cols) {
-				exists, valid, err := refresh.IndexState(ctx, tx, schema, refresh.IndexName(id, cols))
-				if err != nil {
-					return nil, queryError("read row store indexes", err)
-				}
-				if !exists || !valid {
-					rr.index[id] = cols
-				}
+			if err := rr.wantIndex(ctx, tx, schema, id, cols); err != nil {
+				return nil, err
 			}
 			if _, ok := rr.index[id]; ok || !refresh.Canonical(cols) {
 				rr.Report.Scanned = append(rr.Report.Scanned, id)
@@ -207,6 +201,38 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 		}
 	}
 	return out, nil
+}
+
+// wantIndex queues row-store dataset id's index on its key columns cols
+// for building after the run's commit (afterRefresh) when it is missing
+// or invalid and cols can have one (refresh.Canonical).
+func (rr *refreshRun) wantIndex(ctx context.Context, tx pgx.Tx, schema, id string, cols []refresh.Col) error {
+	if !refresh.Canonical(cols) {
+		return nil
+	}
+	exists, valid, err := refresh.IndexState(ctx, tx, schema, refresh.IndexName(id, cols))
+	if err != nil {
+		return queryError("read row store indexes", err)
+	}
+	if !exists || !valid {
+		rr.index[id] = cols
+	}
+	return nil
+}
+
+// indexSources queues the key index of each mapped row-store source that
+// has none (wantIndex): a full run builds it too, so that the next,
+// incremental, run reads its affected keys through it.
+func (rr *refreshRun) indexSources(ctx context.Context, tx pgx.Tx, schema string) error {
+	for _, id := range slices.Sorted(maps.Keys(rr.Cols)) {
+		if k := rr.Kinds[id]; k == sink.Relation || k == sink.Iceberg {
+			continue
+		}
+		if err := rr.wantIndex(ctx, tx, schema, id, rr.Cols[id]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyedRelation is a registered relation read for the rows satisfying
@@ -229,6 +255,13 @@ func applyRefresh(ctx context.Context, tx pgx.Tx, env *Env, p projection, cols S
 	if rr.incremental() && !sameSchema(cols, rr.prevSchema) {
 		rr.Report = incremental.RefreshReport{Mode: incremental.RefreshFull, Reason: "the output's columns changed since its last run"}
 	}
+	// The output's key index, which an incremental run reads and writes
+	// through, is built after the run's commit when missing, a full run's
+	// too: the next run need not scan.
+	keyCols := rr.keyCols(cols)
+	if err := rr.wantIndex(ctx, tx, env.schemaName(), p.output, keyCols); err != nil {
+		return 0, 0, err
+	}
 	if !rr.incremental() {
 		q := p
 		if p.full != nil {
@@ -239,16 +272,6 @@ func applyRefresh(ctx context.Context, tx pgx.Tx, env *Env, p projection, cols S
 		}
 		n, err = replaceRows(ctx, tx, ctl, q, enc, txn)
 		return n, 0, err
-	}
-	keyCols := rr.keyCols(cols)
-	if refresh.Canonical(keyCols) {
-		exists, valid, err := refresh.IndexState(ctx, tx, env.schemaName(), refresh.IndexName(p.output, keyCols))
-		if err != nil {
-			return 0, 0, queryError("read row store indexes", err)
-		}
-		if !exists || !valid {
-			rr.index[p.output] = keyCols
-		}
 	}
 	b := newBuilder(p.args)
 	ds, t, prev := b.param(p.output), b.param(txn), b.param(rr.prevRows)
