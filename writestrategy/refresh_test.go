@@ -3,6 +3,7 @@ package writestrategy_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/internal/refresh"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -234,4 +236,47 @@ func TestRefreshRelationSource(t *testing.T) {
 	ps, err := w.d.Verify(ctx, writestrategy.Request{Strategy: lie})
 	require.NoError(t, err)
 	require.False(t, ps[0].OK(), "Verify finds the false declaration")
+}
+
+// The affected keys of a row-store dataset are read through its key index
+// (refresh.IndexSQL), for a key of one column and of two: the planner has
+// no statistics of the keys' text, and a plain IN over it made it read
+// the whole table.
+func TestRowStoreKeyedReadUsesIndex(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	ctx := context.Background()
+	ensureOutputs(t, w.pool, "keyed", "other")
+	for _, ds := range []string{"keyed", "other"} {
+		w.exec(`INSERT INTO lakewrite.dataset_rows (dataset_id, row_index, data)
+			SELECT '` + ds + `', g, jsonb_build_object('', 1, 'id', g, 'k', g % 7, 'name', 'row ' || g) FROM generate_series(0, 99999) g`)
+	}
+	for _, cols := range [][]refresh.Col{{{Name: "id", Type: "bigint"}}, {{Name: "id", Type: "bigint"}, {Name: "k", Type: "integer"}}} {
+		w.exec(refresh.IndexSQL("lakewrite.dataset_rows", "keyed", cols))
+		w.exec(`ANALYZE lakewrite.dataset_rows`)
+		tx, err := w.pool.Begin(ctx)
+		require.NoError(t, err)
+		types := []string{"bigint", "integer"}[:len(cols)]
+		_, err = tx.Exec(ctx, refresh.CreateSQL(types))
+		require.NoError(t, err)
+		keys := `SELECT g * 97` + map[bool]string{true: ", (g * 97) % 7", false: ""}[len(cols) > 1] + ` FROM generate_series(1, 100) g`
+		_, err = tx.Exec(ctx, `INSERT INTO `+refresh.Table+` `+keys)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `ANALYZE `+refresh.Table)
+		require.NoError(t, err)
+		q := `SELECT d.data FROM lakewrite.dataset_rows d WHERE d.dataset_id = 'keyed' AND ` + refresh.RowStoreCond("keyed", cols, false)
+		var n int
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) x`).Scan(&n)
+		var plan []string
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = tx.Query(ctx, `EXPLAIN `+q); err == nil {
+				plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+		}
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, err)
+		require.Equal(t, 100, n)
+		require.Contains(t, strings.Join(plan, "\n"), refresh.IndexName("keyed", cols), "%d key columns: %s", len(cols), strings.Join(plan, "\n"))
+	}
 }

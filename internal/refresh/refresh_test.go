@@ -21,7 +21,10 @@ func TestSQLBuilders(t *testing.T) {
 	// dataset as a literal (the partial index's predicate).
 	c := RowStoreCond("o'x", []Col{{"k", "bigint"}}, false)
 	assert.Contains(t, c, `d.dataset_id = 'o''x'`)
-	assert.Contains(t, c, `((d.data ->> 'k')) IN`)
+	assert.Contains(t, c, `(d.data ->> 'k') = ANY (ARRAY(SELECT DISTINCT`)
+	c2 := RowStoreCond("o", []Col{{"k", "bigint"}, {"j", "text"}}, false)
+	assert.Contains(t, c2, `(d.data ->> 'k') = ANY (ARRAY(SELECT DISTINCT`)
+	assert.Contains(t, c2, `((d.data ->> 'k'), (d.data ->> 'j')) IN`)
 	assert.Contains(t, RowStoreCond("o", []Col{{"k", "numeric"}}, false), `::numeric`)
 	assert.True(t, strings.HasSuffix(IndexSQL(`"lw".dataset_rows`, "o'x", []Col{{"k", "bigint"}}), `WHERE dataset_id = 'o''x'`))
 	assert.NotEqual(t, IndexName("a", []Col{{"k", "int"}}), IndexName("a", []Col{{"j", "int"}}))
