@@ -139,7 +139,7 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 	var out shadowOutcome
 	var maintained bool
 	if err == nil {
-		out, maintained = d.shadowStream(sctx, held, in, req, r)
+		out, maintained = d.shadowStream(sctx, held, in, req, r, true)
 	} else {
 		out = shadowOutcome{status: "failed", err: err}
 	}
@@ -170,9 +170,10 @@ func (d *Dispatcher) shadowWrite(ctx context.Context, req Request, r WriteResult
 }
 
 // shadowStream writes the dataset's rows at the write of record r to its
-// Iceberg table and compares both sinks. maintained reports that the
-// table's lifecycle ran under in.
-func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.Intent, in *ledger.Intent, req Request, r WriteResult) (out shadowOutcome, maintained bool) {
+// Iceberg table and compares both sinks. With maintain, a commit that
+// leaves maintenance due runs the table's lifecycle under in, and
+// maintained reports that it did.
+func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.Intent, in *ledger.Intent, req Request, r WriteResult, maintain bool) (out shadowOutcome, maintained bool) {
 	fail := func(err error) (shadowOutcome, bool) {
 		out.status, out.err = "failed", err
 		return out, false
@@ -208,12 +209,16 @@ func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.I
 	for k, v := range req.Metadata {
 		meta[k] = v
 	}
+	var refs []string
+	if req.Strategy != nil {
+		refs = req.Strategy.Sources()
+	}
 	st, err := d.cfg.Lakehouse.Stage(ctx, facade.Target{DatasetID: r.DatasetID, WriterID: req.WriterID, Workspace: d.cfg.Workspace},
 		facade.WriteRequest{
 			Mode:       facade.Replace,
 			Schema:     c.stream.Schema(),
 			Rows:       summing(c.Batches(), &out.pg),
-			SourceRefs: req.Strategy.Sources(),
+			SourceRefs: refs,
 			Metadata:   withDeclaredSchema(meta, c.Columns),
 			TxnID:      r.TxnID,
 			Rounded:    c.stream.Rounded,
@@ -242,7 +247,7 @@ func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.I
 			out.columns = []string{"(detail unavailable: " + err.Error() + ")"}
 		}
 	}
-	if res.MaintenanceDue {
+	if res.MaintenanceDue && maintain {
 		if m, ok := d.maintainer(); ok {
 			if _, merr := m.Maintain(ctx, r.DatasetID); merr != nil {
 				d.log.WarnContext(ctx, "lakewrite maintenance skipped", "dataset_id", r.DatasetID, "err", merr)

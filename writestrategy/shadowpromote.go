@@ -29,7 +29,12 @@ var ErrNotPromoted = errors.New("not promoted")
 // write in flight as any write does) and promotes only when the table
 // already holds the latest write of record: the last shadow run of the
 // dataset's latest committed write matched, and the table's current
-// snapshot still has that run's checksum. Otherwise it returns an
+// snapshot still has that run's checksum. When that write's own shadow
+// has not run yet (under continuous writes it waits behind the next
+// writer and Promote) and the dataset's previous shadow run matched,
+// Promote runs that shadow write itself, under its hold, and decides on
+// its outcome: a dataset written without pause is promoted all the same.
+// Otherwise it returns an
 // error matching ErrNotPromoted and changes nothing; one matching
 // sink.ErrAboveCeiling when the writer's max sink is below Iceberg.
 //
@@ -77,6 +82,11 @@ func (d *Dispatcher) Promote(ctx context.Context, writerID string, datasetIDs ..
 			return err
 		}
 		held = append(held, in)
+	}
+	for i, id := range ids {
+		if err := d.catchUpShadow(ctx, held[i], writerID, id); err != nil {
+			return err
+		}
 	}
 	if err := d.promoteHeld(ctx, writerID, ids); err != nil {
 		return err
@@ -197,4 +207,48 @@ func (d *Dispatcher) autoPromote(ctx context.Context, writerID, datasetID string
 	if err := d.Promote(ctx, writerID, datasetID); err != nil {
 		d.log.WarnContext(ctx, "lakewrite auto-promotion failed", "dataset_id", datasetID, "err", err)
 	}
+}
+
+// catchUpShadow runs, under Promote's hold in, the shadow write of the
+// dataset's latest write of record when that write has no shadow run yet
+// and the dataset's previous finished shadow run matched. A failed or
+// mismatched catch-up is recorded as any shadow run is, and Promote then
+// refuses on it. The table's lifecycle is left to the next shadow write.
+func (d *Dispatcher) catchUpShadow(ctx context.Context, in *ledger.Intent, writerID, datasetID string) error {
+	held := map[string]*ledger.Intent{datasetID: in}
+	tx, _, err := d.beginTx(ctx, held, "")
+	if err != nil {
+		return queryError("promote: read the shadow runs", err)
+	}
+	s := d.env().ctlSchema()
+	var latest *string
+	var prev string
+	err = tx.QueryRow(ctx, `WITH l AS (SELECT (SELECT t.id FROM `+s+`.pipeline_build_transactions t
+			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
+			ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1) AS txn
+		FROM `+s+`.datasets d WHERE d.id = $1 AND d.sink = $2)
+		SELECT l.txn::text, coalesce((SELECT r.status FROM `+s+`.shadow_runs r
+			WHERE r.dataset_id = $1 AND r.status NOT IN ('superseded', 'running') ORDER BY r.id DESC LIMIT 1), '')
+		FROM l WHERE l.txn IS NOT NULL AND NOT EXISTS (SELECT 1 FROM `+s+`.shadow_runs r
+			WHERE r.dataset_id = $1 AND r.txn_id = l.txn AND r.status <> 'superseded')`,
+		datasetID, string(sink.Postgres)).Scan(&latest, &prev)
+	cctx, cancel := cleanupContext(ctx)
+	_ = tx.Rollback(cctx)
+	cancel()
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (latest == nil || prev != "matched")) {
+		return nil // nothing to catch up: checkPromotable decides
+	}
+	if err != nil {
+		return queryError("promote: read the shadow runs", err)
+	}
+	r := WriteResult{DatasetID: datasetID, TxnID: *latest}
+	runID, err := d.startShadowRun(ctx, held, datasetID, *latest, writerID)
+	out := shadowOutcome{status: "failed", err: err}
+	if err == nil {
+		out, _ = d.shadowStream(ctx, held, in, Request{WriterID: writerID}, r, false)
+	}
+	if out.err != nil && !errors.Is(out.err, errSuperseded) {
+		d.log.WarnContext(ctx, "lakewrite promote: shadow catch-up failed", "dataset_id", datasetID, "txn_id", *latest, "err", out.err)
+	}
+	return d.recordShadow(ctx, held, datasetID, *latest, writerID, runID, out)
 }

@@ -227,3 +227,43 @@ func TestShadowSplitPairPromotedTogether(t *testing.T) {
 	require.Equal(t, sink.Iceberg, res[0].Sink)
 	require.Equal(t, before, []any{w.checksum("m"), w.checksum("u")})
 }
+
+// Promote catches up the shadow of the latest write of record: a dataset
+// whose previous shadow run matched and whose latest write has no shadow
+// run yet (its shadow waits behind Promote under continuous writes; here
+// it was written on Postgres without one) is shadowed by Promote itself,
+// under its hold, and promoted with the latest contents. A dataset never
+// shadowed is still refused.
+func TestPromoteCatchesUpLatestShadow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 30)
+	ensureOutputs(t, w.pool, "out", "never")
+	copyOrders := writestrategy.Transform{Output: "out", Source: "orders"}
+	w.mustWrite(writestrategy.Transform{Output: "never", Source: "orders"})
+	require.ErrorIs(t, w.d.Promote(ctx, writer, "never"), writestrategy.ErrNotPromoted, "never written in shadow")
+
+	w.shadow("out")
+	w.mustWrite(copyOrders)
+	require.Equal(t, "matched", w.shadowStatus("out").Last.Status)
+	require.NoError(t, w.flags.SetOverride(ctx, writer, sink.Postgres, "out"))
+	w.resolver.Invalidate()
+	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 45)
+	res := w.mustWrite(copyOrders)
+	require.Equal(t, sink.Postgres, res[0].Sink)
+	st := w.shadowStatus("out")
+	require.NotEqual(t, res[0].TxnID, st.Last.TxnID, "the latest write has no shadow run")
+
+	w.shadow("out")
+	before := w.checksum("out")
+	require.NoError(t, w.d.Promote(ctx, writer, "out"))
+	st = w.shadowStatus("out")
+	require.Equal(t, res[0].TxnID, st.Last.TxnID, "Promote shadowed the latest write")
+	require.Equal(t, "matched", st.Last.Status)
+	ds, err := w.ledger.Dataset(ctx, "out")
+	require.NoError(t, err)
+	require.Equal(t, sink.Iceberg, ds.Sink)
+	require.Equal(t, before, w.checksum("out"), "promoted with the latest write of record")
+	require.Equal(t, w.checksum("orders"), w.checksum("out"))
+}
