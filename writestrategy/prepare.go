@@ -205,6 +205,18 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			}
 			return filteredRelation(r, filter), nil
 		}
+		if source && rr != nil && env.modelRun == nil && sr.appended == nil {
+			// An unmapped Iceberg source of a declared output: read whole,
+			// by a full run or by an incremental one with affected keys,
+			// but not by a run that has none (refreshRun.restrict).
+			r, fill, err := env.hydrateLater(ctx, tx, id, sc, nhydrated)
+			if err != nil {
+				return nil, err
+			}
+			nhydrated++
+			rr.later[id] = func() error { return fill(env.scan(ctx, id, sc, filter)) }
+			return filteredRelation(r, filter), nil
+		}
 		if source && env.modelRun != nil && filter == nil && sr.appended == nil {
 			// A Model's Iceberg source: read whole or by touched keys once
 			// the run knows its changes (Model.planSources).

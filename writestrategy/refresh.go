@@ -163,6 +163,18 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 	for id, r := range sources {
 		out[id] = r
 	}
+	// The unmapped Iceberg sources are read whole, unless no key is
+	// affected: then the run reads and writes nothing.
+	for _, id := range slices.Sorted(maps.Keys(rr.later)) {
+		if _, mapped := rr.Cols[id]; mapped || rr.Report.Keys == 0 {
+			continue
+		}
+		fill := rr.later[id]
+		delete(rr.later, id)
+		if err := fill(); err != nil {
+			return nil, err
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(rr.Cols)) {
 		cols := rr.Cols[id]
 		switch rr.Kinds[id] {
