@@ -11,11 +11,11 @@ func StripSummaryKey(st Staged, key string) {
 // PlannedFiles is the number and total size of the data files a Scan with
 // opts reads (after partition and min/max pruning).
 func PlannedFiles(ctx context.Context, f *Facade, datasetID string, opts ScanOptions) (files int, bytes int64, err error) {
-	scan, isc, err := f.planScan(ctx, datasetID, opts)
+	tbl, scan, isc, err := f.planTableScan(ctx, datasetID, opts)
 	if err != nil || scan == nil {
 		return 0, 0, err
 	}
-	tasks, err := f.planTasks(ctx, datasetID, scan, isc, opts)
+	tasks, err := f.planTasks(ctx, datasetID, tbl, scan, isc, opts)
 	if err != nil {
 		return 0, 0, err
 	}

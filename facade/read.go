@@ -159,7 +159,7 @@ func snapshotSchema(tbl *table.Table, snap *table.Snapshot) *arrow.Schema {
 // Memory is bounded by one data file task at a time.
 func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		scan, isc, err := f.planScan(ctx, datasetID, opts)
+		tbl, scan, isc, err := f.planTableScan(ctx, datasetID, opts)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -178,7 +178,7 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 			var tasks []table.FileScanTask
 			rscan, _, err := f.planScan(ctx, datasetID, read)
 			if err == nil {
-				tasks, err = f.planTasks(ctx, datasetID, scan, isc, opts)
+				tasks, err = f.planTasks(ctx, datasetID, tbl, scan, isc, opts)
 			}
 			if err == nil {
 				recs, err = readText(sctx, rscan, tasks, conds, extra)
@@ -191,7 +191,7 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 			_, recs, err = scan.ToArrowRecords(sctx)
 		default:
 			var tasks []table.FileScanTask
-			if tasks, err = f.planTasks(ctx, datasetID, scan, isc, opts); err == nil {
+			if tasks, err = f.planTasks(ctx, datasetID, tbl, scan, isc, opts); err == nil {
 				_, recs, err = scan.ReadTasks(sctx, tasks)
 			}
 		}
@@ -230,19 +230,25 @@ func yieldWithPgMetadata(yield func(arrow.RecordBatch, error) bool, recs iter.Se
 // planScan builds the iceberg-go scan of opts (nil when the table has no
 // snapshot) and the schema of the snapshot it reads.
 func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOptions) (*table.Scan, *iceberg.Schema, error) {
+	_, scan, isc, err := f.planTableScan(ctx, datasetID, opts)
+	return scan, isc, err
+}
+
+// planTableScan is planScan that also returns the table it loaded.
+func (f *Facade) planTableScan(ctx context.Context, datasetID string, opts ScanOptions) (*table.Table, *table.Scan, *iceberg.Schema, error) {
 	tbl, err := f.loadWithin(ctx, datasetID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	snap := tbl.CurrentSnapshot()
 	if opts.SnapshotID != 0 {
 		snap = tbl.SnapshotByID(opts.SnapshotID)
 		if snap == nil {
-			return nil, nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID)
+			return nil, nil, nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID)
 		}
 	}
 	if snap == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	isc := tbl.Schema()
 	if snap.SchemaID != nil {
@@ -262,23 +268,23 @@ func (f *Facade) planScan(ctx context.Context, datasetID string, opts ScanOption
 	}
 	for _, c := range opts.Columns {
 		if _, ok := isc.FindFieldByName(c); !ok {
-			return nil, nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID)
+			return nil, nil, nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID)
 		}
 	}
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(cols...),
 		table.WithMaxConcurrency(1)}
 	ins, err := bindIns(isc, opts.In)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
+		return nil, nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
 	filter, err := filterExpr(isc, opts.Filter, ins)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
+		return nil, nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
 	if filter != nil {
 		scanOpts = append(scanOpts, table.WithRowFilter(filter))
 	}
-	return tbl.Scan(scanOpts...), isc, nil
+	return tbl, tbl.Scan(scanOpts...), isc, nil
 }
 
 func bindIns(isc *iceberg.Schema, ins []In) ([]inSet, error) {
@@ -293,10 +299,10 @@ func bindIns(isc *iceberg.Schema, ins []In) ([]inSet, error) {
 	return out, nil
 }
 
-// planTasks plans the files scan reads (of a planScan of opts on schema
-// isc): the data files pruned by partition and statistics, less those no
+// planTasks plans the files scan reads (of a planTableScan of opts on
+// table tbl and schema isc): the data files pruned by partition and statistics, less those no
 // value of opts.In can be in.
-func (f *Facade) planTasks(ctx context.Context, datasetID string, scan *table.Scan, isc *iceberg.Schema, opts ScanOptions) ([]table.FileScanTask, error) {
+func (f *Facade) planTasks(ctx context.Context, datasetID string, tbl *table.Table, scan *table.Scan, isc *iceberg.Schema, opts ScanOptions) ([]table.FileScanTask, error) {
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
 		return nil, err
@@ -311,7 +317,7 @@ func (f *Facade) planTasks(ctx context.Context, datasetID string, scan *table.Sc
 	if opts.ChangedSince == 0 || len(opts.In) == 0 || len(tasks) == 0 {
 		return tasks, nil
 	}
-	old, err := f.filesBefore(ctx, datasetID, scan.Snapshot(), opts)
+	old, err := filesBefore(ctx, tbl, scan.Snapshot(), opts)
 	if err != nil || old == nil {
 		return tasks, err
 	}
@@ -322,15 +328,11 @@ func (f *Facade) planTasks(ctx context.Context, datasetID string, scan *table.Sc
 	return tasks, nil
 }
 
-// filesBefore returns the data files live at snapshot opts.ChangedSince,
+// filesBefore returns the data files of tbl live at snapshot opts.ChangedSince,
 // which a scan of snapshot snap need not read under the statement of
 // opts.ChangedSince, or nil when the writes since then do not allow it
 // (see ScanOptions.ChangedSince).
-func (f *Facade) filesBefore(ctx context.Context, datasetID string, snap *table.Snapshot, opts ScanOptions) (map[string]bool, error) {
-	tbl, err := f.loadWithin(ctx, datasetID)
-	if err != nil {
-		return nil, err
-	}
+func filesBefore(ctx context.Context, tbl *table.Table, snap *table.Snapshot, opts ScanOptions) (map[string]bool, error) {
 	if !keyedSince(tbl, snap, opts.ChangedSince, opts.In) {
 		return nil, nil
 	}
