@@ -49,6 +49,7 @@ var (
 type Log struct {
 	schema string // unquoted
 	q      string // quoted schema
+	chunk  int    // images per log entry of a trigger (0: defaultCaptureChunk)
 }
 
 // New returns the change log of the control-plane schema (""

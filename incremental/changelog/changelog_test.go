@@ -595,3 +595,50 @@ func TestTrimMaxAge(t *testing.T) {
 	w, _ := read(t, pool, l, "orders", w0.Position)
 	require.Equal(t, changelog.ReasonTrimmed, w.Reason)
 }
+
+// Statements above the trigger's images-per-entry bound (shrunk here to
+// 1,000) are recorded in several entries; inserts, updates and deletes read
+// back as the rows' new and old images, exactly once each, and entries in
+// the row-per-image form of triggers installed by earlier versions (op 'i'
+// and 'd') are read alike.
+func TestImagesAcrossEntriesAndForms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	exec(t, pool, `CREATE TABLE q (id int PRIMARY KEY, k text, other int)`)
+	l := changelog.New("")
+	changelog.SetCaptureChunk(l, 1000)
+	require.NoError(t, l.Track(ctx, pool, "q", "q", []string{"id", "k"}))
+	w0, _ := read(t, pool, l, "q", "")
+	exec(t, pool, `INSERT INTO q SELECT g, 'k' || g, g FROM generate_series(1, 2500) g`)
+	exec(t, pool, `UPDATE q SET k = k || 'x' WHERE id <= 1500`)
+	exec(t, pool, `DELETE FROM q WHERE id > 2000`)
+	exec(t, pool, `INSERT INTO q VALUES (3000, NULL, 1)`)
+	exec(t, pool, `INSERT INTO lakewrite.change_log (source, op, vals) VALUES
+		('q', 'i', ARRAY[ARRAY['9001', 'z'], ARRAY['9002', NULL]]), ('q', 'd', ARRAY[ARRAY['9003', 'y']])`)
+	var entries []string
+	rows, err := pool.Query(ctx, `SELECT op::text || array_length(vals, 2) FROM lakewrite.change_log WHERE source = 'q' AND op IN ('n', 'o') ORDER BY xid, op DESC, array_length(vals, 2) DESC`)
+	require.NoError(t, err)
+	entries, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"n1000", "n1000", "n500", "o1000", "o500", "n1000", "n500", "o500", "n1"}, entries)
+
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	w, err := l.Window(ctx, tx, "q", w0.Position)
+	require.NoError(t, err)
+	require.True(t, w.Known)
+	require.EqualValues(t, 2500+1500*2+500+1+3, w.Images)
+	const want = `SELECT 'I'::"char" AS op, jsonb_build_object('id', g, 'k', 'k' || g) AS image FROM generate_series(1, 2500) g
+		UNION ALL SELECT 'I', jsonb_build_object('id', g, 'k', 'k' || g || 'x') FROM generate_series(1, 1500) g
+		UNION ALL SELECT 'D', jsonb_build_object('id', g, 'k', 'k' || g) FROM generate_series(1, 1500) g
+		UNION ALL SELECT 'D', jsonb_build_object('id', g, 'k', 'k' || g) FROM generate_series(2001, 2500) g
+		UNION ALL SELECT 'I', '{"id": 3000, "k": null}' UNION ALL SELECT 'I', '{"id": 9001, "k": "z"}'
+		UNION ALL SELECT 'I', '{"id": 9002, "k": null}' UNION ALL SELECT 'D', '{"id": 9003, "k": "y"}'`
+	var missing, extra int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM (`+want+` EXCEPT ALL SELECT op, image FROM (`+w.SQL+`) w) a),
+		(SELECT count(*) FROM (SELECT op, image FROM (`+w.SQL+`) w EXCEPT ALL SELECT op, image FROM (`+want+`) x) b)`, w.Args...).Scan(&missing, &extra))
+	require.Zero(t, missing, "images not read")
+	require.Zero(t, extra, "images read that were not written")
+}

@@ -19,10 +19,13 @@
 //     dataset, the row's dataset_rows.data exactly as stored; read a value
 //     back as (image->>'col')::<declared type>.
 //   - vals (text[]): the compact form the triggers of a tracked table write,
-//     op 'i' or 'd' for up to 1,000 images an entry: one row of the
-//     two-dimensional array per image, the tracked columns' values as text.
-//     Window's SQL turns each into the jsonb image of the tracked columns,
-//     each as to_jsonb(value), with op 'I' or 'D': readers never see vals.
+//     op 'n' (new images) or 'o' (old images) for up to 10,000 images an
+//     entry: one row of the two-dimensional array per tracked column, that
+//     column's values as text, image by image (triggers installed by
+//     earlier versions wrote op 'i' and 'd' entries of up to 1,000 images,
+//     one row per image; they are read alike). Window's SQL turns each
+//     image into the jsonb image of the tracked columns, each as
+//     to_jsonb(value), with op 'I' or 'D': readers never see vals.
 //
 // change_sources lists the sources that record (installed_xid: the
 // transaction that installed the recording; trimmed_below: entries with a
@@ -140,10 +143,10 @@
 // # Overhead
 //
 // Per statement that writes a tracked table: one PL/pgSQL call (with its
-// pinned settings), one catalog lookup and one INSERT ... SELECT over the
-// transition tables. Per row: the tracked values' text output into one
-// array; per 1,000 rows one change_log tuple and one index entry (and their
-// WAL). An UPDATE records old and new values. The jsonb images are built
+// pinned settings), one catalog lookup, a count and one INSERT ... SELECT
+// over the transition tables. Per row: the tracked values' text output,
+// appended to one array per column; per 10,000 rows one change_log tuple
+// and one index entry (and their WAL). An UPDATE records old and new values. The jsonb images are built
 // when a window is read, for the window's rows only. BenchmarkTrackingOverhead
 // (and internal/trackoverhead for programs) measures tracked / untracked
 // time of the same inserts and updates.

@@ -206,38 +206,56 @@ func signature(ctx context.Context, q Querier, relid uint32, columns []string) (
 }
 
 // captureFunction is the trigger function of source. It records the tracked
-// columns' values as text, up to captureChunk rows a log entry (op 'i' or
-// 'd'); Window turns them back into jsonb images. Before that it checks
-// that the tracked columns still exist: after an ALTER TABLE that dropped
-// or renamed one it records an 'F' instead, so the user's statement never
-// fails. The function pins the settings that shape the text of a value
-// (DateStyle, IntervalStyle, extra_float_digits, bytea_output) so any
-// reader parses it back exactly. SECURITY DEFINER: the table's writers need
-// no right on the control-plane schema.
+// columns' values as text, column by column: a log entry (op 'n' for new
+// images, 'o' for old ones) holds up to l.chunk images as a two-dimensional
+// array with one row per tracked column; Window turns them back into jsonb
+// images. Aggregating each column into one array costs a third of what an
+// array per row did. Before that it checks that the tracked columns still
+// exist: after an ALTER TABLE that dropped or renamed one it records an 'F'
+// instead, so the user's statement never fails. The function pins the
+// settings that shape the text of a value (DateStyle, IntervalStyle,
+// extra_float_digits, bytea_output) so any reader parses it back exactly.
+// SECURITY DEFINER: the table's writers need no right on the control-plane
+// schema.
 func (l *Log) captureFunction(fn, source string, columns []string) string {
 	src := quoteLiteral(source)
 	names := make([]string, len(columns))
 	vals := make([]string, len(columns))
+	aggs := make([]string, len(columns))
+	chunkAggs := make([]string, len(columns))
 	for i, c := range columns {
 		names[i] = quoteLiteral(c)
-		vals[i] = "t." + pgx.Identifier{c}.Sanitize() + "::text"
+		vals[i] = "t." + pgx.Identifier{c}.Sanitize() + "::text AS c" + strconv.Itoa(i)
+		aggs[i] = "array_agg(t." + pgx.Identifier{c}.Sanitize() + "::text)"
+		chunkAggs[i] = "array_agg(s.c" + strconv.Itoa(i) + ")"
 	}
+	chunk := strconv.Itoa(l.captureChunk())
+	// One entry for a statement of up to chunk rows; above that, entries of
+	// chunk rows each (numbering the rows costs a window function).
 	ins := func(op, table string) string {
-		return `SELECT ` + src + `, '` + op + `'::"char", array_agg(v) FROM (SELECT ARRAY[` + strings.Join(vals, ", ") +
-			`] AS v, row_number() OVER () AS n FROM ` + table + ` t) s GROUP BY (n - 1) / ` + strconv.Itoa(captureChunk)
+		return `SELECT count(*) INTO n FROM ` + table + ` t;
+		IF n > ` + chunk + ` THEN
+			INSERT INTO ` + l.Table() + ` (source, op, vals) SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(chunkAggs, ", ") + `]
+			FROM (SELECT ` + strings.Join(vals, ", ") + `, row_number() OVER () AS lw_n FROM ` + table + ` t) s GROUP BY (s.lw_n - 1) / ` + chunk + `;
+		ELSIF n > 0 THEN
+			INSERT INTO ` + l.Table() + ` (source, op, vals) SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(aggs, ", ") + `] FROM ` + table + ` t;
+		END IF;`
 	}
 	log := l.Table()
 	body := `
+DECLARE
+	n bigint;
 BEGIN
 	IF TG_OP <> 'TRUNCATE' AND (SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = TG_RELID
 			AND attname = ANY (ARRAY[` + strings.Join(names, ", ") + `]::text[]) AND attnum > 0 AND NOT attisdropped) <> ` + strconv.Itoa(len(columns)) + ` THEN
 		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
 	ELSIF TG_OP = 'INSERT' THEN
-		INSERT INTO ` + log + ` (source, op, vals) ` + ins("i", "lw_new") + `;
+		` + ins("n", "lw_new") + `
 	ELSIF TG_OP = 'UPDATE' THEN
-		INSERT INTO ` + log + ` (source, op, vals) ` + ins("d", "lw_old") + ` UNION ALL ` + ins("i", "lw_new") + `;
+		` + ins("o", "lw_old") + `
+		` + ins("n", "lw_new") + `
 	ELSIF TG_OP = 'DELETE' THEN
-		INSERT INTO ` + log + ` (source, op, vals) ` + ins("d", "lw_old") + `;
+		` + ins("o", "lw_old") + `
 	ELSE
 		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
 	END IF;
@@ -254,17 +272,32 @@ SET extra_float_digits = 1 SET bytea_output = 'hex'
 AS ` + tag + body + tag
 }
 
-// captureChunk is the most images a trigger records in one log entry.
-const captureChunk = 1000
+// defaultCaptureChunk is the most images a trigger records in one log
+// entry.
+const defaultCaptureChunk = 10_000
 
-// images is the SQL expression of the jsonb image of row r of an entry's
+func (l *Log) captureChunk() int {
+	if l.chunk > 0 {
+		return l.chunk
+	}
+	return defaultCaptureChunk
+}
+
+// images is the SQL expression of the jsonb image number r of an entry's
 // vals (jsonb_build_object takes at most 100 arguments: 50 columns a call).
-func images(columns, types []string) string {
+// Entries of op 'n' and 'o' hold a row of vals per column (byColumn);
+// those of op 'i' and 'd', written by triggers installed by earlier
+// versions, a row per image.
+func images(columns, types []string, byColumn bool) string {
 	var calls []string
 	for i := 0; i < len(columns); i += 50 {
 		var args []string
 		for j := i; j < min(i+50, len(columns)); j++ {
-			args = append(args, quoteLiteral(columns[j])+", (c.vals[r]["+strconv.Itoa(j+1)+"])::"+types[j])
+			at := "c.vals[r][" + strconv.Itoa(j+1) + "]"
+			if byColumn {
+				at = "c.vals[" + strconv.Itoa(j+1) + "][r]"
+			}
+			args = append(args, quoteLiteral(columns[j])+", ("+at+")::"+types[j])
 		}
 		calls = append(calls, "jsonb_build_object("+strings.Join(args, ", ")+")")
 	}

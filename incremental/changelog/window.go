@@ -122,7 +122,8 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		AND NOT pg_visible_in_snapshot(c.xid, $4::pg_snapshot) AND pg_visible_in_snapshot(c.xid, $5::pg_snapshot)`
 	args := []any{source, strconv.FormatUint(from.xmin, 10), strconv.FormatUint(to.xmax, 10), from.text, to.text}
 	var full bool
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(CASE WHEN c.op IN ('i', 'd') THEN array_length(c.vals, 1) ELSE 1 END)
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(CASE WHEN c.op IN ('i', 'd') THEN array_length(c.vals, 1)
+			WHEN c.op IN ('n', 'o') THEN array_length(c.vals, 2) ELSE 1 END)
 			FILTER (WHERE c.op <> 'F'), 0), coalesce(bool_or(c.op = 'F'), false) FROM `+l.Table()+` c`+where, args...).
 		Scan(&w.Images, &full); err != nil {
 		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
@@ -135,11 +136,15 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 	w.Known = true
 	w.SQL = `SELECT c.op, c.image FROM ` + l.Table() + ` c` + where + ` AND c.op IN ('I', 'D')`
 	if relid != nil {
-		// A tracked table's images are recorded compactly: one jsonb
-		// image per row of vals.
+		// A tracked table's images are recorded compactly: a row of
+		// vals per column (or, from triggers of earlier versions, per
+		// image).
 		w.SQL += `
 		UNION ALL
-		SELECT upper(c.op::text)::"char", ` + images(columns, types) + `
+		SELECT CASE c.op WHEN 'n' THEN 'I' ELSE 'D' END::"char", ` + images(columns, types, true) + `
+		FROM ` + l.Table() + ` c CROSS JOIN LATERAL generate_series(1, array_length(c.vals, 2)) r` + where + ` AND c.op IN ('n', 'o')
+		UNION ALL
+		SELECT upper(c.op::text)::"char", ` + images(columns, types, false) + `
 		FROM ` + l.Table() + ` c CROSS JOIN LATERAL generate_series(1, array_length(c.vals, 1)) r` + where + ` AND c.op IN ('i', 'd')`
 	}
 	w.Args = args
