@@ -641,4 +641,11 @@ func TestImagesAcrossEntriesAndForms(t *testing.T) {
 		(SELECT count(*) FROM (SELECT op, image FROM (`+w.SQL+`) w EXCEPT ALL SELECT op, image FROM (`+want+`) x) b)`, w.Args...).Scan(&missing, &extra))
 	require.Zero(t, missing, "images not read")
 	require.Zero(t, extra, "images read that were not written")
+
+	var compression string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attcompression::text FROM pg_catalog.pg_attribute
+		WHERE attrelid = 'lakewrite.change_log'::regclass AND attname = 'vals'`).Scan(&compression))
+	if _, err := pool.Exec(ctx, `SET LOCAL default_toast_compression = lz4`); err == nil {
+		require.Equal(t, "l", compression, "a server with lz4 compresses the entries with it")
+	}
 }

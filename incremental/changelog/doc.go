@@ -146,7 +146,8 @@
 // pinned settings), one catalog lookup, a count and one INSERT ... SELECT
 // over the transition tables. Per row: the tracked values' text output,
 // appended to one array per column; per 10,000 rows one change_log tuple
-// and one index entry (and their WAL). An UPDATE records old and new values. The jsonb images are built
+// and one index entry (and their WAL), its array compressed out of line
+// with lz4 (pglz on a server built without lz4). An UPDATE records old and new values. The jsonb images are built
 // when a window is read, for the window's rows only. BenchmarkTrackingOverhead
 // (and internal/trackoverhead for programs) measures tracked / untracked
 // time of the same inserts and updates.

@@ -232,13 +232,27 @@ func (l *Log) captureFunction(fn, source string, columns []string) string {
 	chunk := strconv.Itoa(l.captureChunk())
 	// One entry for a statement of up to chunk rows; above that, entries of
 	// chunk rows each (numbering the rows costs a window function).
-	ins := func(op, table string) string {
-		return `SELECT count(*) INTO n FROM ` + table + ` t;
+	chunked := func(op, table string) string {
+		return `INSERT INTO ` + l.Table() + ` (source, op, vals) SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(chunkAggs, ", ") + `]
+			FROM (SELECT ` + strings.Join(vals, ", ") + `, row_number() OVER () AS lw_n FROM ` + table + ` t) s GROUP BY (s.lw_n - 1) / ` + chunk + `;`
+	}
+	whole := func(op, table string) string {
+		return `SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(aggs, ", ") + `] FROM ` + table + ` t`
+	}
+	// ins records the images of tables (an UPDATE's old and new ones have
+	// as many rows, counted once), in one statement when they fit an entry
+	// each.
+	ins := func(ops, tables []string) string {
+		var big, small []string
+		for i := range ops {
+			big = append(big, chunked(ops[i], tables[i]))
+			small = append(small, whole(ops[i], tables[i]))
+		}
+		return `SELECT count(*) INTO n FROM ` + tables[len(tables)-1] + `;
 		IF n > ` + chunk + ` THEN
-			INSERT INTO ` + l.Table() + ` (source, op, vals) SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(chunkAggs, ", ") + `]
-			FROM (SELECT ` + strings.Join(vals, ", ") + `, row_number() OVER () AS lw_n FROM ` + table + ` t) s GROUP BY (s.lw_n - 1) / ` + chunk + `;
+			` + strings.Join(big, "\n\t\t\t") + `
 		ELSIF n > 0 THEN
-			INSERT INTO ` + l.Table() + ` (source, op, vals) SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(aggs, ", ") + `] FROM ` + table + ` t;
+			INSERT INTO ` + l.Table() + ` (source, op, vals) ` + strings.Join(small, " UNION ALL ") + `;
 		END IF;`
 	}
 	log := l.Table()
@@ -250,12 +264,11 @@ BEGIN
 			AND attname = ANY (ARRAY[` + strings.Join(names, ", ") + `]::text[]) AND attnum > 0 AND NOT attisdropped) <> ` + strconv.Itoa(len(columns)) + ` THEN
 		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
 	ELSIF TG_OP = 'INSERT' THEN
-		` + ins("n", "lw_new") + `
+		` + ins([]string{"n"}, []string{"lw_new"}) + `
 	ELSIF TG_OP = 'UPDATE' THEN
-		` + ins("o", "lw_old") + `
-		` + ins("n", "lw_new") + `
+		` + ins([]string{"o", "n"}, []string{"lw_old", "lw_new"}) + `
 	ELSIF TG_OP = 'DELETE' THEN
-		` + ins("o", "lw_old") + `
+		` + ins([]string{"o"}, []string{"lw_old"}) + `
 	ELSE
 		INSERT INTO ` + log + ` (source, op) VALUES (` + src + `, 'F');
 	END IF;
