@@ -19,7 +19,7 @@
 //     dataset, the row's dataset_rows.data exactly as stored; read a value
 //     back as (image->>'col')::<declared type>.
 //   - vals (text[]): the compact form the triggers of a tracked table write,
-//     op 'n' (new images) or 'o' (old images) for up to 10,000 images an
+//     op 'n' (new images) or 'o' (old images) for up to 100,000 images an
 //     entry: one row of the two-dimensional array per tracked column, that
 //     column's values as text, image by image (triggers installed by
 //     earlier versions wrote op 'i' and 'd' entries of up to 1,000 images,
@@ -145,10 +145,13 @@
 // Per statement that writes a tracked table: one PL/pgSQL call (with its
 // pinned settings), one catalog lookup, a count and one INSERT ... SELECT
 // over the transition tables. Per row: the tracked values' text output,
-// appended to one array per column; per 10,000 rows one change_log tuple
-// and one index entry (and their WAL), its array compressed out of line
-// with lz4 (pglz on a server built without lz4). An UPDATE records old and new values. The jsonb images are built
-// when a window is read, for the window's rows only. BenchmarkTrackingOverhead
+// appended to one array per column. Per statement of up to 100,000 rows
+// (an UPDATE: per old and per new images): one change_log tuple and one
+// index entry (and their WAL), its array compressed out of line with lz4
+// (pglz on a server built without lz4); a statement of more rows is cut
+// into entries of 100,000, which costs numbering its rows. The jsonb
+// images are built when a window is read, for the window's rows only.
+// BenchmarkTrackingOverhead
 // (and internal/trackoverhead for programs) measures tracked / untracked
 // time of the same inserts and updates.
 package changelog

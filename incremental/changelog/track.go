@@ -287,7 +287,7 @@ AS ` + tag + body + tag
 
 // defaultCaptureChunk is the most images a trigger records in one log
 // entry.
-const defaultCaptureChunk = 10_000
+const defaultCaptureChunk = 100_000
 
 func (l *Log) captureChunk() int {
 	if l.chunk > 0 {

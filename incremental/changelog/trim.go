@@ -26,7 +26,7 @@ type TrimOptions struct {
 	MaxAge time.Duration
 	// MaxRows: at most this many change_log rows are kept per source (the
 	// newest, whole transactions), even when a consumer still needs older
-	// ones; a tracked table's row holds up to 10,000 images. Zero means no
+	// ones; a tracked table's row holds up to 100,000 images. Zero means no
 	// row bound.
 	MaxRows int64
 	// BatchSize: entries per DELETE statement, each its own transaction,

@@ -4,7 +4,7 @@
 -- The triggers of a tracked table now write their images column by column:
 -- op 'n' (new images) or 'o' (old images), vals a two-dimensional array with
 -- one row per tracked column (in the order of change_sources.columns), that
--- column's values as text, up to 10,000 images an entry. Entries of op 'i'
+-- column's values as text, up to 100,000 images an entry. Entries of op 'i'
 -- and 'd' (one row per image, up to 1,000 an entry), written by triggers
 -- installed before, stay valid and are read alike.
 --
