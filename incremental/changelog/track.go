@@ -27,7 +27,9 @@ var triggerKinds = []struct{ suffix, event, referencing string }{
 // table is a table's name as SQL writes it (schema-qualified or found by
 // the search_path, quoted where needed); a partitioned table, a view or a
 // foreign table is ErrInvalid, as are columns the table does not have.
-// Tracking a source again with the same table and columns changes nothing;
+// Tracking a source again with the same table and columns changes nothing
+// (but for triggers installed by an earlier version of this package, which
+// it replaces with the current ones, readers' positions staying valid);
 // with other columns or another table it replaces the triggers and records
 // a new installed_xid, so readers whose position predates it read the
 // source whole once. Track waits for the transactions writing the table to
@@ -87,10 +89,27 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 			return fmt.Errorf("%w: %q is a row-store source", ErrKind, source)
 		}
 		fn := l.q + "." + pgx.Identifier{"changelog_" + l.stem(source)}.Sanitize()
+		body := l.captureBody(source, columns)
+		upgrade := false
 		if oldRelid != nil && *oldRelid == relid && oldSig != nil && *oldSig == sig {
 			ok, err := l.triggersInstalled(ctx, tx, source, relid)
-			if err != nil || ok {
+			if err != nil {
 				return err
+			}
+			if ok {
+				// Tracked as asked. Triggers of an earlier version (another
+				// body) are replaced in this transaction, whose DROP locks
+				// the table against writers until the new triggers commit:
+				// no change is missed, and readers' positions stay valid.
+				var current string
+				if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT prosrc FROM pg_catalog.pg_proc
+					WHERE oid = pg_catalog.to_regprocedure($1)), '')`, *oldFunction+"()").Scan(&current); err != nil {
+					return err
+				}
+				if current == body {
+					return nil
+				}
+				upgrade = true
 			}
 		}
 		if oldFunction != nil {
@@ -100,7 +119,7 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, l.captureFunction(fn, source, columns)); err != nil {
+		if _, err := tx.Exec(ctx, captureFunction(fn, body)); err != nil {
 			return err
 		}
 		for _, k := range triggerKinds {
@@ -109,6 +128,10 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 				` FOR EACH STATEMENT EXECUTE FUNCTION `+fn+`()`); err != nil {
 				return err
 			}
+		}
+		if upgrade {
+			_, err = tx.Exec(ctx, `UPDATE `+l.sources()+` SET function = $2 WHERE source = $1`, source, fn)
+			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO `+l.sources()+` AS s (source, relation, relid, columns, function, signature, types, installed_xid, installed_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, pg_current_xact_id(), now())
@@ -205,7 +228,7 @@ func signature(ctx context.Context, q Querier, relid uint32, columns []string) (
 	return strings.Join(parts, ","), types, missing, nil
 }
 
-// captureFunction is the trigger function of source. It records the tracked
+// captureBody is the body of the trigger function of source. It records the tracked
 // columns' values as text, column by column: a log entry (op 'n' for new
 // images, 'o' for old ones) holds up to l.chunk images as a two-dimensional
 // array with one row per tracked column; Window turns them back into jsonb
@@ -217,7 +240,7 @@ func signature(ctx context.Context, q Querier, relid uint32, columns []string) (
 // extra_float_digits, bytea_output) so any reader parses it back exactly.
 // SECURITY DEFINER: the table's writers need no right on the control-plane
 // schema.
-func (l *Log) captureFunction(fn, source string, columns []string) string {
+func (l *Log) captureBody(source string, columns []string) string {
 	src := quoteLiteral(source)
 	names := make([]string, len(columns))
 	vals := make([]string, len(columns))
@@ -275,6 +298,11 @@ BEGIN
 	RETURN NULL;
 END
 `
+	return body
+}
+
+// captureFunction creates trigger function fn of body (captureBody).
+func captureFunction(fn, body string) string {
 	tag := "$lw$"
 	for i := 0; strings.Contains(body, tag); i++ {
 		tag = fmt.Sprintf("$lw%d$", i)
