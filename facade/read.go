@@ -176,7 +176,9 @@ func (f *Facade) Scan(ctx context.Context, datasetID string, opts ScanOptions) i
 			// Text conditions are applied here (see textCond), to the
 			// files the scan with every condition plans.
 			var tasks []table.FileScanTask
-			rscan, _, err := f.planScan(ctx, datasetID, read)
+			// The same table and snapshot as scan: no second catalog load.
+			read.SnapshotID = scan.Snapshot().SnapshotID
+			rscan, _, err := scanOf(tbl, datasetID, read)
 			if err == nil {
 				tasks, err = f.planTasks(ctx, datasetID, tbl, scan, isc, opts)
 			}
@@ -240,15 +242,21 @@ func (f *Facade) planTableScan(ctx context.Context, datasetID string, opts ScanO
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	scan, isc, err := scanOf(tbl, datasetID, opts)
+	return tbl, scan, isc, err
+}
+
+// scanOf is planScan on the loaded table tbl.
+func scanOf(tbl *table.Table, datasetID string, opts ScanOptions) (*table.Scan, *iceberg.Schema, error) {
 	snap := tbl.CurrentSnapshot()
 	if opts.SnapshotID != 0 {
 		snap = tbl.SnapshotByID(opts.SnapshotID)
 		if snap == nil {
-			return nil, nil, nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID)
+			return nil, nil, fmt.Errorf("%w: %d in dataset %q", ErrSnapshotNotFound, opts.SnapshotID, datasetID)
 		}
 	}
 	if snap == nil {
-		return nil, nil, nil, nil
+		return nil, nil, nil
 	}
 	isc := tbl.Schema()
 	if snap.SchemaID != nil {
@@ -268,23 +276,23 @@ func (f *Facade) planTableScan(ctx context.Context, datasetID string, opts ScanO
 	}
 	for _, c := range opts.Columns {
 		if _, ok := isc.FindFieldByName(c); !ok {
-			return nil, nil, nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID)
+			return nil, nil, fmt.Errorf("%w: no column %q in dataset %q", ErrInvalidRequest, c, datasetID)
 		}
 	}
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID), table.WithSelectedFields(cols...),
 		table.WithMaxConcurrency(1)}
 	ins, err := bindIns(isc, opts.In)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
+		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
 	filter, err := filterExpr(isc, opts.Filter, ins)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
+		return nil, nil, fmt.Errorf("dataset %q: %w", datasetID, err)
 	}
 	if filter != nil {
 		scanOpts = append(scanOpts, table.WithRowFilter(filter))
 	}
-	return tbl, tbl.Scan(scanOpts...), isc, nil
+	return tbl.Scan(scanOpts...), isc, nil
 }
 
 func bindIns(isc *iceberg.Schema, ins []In) ([]inSet, error) {

@@ -260,17 +260,13 @@ func (d *Dispatcher) shadowStream(ctx context.Context, held map[string]*ledger.I
 }
 
 // checkLatest returns errSuperseded unless txnID is the dataset's latest
-// committed write and the dataset still lives on Postgres. Latest is by
-// ended_at, stamped by the database's clock at each commit (committed_at
-// of an Iceberg write is its snapshot's timestamp, from the writer's
-// clock), and the writes of a dataset end one after the other.
+// committed write (latestWriteSQL) and the dataset still lives on
+// Postgres.
 func (d *Dispatcher) checkLatest(ctx context.Context, tx pgx.Tx, datasetID, txnID string) error {
 	s := d.env().ctlSchema()
 	var lives string
 	var latest *string
-	err := tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (SELECT t.id::text FROM `+s+`.pipeline_build_transactions t
-			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
-			ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1)
+	err := tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (`+latestWriteSQL(s)+`)::text
 		FROM `+s+`.datasets d WHERE d.id = $1`, datasetID).Scan(&lives, &latest)
 	if err != nil {
 		return queryError("shadow: read the dataset", err)
@@ -329,4 +325,16 @@ func shadowed(decision sink.Decision, pair sink.PairDecision) map[string]bool {
 		}
 	}
 	return out
+}
+
+// latestWriteSQL is a scalar subquery over the ledger in schema s (quoted):
+// the id of the latest committed write of record (not a maintenance) of
+// the dataset row d. Latest is by ended_at, stamped by the database's
+// clock at each commit (committed_at of an Iceberg write is its snapshot's
+// timestamp, from the writer's clock), and the writes of a dataset end one
+// after the other.
+func latestWriteSQL(s string) string {
+	return `SELECT t.id FROM ` + s + `.pipeline_build_transactions t
+		WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
+		ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1`
 }

@@ -34,9 +34,14 @@ var ErrNotPromoted = errors.New("not promoted")
 // writer and Promote) and the dataset's previous shadow run matched,
 // Promote runs that shadow write itself, under its hold, and decides on
 // its outcome: a dataset written without pause is promoted all the same.
-// Otherwise it returns an
-// error matching ErrNotPromoted and changes nothing; one matching
-// sink.ErrAboveCeiling when the writer's max sink is below Iceberg.
+// That catch-up write carries no Request.Metadata and reads numerics as
+// DispatchConfig.Cursor.Numeric says: when the writer's requests set
+// another Request.Numeric, it may mismatch, and Promote refuses (write
+// once more in shadow, then promote). It does not run the table's
+// maintenance; the next Iceberg write that finds it due does.
+// Otherwise it returns an error matching ErrNotPromoted and changes
+// nothing; one matching sink.ErrAboveCeiling when the writer's max sink is
+// below Iceberg.
 //
 // Writers still resolving from a cached decision keep writing Postgres
 // (and the shadow) until their resolver's TTL passes: such a write
@@ -138,9 +143,7 @@ func (d *Dispatcher) checkPromotable(ctx context.Context, tx pgx.Tx, datasetID s
 	s := d.env().ctlSchema()
 	var lives string
 	var latest *string
-	err := tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (SELECT t.id::text FROM `+s+`.pipeline_build_transactions t
-			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
-			ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1)
+	err := tx.QueryRow(ctx, `SELECT coalesce(d.sink, ''), (`+latestWriteSQL(s)+`)::text
 		FROM `+s+`.datasets d WHERE d.id = $1 FOR UPDATE OF d`, datasetID).Scan(&lives, &latest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: %q", ledger.ErrDatasetNotFound, datasetID)
@@ -223,9 +226,7 @@ func (d *Dispatcher) catchUpShadow(ctx context.Context, in *ledger.Intent, write
 	s := d.env().ctlSchema()
 	var latest *string
 	var prev string
-	err = tx.QueryRow(ctx, `WITH l AS (SELECT (SELECT t.id FROM `+s+`.pipeline_build_transactions t
-			WHERE t.dataset_id = d.id AND t.status = 'committed' AND t.write_mode <> 'maintenance'
-			ORDER BY t.ended_at DESC, t.committed_at DESC LIMIT 1) AS txn
+	err = tx.QueryRow(ctx, `WITH l AS (SELECT (`+latestWriteSQL(s)+`) AS txn
 		FROM `+s+`.datasets d WHERE d.id = $1 AND d.sink = $2)
 		SELECT l.txn::text, coalesce((SELECT r.status FROM `+s+`.shadow_runs r
 			WHERE r.dataset_id = $1 AND r.status NOT IN ('superseded', 'running') ORDER BY r.id DESC LIMIT 1), '')
