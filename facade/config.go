@@ -74,6 +74,18 @@ type Config struct {
 	// fifth less client CPU and ~40 MiB less heap than zstd's default level 3,
 	// for files ~18% larger. Negative: the codec's own default.
 	CompressionLevel int
+	// ScopeIndexBytes is the memory the facade may keep to find the rows
+	// of a scoped replace (WriteRequest.Scope over one integer column)
+	// without reading the data files that hold them: for each data file a
+	// scoped replace read, the key, position and row hash of its rows, 20
+	// bytes a row, sorted by key. Data files never change once written, so
+	// what is kept never goes stale; the least recently used files are
+	// forgotten first. A process whose refreshes recompute a few keys of a
+	// large output should keep its output's rows: 20 MiB a million rows.
+	// The first scoped replace of a file after the process starts (or
+	// after it was forgotten) reads it whole. Default 0: nothing is kept,
+	// every scoped replace reads the files its keys may be in.
+	ScopeIndexBytes int64
 	// TableProperties are added to tables the facade creates.
 	TableProperties iceberg.Properties
 	// ordinalSlots is the largest size of the table that numbers equal

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lakewrite/lakewrite/facade/internal/keycache"
 	"maps"
 	"math/rand/v2"
 	"strconv"
@@ -25,6 +26,8 @@ import (
 type Facade struct {
 	cat catalog.Catalog
 	s   settings
+	// keys holds the scope indexes of data files (Config.ScopeIndexBytes).
+	keys *keycache.Cache
 }
 
 var _ Lakehouse = (*Facade)(nil)
@@ -38,7 +41,7 @@ func New(cat catalog.Catalog, cfg *Config) (*Facade, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Facade{cat: cat, s: s}, nil
+	return &Facade{cat: cat, s: s, keys: keycache.New(s.ScopeIndexBytes)}, nil
 }
 
 // TableIdentifier returns the table identifier of a dataset.

@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/facade/internal/keycache"
 	"github.com/lakewrite/lakewrite/internal/scanfiles"
 	"github.com/lakewrite/lakewrite/internal/vocab"
 )
@@ -125,6 +127,10 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 		return nil, fmt.Errorf("facade: scoped replace: %w", err)
 	}
 	var h []uint64
+	var cacheID string
+	if f.keys.Enabled() && set.EachInt(func(int64, bool) {}) {
+		cacheID = fmt.Sprintf("\x00%d\x00%q\x00%q", tbl.Schema().ID, req.Scope.Columns, business)
+	}
 	for _, t := range tasks {
 		if slices.ContainsFunc(bounds, func(b scanfiles.Set) bool { return !b.MayContain(t.File) }) {
 			continue
@@ -139,9 +145,20 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 		if err != nil {
 			return nil, err
 		}
-		in, err := scopePositions(ctx, kscan, t, dead, set)
-		if err != nil {
+		var in []int64
+		if x, err := f.scopeIndex(ctx, bscan, t, cacheID, req.Scope.Columns); err != nil {
 			return nil, err
+		} else if x != nil {
+			in, h = lookupScope(x, set, dead, in, h[:0])
+		} else {
+			if in, err = scopePositions(ctx, kscan, t, dead, set); err != nil {
+				return nil, err
+			}
+			if len(in) > 0 {
+				if h, err = hashPositions(ctx, bscan, t, in, h[:0]); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if len(in) == 0 {
 			continue
@@ -150,9 +167,6 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 		p.files, p.tasks = append(p.files, t.File), append(p.tasks, t)
 		if len(dead) > 0 {
 			p.dead[fi], p.olds[fi] = dead, slices.Concat(t.DeleteFiles, t.DeletionVectorFiles)
-		}
-		if h, err = hashPositions(ctx, bscan, t, in, h[:0]); err != nil {
-			return nil, err
 		}
 		for k, pos := range in {
 			p.scope.byHash[h[k]] = append(p.scope.byHash[h[k]], int32(len(p.entries)))
@@ -230,6 +244,72 @@ func readFile(ctx context.Context, scan *table.Scan, t table.FileScanTask, fn fu
 		return fmt.Errorf("facade: scoped replace: read %s: %w", t.File.FilePath(), err)
 	}
 	return nil
+}
+
+// scopeIndex returns the scope index of t's data file: from the facade's
+// cache, else built by reading the file's business columns whole through
+// bscan (and kept). It returns nil when there is no cache to keep one
+// (cacheID empty: Config.ScopeIndexBytes is 0, or the scope is not one
+// integer column) or the file cannot be indexed.
+func (f *Facade) scopeIndex(ctx context.Context, bscan *table.Scan, t table.FileScanTask, cacheID string, cols []string) (*keycache.Index, error) {
+	if cacheID == "" || t.File.Count() > keycache.MaxRows {
+		return nil, nil
+	}
+	id := t.File.FilePath() + cacheID
+	if x := f.keys.Get(id); x != nil {
+		return x, nil
+	}
+	var b keycache.Builder
+	var h []uint64
+	err := readFile(ctx, bscan, t, func(rec arrow.RecordBatch, at int64) error {
+		idx := rec.Schema().FieldIndices(cols[0])
+		if len(idx) != 1 {
+			return fmt.Errorf("%w: scope column %q is not in the table's rows", ErrInvalidRequest, cols[0])
+		}
+		var err error
+		if h, err = identity.RowHashes(rec, h); err != nil {
+			return err
+		}
+		k := rec.Column(idx[0])
+		for i := range int(rec.NumRows()) {
+			v, null, ok := identity.IntKey(k, i)
+			b.Add(v, null, ok, at+int64(i), h[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	x := b.Index()
+	f.keys.Put(id, x)
+	return x, nil
+}
+
+// lookupScope appends to in and h the live positions of x's file (not in
+// dead) whose key is in set, in ascending order, and their row hashes.
+func lookupScope(x *keycache.Index, set *identity.KeySet, dead map[int64]bool, in []int64, h []uint64) ([]int64, []uint64) {
+	type row struct {
+		pos  int64
+		hash uint64
+	}
+	var rows []row
+	add := func(pos int64, hash uint64) {
+		if !dead[pos] {
+			rows = append(rows, row{pos, hash})
+		}
+	}
+	set.EachInt(func(v int64, null bool) {
+		if null {
+			x.LookupNull(add)
+		} else {
+			x.Lookup(v, add)
+		}
+	})
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.pos, b.pos) })
+	for _, r := range rows {
+		in, h = append(in, r.pos), append(h, r.hash)
+	}
+	return in, h
 }
 
 // scopePositions returns the live positions of t's file (not in dead)

@@ -340,10 +340,12 @@ var scopeAll = flag.Bool("scope.all", false, "TestScopedReplace: also v2 partiti
 func TestScopedReplace(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		v3   bool
-		part bool
-	}{{"v2", false, false}, {"v3_part", true, true}, {"v2_part", false, true}, {"v3", true, false}} {
+		name  string
+		v3    bool
+		part  bool
+		cache bool // Config.ScopeIndexBytes set: files are found by their cached scope index
+	}{{"v2", false, false, false}, {"v3_part", true, true, false}, {"v2_part", false, true, false}, {"v3", true, false, false},
+		{"v2_cached", false, false, true}, {"v3_part_cached", true, true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.v3 != tc.part && !*scopeAll {
 				t.Skip("run with -scope.all")
@@ -352,6 +354,9 @@ func TestScopedReplace(t *testing.T) {
 			tune := func(c *Config) {
 				if tc.v3 {
 					v3(c)
+				}
+				if tc.cache {
+					c.ScopeIndexBytes = 1 << 20
 				}
 				if tc.part {
 					c.PartitionFor = func(string) (Partitioning, bool) {
@@ -434,6 +439,12 @@ func TestScopedReplace(t *testing.T) {
 			// Empty keys: an empty snapshot, nothing changes.
 			info = e.write(e.f, nil, false, nil)
 			require.Empty(t, info.DataFiles)
+			if hits, misses := e.f.keys.Stats(); tc.cache {
+				require.NotZero(t, hits, "later writes find the files' scope indexes")
+				require.NotZero(t, misses)
+			} else {
+				require.Zero(t, hits+misses)
+			}
 		})
 	}
 }

@@ -27,12 +27,16 @@ type armEnv struct {
 // throwaway cluster) and warehouse (empty: a temporary directory). With
 // statements, the observer also records the SQL statements of the pool.
 // A format version of 3 makes every Iceberg table of the arms format v3
-// (facade.Config.FormatVersionFor); 0 leaves the facade default.
-func startArms(ctx context.Context, databaseURL, warehouse string, statements bool, format int) (_ *armEnv, err error) {
+// (facade.Config.FormatVersionFor); 0 leaves the facade default. Each
+// tune adjusts the facade's configuration.
+func startArms(ctx context.Context, databaseURL, warehouse string, statements bool, format int, tune ...func(*facade.Config)) (_ *armEnv, err error) {
 	obs := &phaseTimes{cur: map[string]time.Duration{}}
 	fc := &facade.Config{}
 	if format != 0 {
 		fc.FormatVersionFor = func(string) (int, bool) { return format, true }
+	}
+	for _, fn := range tune {
+		fn(fc)
 	}
 	opts := embedded.Options{DatabaseURL: databaseURL, Warehouse: warehouse, Facade: fc}
 	if statements {

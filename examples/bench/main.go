@@ -72,7 +72,7 @@ func mainCode() int {
 	flag.IntVar(&cfg.Replaces, "replaces", 0, "replace the e2e phase's output this many more times after it, each write measured as phase replace-N (e.g. -rows 5000000 -only e2e -replaces 3: files over the 128 MiB split size)")
 	flag.BoolVar(&cfg.NoEncodingBefore, "no-e2e-bss", false, "skip phase e2e-bss (after e2e: the same write with __row_index BYTE_STREAM_SPLIT, the layout before PLAIN, for bytes and client CPU side by side)")
 	flag.BoolVar(&cfg.Reseed, "reseed", false, "seed even when a source table of the right size exists")
-	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phases to this file (refresh mode: of each incremental run on Iceberg, to FILE.<shape>.<source>.<run>)")
 	flag.StringVar(&cfg.MemProfile, "memprofile", "", "write an allocation profile at the end to this file")
 	flag.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	var hist historyConfig
@@ -102,6 +102,7 @@ func mainCode() int {
 	flag.IntVar(&rf.Rows, "refresh-rows", 1_000_000, "refresh mode: rows of each fact table")
 	flag.IntVar(&rf.Change, "refresh-change", 1000, "refresh mode: fact rows changed per run")
 	flag.IntVar(&rf.DimRows, "refresh-dim-rows", 10_000, "refresh mode: rows of the join's dimension table")
+	flag.Int64Var(&rf.ScopeIndexBytes, "refresh-scope-index", 1<<30, "refresh mode: bytes of the outputs' scope indexes the facade keeps between runs (facade.Config.ScopeIndexBytes; 0: none, every run reads the output files its keys may be in)")
 	flag.IntVar(&rf.DimChange, "refresh-dim-change", 10, "refresh mode: dimension rows changed by the dimension run")
 	flag.BoolVar(&rf.Crossover, "refresh-crossover", false, "refresh mode: also measure the crossover: rowwise and groupby over the row store at each -refresh-shares share of changed rows, incremental forced, against a full run")
 	flag.StringVar(&rfShares, "refresh-shares", "0.001,0.01,0.05,0.1,0.2,0.5", "refresh mode: change shares of -refresh-crossover, comma-separated")
@@ -156,7 +157,7 @@ func mainCode() int {
 		if rfSources != "" {
 			rf.Sources = strings.Split(rfSources, ",")
 		}
-		rf.Shares, rf.DatabaseURL, rf.Warehouse, rf.Log = shares, cfg.DatabaseURL, cfg.Warehouse, os.Stderr
+		rf.Shares, rf.DatabaseURL, rf.Warehouse, rf.Log, rf.CPUProfile = shares, cfg.DatabaseURL, cfg.Warehouse, os.Stderr, cfg.CPUProfile
 		r, err := runRefresh(ctx, rf)
 		return output(r, err, asJSON, func() { printRefresh(os.Stdout, r) })
 	}

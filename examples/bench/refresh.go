@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,12 +37,19 @@ type refreshConfig struct {
 	// TrackRows and TrackReps size the TRACKING measurement: rows per
 	// measured statement (and single-row statements per measurement), and
 	// rounds per table.
-	TrackRows   int
-	TrackReps   int
-	Seed        uint64
-	DatabaseURL string
-	Warehouse   string
-	Log         io.Writer
+	TrackRows int
+	TrackReps int
+	Seed      uint64
+	// CPUProfile, when set, names the CPU profiles of the declared
+	// outputs' incremental runs on Iceberg: one per run, in
+	// CPUProfile.<shape>.<source>.<run>.
+	CPUProfile string
+	// ScopeIndexBytes is the facade's Config.ScopeIndexBytes (the outputs'
+	// scope indexes kept between runs).
+	ScopeIndexBytes int64
+	DatabaseURL     string
+	Warehouse       string
+	Log             io.Writer
 }
 
 // The shapes and source kinds, in the order they are printed.
@@ -313,7 +321,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		return nil, fmt.Errorf("-refresh-crossover runs over the rowstore source: keep it in -refresh-sources")
 	}
 	logw := logTo(cfg.Log)
-	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0, func(c *facade.Config) { c.ScopeIndexBytes = cfg.ScopeIndexBytes })
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +461,21 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	// Iceberg output.
 	runCases := func(cs []*rfCase, withFull bool) error {
 		for _, c := range cs {
+			var pf *os.File
+			if cfg.CPUProfile != "" {
+				if pf, err = os.Create(fmt.Sprintf("%s.%s.%s.%d", cfg.CPUProfile, c.shape, c.src.kind, len(c.run))); err != nil {
+					return err
+				}
+				if err = pprof.StartCPUProfile(pf); err != nil {
+					pf.Close()
+					return err
+				}
+			}
 			inc, err := write(c, c.inc, smallWriterIceberg, true, 0)
+			if pf != nil {
+				pprof.StopCPUProfile()
+				pf.Close()
+			}
 			if err != nil {
 				return err
 			}

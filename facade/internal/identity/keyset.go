@@ -116,6 +116,22 @@ func (s *KeySet) Len() int {
 	return len(s.enc)
 }
 
+// EachInt calls fn with each key of a set over one integer column (null
+// for the NULL key) and reports true; for any other set it reports false
+// and calls nothing.
+func (s *KeySet) EachInt(fn func(v int64, null bool)) bool {
+	if !s.ints {
+		return false
+	}
+	for v := range s.vals {
+		fn(v, false)
+	}
+	if s.null {
+		fn(0, true)
+	}
+	return true
+}
+
 // Bind makes rec the batch Has reads; rec must have the set's columns.
 func (s *KeySet) Bind(rec arrow.RecordBatch) error {
 	s.fields, s.arrs = s.fields[:0], s.arrs[:0]
