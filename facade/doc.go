@@ -289,6 +289,17 @@
 // sorted or partitioned by the scope's columns reads few files; an
 // unclustered one reads the scope columns of every file.
 //
+// With Config.ScopeIndexBytes set, a scope over one integer column reads
+// a data file once: its rows' keys, positions and row hashes are kept,
+// sorted by key (20 bytes a row, within that budget, least recently used
+// forgotten first), and the later scoped replaces of the process look
+// their keys up there, reading only the file's current deletes. Data
+// files never change, so what is kept never goes stale. A process that
+// refreshes a few keys of a large table run after run should keep its
+// table's rows: a scope of 1,000 random keys of an unclustered table of a
+// million rows then costs about 1.4 ms instead of 125 ms to find
+// (BenchmarkProbeScope).
+//
 // The write is one snapshot, built as a merge's (position deletes on v2,
 // deletion vectors on v3, or copy-on-write of the touched files past the
 // same crossover) on the snapshot it read: a table that moved since is

@@ -233,7 +233,11 @@
 // On Iceberg an incremental run writes the recomputed keys' rows as one
 // scoped replace (facade.WriteRequest.Scope): the rows of those keys that
 // the recompute no longer produces are deleted, an equal row stays in
-// place, every other row is untouched. An Iceberg source is read as its
+// place, every other row is untouched. Finding the rows of those keys in
+// an unclustered output reads its files; set facade.Config.ScopeIndexBytes
+// (about 20 bytes an output row) so that the process keeps them indexed
+// by key after the first run and a run costs the keys it changes, not
+// the output. An Iceberg source is read as its
 // changes between the snapshot the output's last run read and the one of
 // its last committed write (facade.ChangeReader; a Lakehouse without it,
 // or a history it cannot read, makes the run full), then for the affected
