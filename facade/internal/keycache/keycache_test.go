@@ -2,6 +2,7 @@ package keycache
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,37 @@ func TestCacheBudget(t *testing.T) {
 	off.Put("a", idx(1))
 	require.Nil(t, off.Get("a"))
 	require.Zero(t, off.Used())
+}
+
+// Concurrent scoped replaces share one cache: Gets, Puts and lookups from
+// several goroutines (run with -race) keep the budget and find what is
+// kept.
+func TestCacheConcurrent(t *testing.T) {
+	var b Builder
+	for i := range 1000 {
+		b.Add(int64(i%100), false, true, int64(i), uint64(i))
+	}
+	x := b.Index()
+	c := New(5 * x.Bytes())
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				id := fmt.Sprint((g + i) % 10)
+				if got := c.Get(id); got != nil {
+					n := 0
+					got.Lookup(7, func(int64, uint64) { n++ })
+					if n != 10 {
+						t.Errorf("key 7: %d rows, want 10", n)
+					}
+				} else {
+					c.Put(id, x)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, c.Used(), 5*x.Bytes())
 }
