@@ -255,7 +255,10 @@ func (f *Facade) scopeIndex(ctx context.Context, bscan *table.Scan, t table.File
 	if cacheID == "" || t.File.Count() > keycache.MaxRows {
 		return nil, nil
 	}
-	id := t.File.FilePath() + cacheID
+	// A data file never changes once written; its size and row count
+	// guard against a path written again (a table dropped and created
+	// anew at the same location by another writer).
+	id := fmt.Sprintf("%s\x00%d\x00%d%s", t.File.FilePath(), t.File.FileSizeBytes(), t.File.Count(), cacheID)
 	if x := f.keys.Get(id); x != nil {
 		return x, nil
 	}
