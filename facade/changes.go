@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lakewrite/lakewrite/facade/internal/identity"
+	"github.com/lakewrite/lakewrite/facade/internal/keycache"
 	"github.com/lakewrite/lakewrite/internal/icechanges"
 )
 
@@ -96,6 +97,9 @@ func (f *Facade) Changes(ctx context.Context, datasetID string, from, to int64, 
 		r := &icechanges.Reader{Table: tbl, FS: fs, Mem: f.s.Allocator, Deleted: deletedPositions, NetColumns: net,
 			RowID: ColRowID, RowHashes: identity.RowHashes,
 			Relabel: func(sc *arrow.Schema) *arrow.Schema { return identity.WithPgMetadata(sc, isc) }}
+		if f.keys.Enabled() {
+			r.Cache = changeCache{f.keys}
+		}
 		for c, err := range r.Read(ctx, from, snap, columns) {
 			if !yield(Change{Removed: c.Removed, Rows: c.Rows}, err) {
 				return
@@ -103,3 +107,16 @@ func (f *Facade) Changes(ctx context.Context, datasetID string, from, to int64, 
 		}
 	}
 }
+
+// changeCache keeps the old-image columns icechanges reads in the
+// facade's scope index cache, under the same budget.
+type changeCache struct{ c *keycache.Cache }
+
+func (c changeCache) Get(id string) *icechanges.Columns {
+	x, _ := c.c.Get(id).(*icechanges.Columns)
+	return x
+}
+
+func (c changeCache) Put(id string, x *icechanges.Columns) { c.c.Put(id, x) }
+
+func (c changeCache) MaxBytes() int64 { return c.c.MaxBytes() }

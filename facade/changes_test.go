@@ -104,8 +104,22 @@ func checkWindow(t *testing.T, f *Facade, ds string, from, to int64, net bool, w
 	}
 	require.Equal(t, wr, gr, "%s: old images: missing %v, extra %v", what, multisetMinus(wr, gr), multisetMinus(gr, wr))
 	require.Equal(t, wa, ga, "%s: new images: missing %v, extra %v", what, multisetMinus(wa, ga), multisetMinus(ga, wa))
+	// integer columns only, twice: with Config.ScopeIndexBytes the second
+	// read takes the old images from the columns the first one kept
+	wr, wa = changeTruth(t, f, ds, from, to, intChangeCols)
+	for range 2 {
+		ir, ia, err := readChanges(t, f, ds, from, to, intChangeCols)
+		require.NoError(t, err, what)
+		if net {
+			ir, ia = multisetMinus(ir, ia), multisetMinus(ia, ir)
+		}
+		require.Equal(t, wr, ir, "%s: old images of integer columns", what)
+		require.Equal(t, wa, ia, "%s: new images of integer columns", what)
+	}
 	return gr, ga
 }
+
+var intChangeCols = []string{"id", ColRowID}
 
 func headID(t *testing.T, f *Facade, ds string) int64 {
 	t.Helper()
@@ -121,24 +135,35 @@ func headID(t *testing.T, f *Facade, ds string) int64 {
 // expired or unrelated from is ErrChangesUnknown.
 func TestChangesWriteKinds(t *testing.T) {
 	t.Parallel()
-	for _, version := range []int{2, 3} {
-		for _, part := range []bool{false, true} {
-			t.Run(fmt.Sprintf("v%d/partitioned=%v", version, part), func(t *testing.T) {
-				t.Parallel()
-				tune := []func(*Config){func(c *Config) {
-					c.mergeCoWShare = 0.3
-					c.FormatVersionFor = func(string) (int, bool) { return version, true }
-				}}
-				if part {
-					tune = append(tune, func(c *Config) {
-						c.PartitionFor = func(string) (Partitioning, bool) {
-							return Partitioning{Fields: []PartitionField{{Column: "id", Transform: "truncate[100]"}}}, true
-						}
-					})
+	cases := []struct {
+		version int
+		part    bool
+		cached  bool
+	}{{2, false, false}, {2, true, false}, {3, false, false}, {3, true, false}, {2, true, true}, {3, false, true}}
+	for _, tc := range cases {
+		version, part := tc.version, tc.part
+		t.Run(fmt.Sprintf("v%d/partitioned=%v/cached=%v", version, part, tc.cached), func(t *testing.T) {
+			t.Parallel()
+			tune := []func(*Config){func(c *Config) {
+				c.mergeCoWShare = 0.3
+				c.FormatVersionFor = func(string) (int, bool) { return version, true }
+				if tc.cached {
+					c.ScopeIndexBytes = 64 << 20
 				}
-				testChangesWriteKinds(t, newCompactEnv(t, tune...).f, version)
-			})
-		}
+			}}
+			if part {
+				tune = append(tune, func(c *Config) {
+					c.PartitionFor = func(string) (Partitioning, bool) {
+						return Partitioning{Fields: []PartitionField{{Column: "id", Transform: "truncate[100]"}}}, true
+					}
+				})
+			}
+			f := newCompactEnv(t, tune...).f
+			testChangesWriteKinds(t, f, version)
+			if hits, _ := f.keys.Stats(); tc.cached {
+				require.NotZero(t, hits, "old images taken from kept columns")
+			}
+		})
 	}
 }
 

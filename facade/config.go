@@ -83,8 +83,12 @@ type Config struct {
 	// forgotten first. A process whose refreshes recompute a few keys of a
 	// large output should keep its output's rows: 20 MiB a million rows.
 	// The first scoped replace of a file after the process starts (or
-	// after it was forgotten) reads it whole. Default 0: nothing is kept,
-	// every scoped replace reads the files its keys may be in.
+	// after it was forgotten) reads it whole. The same budget keeps, for
+	// Changes over integer columns, the requested columns of the data
+	// files whose deleted rows it reported (8 bytes a row and column), so
+	// that the next read of deletes on a large upstream file is taken
+	// from memory. Default 0: nothing is kept, every scoped replace reads
+	// the files its keys may be in.
 	ScopeIndexBytes int64
 	// TableProperties are added to tables the facade creates.
 	TableProperties iceberg.Properties

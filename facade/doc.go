@@ -449,7 +449,9 @@
 // columns of the files a snapshot touched are read (every business column
 // where it removed data files, for the cancelling below): a merge on read
 // costs a read of those columns of the data files it deleted rows from
-// and of the files it added.
+// and of the files it added. With Config.ScopeIndexBytes set, the integer
+// columns read from a file to report its deleted rows are kept, so the
+// next merge's deletes on the same large file are picked from memory.
 // A compaction (an Iceberg "replace" snapshot) yields nothing. In a
 // snapshot that removes data files and adds others (a copy-on-write
 // merge, a Replace), a removed row and an added row with the same

@@ -259,7 +259,7 @@ func (f *Facade) scopeIndex(ctx context.Context, bscan *table.Scan, t table.File
 	// guard against a path written again (a table dropped and created
 	// anew at the same location by another writer).
 	id := fmt.Sprintf("%s\x00%d\x00%d%s", t.File.FilePath(), t.File.FileSizeBytes(), t.File.Count(), cacheID)
-	if x := f.keys.Get(id); x != nil {
+	if x, ok := f.keys.Get(id).(*keycache.Index); ok {
 		return x, nil
 	}
 	var b keycache.Builder
@@ -284,7 +284,9 @@ func (f *Facade) scopeIndex(ctx context.Context, bscan *table.Scan, t table.File
 		return nil, err
 	}
 	x := b.Index()
-	f.keys.Put(id, x)
+	if x != nil {
+		f.keys.Put(id, x)
+	}
 	return x, nil
 }
 

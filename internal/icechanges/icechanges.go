@@ -82,6 +82,9 @@ type Reader struct {
 	// removes that are netted against the rows it adds (0:
 	// DefaultNetMaxRows).
 	NetMaxRows int
+	// Cache, when set, keeps the requested columns of the data files read
+	// whole for old images, when they are all integers.
+	Cache Cache
 }
 
 // Read yields the changes after snapshot from (0: before the table's first
@@ -99,6 +102,9 @@ func (r *Reader) Read(ctx context.Context, from int64, to *table.Snapshot, colum
 		}
 		ctx = compute.WithAllocator(ctx, r.Mem)
 		rd := &run{r: r, ctx: ctx, cols: columns, yield: yield}
+		if to.SchemaID != nil {
+			rd.schemaID = *to.SchemaID
+		}
 		rd.proj = r.Table.Scan(table.WithSnapshotID(to.SnapshotID), table.WithSelectedFields(columns...), table.WithMaxConcurrency(1))
 		netCols := slices.Clone(columns)
 		for _, c := range r.NetColumns {
@@ -144,12 +150,14 @@ func chain(tbl *table.Table, from int64, to *table.Snapshot) ([]*table.Snapshot,
 
 // run is one Read.
 type run struct {
-	r     *Reader
-	ctx   context.Context
-	cols  []string
-	proj  *table.Scan // reads cols
-	net   *table.Scan // reads cols, the business columns and __row_id
-	yield func(Change, error) bool
+	r    *Reader
+	ctx  context.Context
+	cols []string
+	proj *table.Scan // reads cols
+	// schemaID is the schema of to, by which cols are named
+	schemaID int
+	net      *table.Scan // reads cols, the business columns and __row_id
+	yield    func(Change, error) bool
 }
 
 // history wraps an error reading the table's history as ErrUnknown
@@ -369,10 +377,7 @@ func (rd *run) step(s *table.Snapshot) error {
 		if len(pos) == 0 {
 			continue
 		}
-		if err := rd.emitFile(rd.proj, df, true, func(p int64) bool {
-			_, ok := slices.BinarySearch(pos, p)
-			return ok
-		}); err != nil {
+		if err := rd.emitRemoved(df, pos, nil); err != nil {
 			return err
 		}
 	}
@@ -397,7 +402,7 @@ func (rd *run) step(s *table.Snapshot) error {
 		}
 	}
 	for _, g := range gone {
-		if err := rd.emitFile(rd.proj, g.file, true, g.liveAt); err != nil {
+		if err := rd.emitRemoved(g.file, nil, g.liveAt); err != nil {
 			return err
 		}
 	}

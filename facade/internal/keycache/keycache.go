@@ -109,7 +109,13 @@ func (b *Builder) Index() *Index {
 	return out
 }
 
-// Cache holds indexes by id within a byte budget, forgetting the least
+// Entry is what a Cache holds: an Index, or any other value derived from
+// an immutable file that knows its size.
+type Entry interface {
+	Bytes() int64
+}
+
+// Cache holds entries by id within a byte budget, forgetting the least
 // recently used first. It is safe for concurrent use. The zero value and
 // a nil *Cache hold nothing.
 type Cache struct {
@@ -124,7 +130,7 @@ type Cache struct {
 
 type entry struct {
 	id string
-	x  *Index
+	x  Entry
 }
 
 // New returns a cache of at most maxBytes (nil when maxBytes <= 0).
@@ -135,11 +141,19 @@ func New(maxBytes int64) *Cache {
 	return &Cache{max: maxBytes, byID: map[string]*list.Element{}}
 }
 
-// Enabled reports whether the cache can hold an index.
+// Enabled reports whether the cache can hold an entry.
 func (c *Cache) Enabled() bool { return c != nil && c.max > 0 }
 
-// Get returns the index of id, or nil.
-func (c *Cache) Get(id string) *Index {
+// MaxBytes is the budget of the cache (0 when it holds nothing).
+func (c *Cache) MaxBytes() int64 {
+	if !c.Enabled() {
+		return 0
+	}
+	return c.max
+}
+
+// Get returns the entry of id, or nil.
+func (c *Cache) Get(id string) Entry {
 	if !c.Enabled() {
 		return nil
 	}
@@ -155,8 +169,8 @@ func (c *Cache) Get(id string) *Index {
 	return e.Value.(*entry).x
 }
 
-// Put keeps x as the index of id, unless it alone exceeds the budget.
-func (c *Cache) Put(id string, x *Index) {
+// Put keeps x as the entry of id, unless it alone exceeds the budget.
+func (c *Cache) Put(id string, x Entry) {
 	if !c.Enabled() || x == nil || x.Bytes() > c.max {
 		return
 	}
@@ -177,7 +191,7 @@ func (c *Cache) Put(id string, x *Index) {
 	}
 }
 
-// Stats returns how many Gets found an index and how many did not.
+// Stats returns how many Gets found an entry and how many did not.
 func (c *Cache) Stats() (hits, misses int64) {
 	if !c.Enabled() {
 		return 0, 0

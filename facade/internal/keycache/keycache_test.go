@@ -104,7 +104,7 @@ func TestCacheConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				id := fmt.Sprint((g + i) % 10)
-				if got := c.Get(id); got != nil {
+				if got, ok := c.Get(id).(*Index); ok {
 					n := 0
 					got.Lookup(7, func(int64, uint64) { n++ })
 					if n != 10 {
