@@ -128,7 +128,7 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 	}
 	var h []uint64
 	var cacheID string
-	if f.keys.Enabled() && set.EachInt(func(int64, bool) {}) {
+	if f.keys.Enabled() && set.Ints() {
 		cacheID = fmt.Sprintf("\x00%d\x00%q\x00%q", tbl.Schema().ID, req.Scope.Columns, business)
 	}
 	for _, t := range tasks {
@@ -145,20 +145,9 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 		if err != nil {
 			return nil, err
 		}
-		var in []int64
-		if x, err := f.scopeIndex(ctx, bscan, t, cacheID, req.Scope.Columns); err != nil {
+		in, h, err := f.scopeRows(ctx, bscan, kscan, t, dead, set, cacheID, req.Scope.Columns, h[:0])
+		if err != nil {
 			return nil, err
-		} else if x != nil {
-			in, h = lookupScope(x, set, dead, in, h[:0])
-		} else {
-			if in, err = scopePositions(ctx, kscan, t, dead, set); err != nil {
-				return nil, err
-			}
-			if len(in) > 0 {
-				if h, err = hashPositions(ctx, bscan, t, in, h[:0]); err != nil {
-					return nil, err
-				}
-			}
 		}
 		if len(in) == 0 {
 			continue
@@ -246,21 +235,62 @@ func readFile(ctx context.Context, scan *table.Scan, t table.FileScanTask, fn fu
 	return nil
 }
 
-// scopeIndex returns the scope index of t's data file: from the facade's
-// cache, else built by reading the file's business columns whole through
-// bscan (and kept). It returns nil when there is no cache to keep one
-// (cacheID empty: Config.ScopeIndexBytes is 0, or the scope is not one
-// integer column) or the file cannot be indexed.
-func (f *Facade) scopeIndex(ctx context.Context, bscan *table.Scan, t table.FileScanTask, cacheID string, cols []string) (*keycache.Index, error) {
+// scopeRows returns the live positions of t's data file (not in dead)
+// whose key is in set, ascending, and their row hashes (appended to h).
+// With a scope index kept for the file it reads nothing; else it reads
+// the key column and, when some row is in scope and the index can be
+// kept (cacheID set), builds the index from the business columns, or
+// hashes the rows in scope.
+func (f *Facade) scopeRows(ctx context.Context, bscan, kscan *table.Scan, t table.FileScanTask, dead map[int64]bool, set *identity.KeySet, cacheID string, cols []string, h []uint64) ([]int64, []uint64, error) {
+	if x := f.keptIndex(t, cacheID); x != nil {
+		in, h := lookupScope(x, set, dead, nil, h)
+		return in, h, nil
+	}
+	in, err := scopePositions(ctx, kscan, t, dead, set)
+	if err != nil || len(in) == 0 {
+		return nil, h, err
+	}
+	if x, err := f.scopeIndex(ctx, bscan, t, cacheID, cols); err != nil {
+		return nil, h, err
+	} else if x != nil {
+		in, h = lookupScope(x, set, dead, in[:0], h)
+		return in, h, nil
+	}
+	h, err = hashPositions(ctx, bscan, t, in, h)
+	return in, h, err
+}
+
+// scopeIndexID is the id of t's data file's scope index in the cache, ""
+// when none can be kept.
+func scopeIndexID(t table.FileScanTask, cacheID string) string {
 	if cacheID == "" || t.File.Count() > keycache.MaxRows {
-		return nil, nil
+		return ""
 	}
 	// A data file never changes once written; its size and row count
 	// guard against a path written again (a table dropped and created
 	// anew at the same location by another writer).
-	id := fmt.Sprintf("%s\x00%d\x00%d%s", t.File.FilePath(), t.File.FileSizeBytes(), t.File.Count(), cacheID)
-	if x, ok := f.keys.Get(id).(*keycache.Index); ok {
-		return x, nil
+	return fmt.Sprintf("%s\x00%d\x00%d%s", t.File.FilePath(), t.File.FileSizeBytes(), t.File.Count(), cacheID)
+}
+
+// keptIndex is the scope index of t's data file kept in the cache, or nil.
+func (f *Facade) keptIndex(t table.FileScanTask, cacheID string) *keycache.Index {
+	id := scopeIndexID(t, cacheID)
+	if id == "" {
+		return nil
+	}
+	x, _ := f.keys.Get(id).(*keycache.Index)
+	return x
+}
+
+// scopeIndex builds the scope index of t's data file by reading its
+// business columns whole through bscan, and keeps it in the cache. It
+// returns nil when there is no cache to keep one (cacheID empty:
+// Config.ScopeIndexBytes is 0, or the scope is not one integer column) or
+// the file cannot be indexed.
+func (f *Facade) scopeIndex(ctx context.Context, bscan *table.Scan, t table.FileScanTask, cacheID string, cols []string) (*keycache.Index, error) {
+	id := scopeIndexID(t, cacheID)
+	if id == "" {
+		return nil, nil
 	}
 	var b keycache.Builder
 	var h []uint64

@@ -116,6 +116,10 @@ func (s *KeySet) Len() int {
 	return len(s.enc)
 }
 
+// Ints reports whether the set is over one integer column (EachInt then
+// walks it).
+func (s *KeySet) Ints() bool { return s.ints }
+
 // EachInt calls fn with each key of a set over one integer column (null
 // for the NULL key) and reports true; for any other set it reports false
 // and calls nothing.
