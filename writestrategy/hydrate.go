@@ -46,7 +46,18 @@ func (e *Env) scan(ctx context.Context, datasetID string, s Schema, filter []fac
 // end), so the same SQL reads it as it reads the row store. Memory: one
 // Arrow batch at a time.
 func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
-	r, fill, err := e.hydrateLater(ctx, tx, datasetID, s, n)
+	return e.hydrateCols(ctx, tx, datasetID, s, n, true, rows)
+}
+
+// hydrateChanges is hydrate of the images of a dataset's changes (Changes
+// of s's columns only): its table has s's columns and no identity
+// columns, which a changes read then need not decode.
+func (e *Env) hydrateChanges(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
+	return e.hydrateCols(ctx, tx, datasetID, s, n, false, rows)
+}
+
+func (e *Env) hydrateCols(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, identity bool, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
+	r, fill, err := e.hydrateTable(ctx, tx, datasetID, s, n, identity)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +71,12 @@ func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema
 // its relation and the function that fills it (once): a plan can be built
 // over the table before it is known whether the whole dataset is read.
 func (e *Env) hydrateLater(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int) (*relation, func(iter.Seq2[arrow.RecordBatch, error]) error, error) {
+	return e.hydrateTable(ctx, tx, datasetID, s, n, true)
+}
+
+// hydrateTable is hydrateLater, of a table with the identity columns or
+// without them (s's columns only).
+func (e *Env) hydrateTable(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, identity bool) (*relation, func(iter.Seq2[arrow.RecordBatch, error]) error, error) {
 	if e.Lakehouse == nil {
 		return nil, nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)
 	}
@@ -81,7 +98,11 @@ func (e *Env) hydrateLater(ctx context.Context, tx pgx.Tx, datasetID string, s S
 		}
 		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+typ)
 	}
-	defs = append(defs, `"__row_index" pg_catalog.int8`, `"__row_id" pg_catalog.int8`, `"__created_at" pg_catalog.timestamptz`)
+	cols := s.names()
+	if identity {
+		defs = append(defs, `"__row_index" pg_catalog.int8`, `"__row_id" pg_catalog.int8`, `"__created_at" pg_catalog.timestamptz`)
+		cols = nativeColumns(s)
+	}
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+pgx.Identifier{name}.Sanitize()+" ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
 		return nil, nil, queryError("hydrate "+datasetID, err)
 	}
@@ -89,15 +110,18 @@ func (e *Env) hydrateLater(ctx context.Context, tx pgx.Tx, datasetID string, s S
 	fill := func(rows iter.Seq2[arrow.RecordBatch, error]) error {
 		next, stop := iter.Pull2(rows)
 		defer stop()
-		src := &batchRows{next: next, cols: nativeColumns(s)}
+		src := &batchRows{next: next, cols: cols}
 		defer src.release()
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, nativeColumns(s), src); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, cols, src); err != nil {
 			return queryError("hydrate "+datasetID, err)
 		}
 		if _, err := tx.Exec(ctx, "ANALYZE "+qualified); err != nil { // statistics for the planner
 			return queryError("hydrate "+datasetID, err)
 		}
 		return nil
+	}
+	if !identity {
+		return plainTableRelation(datasetID, qualified, s, asText), fill, nil
 	}
 	return tableRelation(datasetID, qualified, s, asText), fill, nil
 }

@@ -53,14 +53,14 @@ func (mi *modelIce) changes(ctx context.Context, tx pgx.Tx, e *Env, spec *model.
 	if len(keys.Columns) != len(spec.Key) {
 		return fmt.Errorf("%w: model %q has a key column source %q does not have", ErrInvalid, spec.Output, mi.id)
 	}
-	changes := changeRows(cr.Changes(ctx, mi.id, delta.Snapshots.From, delta.Snapshots.To, nativeColumns(keys)), nil)
+	changes := changeRows(cr.Changes(ctx, mi.id, delta.Snapshots.From, delta.Snapshots.To, keys.names()), nil)
 	// In a savepoint: a history the Lakehouse cannot read fails the copy,
 	// which leaves the run's transaction usable.
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return queryError("read source changes", err)
 	}
-	r, err := e.hydrate(ctx, sp, mi.id, keys, 900, changes)
+	r, err := e.hydrateChanges(ctx, sp, mi.id, keys, 900, changes)
 	if errors.Is(err, facade.ErrChangesUnknown) {
 		if rerr := sp.Rollback(ctx); rerr != nil {
 			return queryError("read source changes", rerr)

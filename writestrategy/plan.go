@@ -123,16 +123,30 @@ func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map
 // the columns in asText hold text forms, cast to the declared type.
 func tableRelation(datasetID, table string, s Schema, asText map[string]bool) *relation {
 	return &relation{datasetID: datasetID, schema: s, identity: true, render: func(b *builder) string {
-		sel := make([]string, len(s.Columns))
-		for i, c := range s.Columns {
-			q := quoteIdents([]string{c.Name})[0]
-			sel[i] = q
-			if asText[c.Name] {
-				sel[i] = q + "::" + c.Type + " AS " + q
-			}
-		}
-		return "(SELECT " + strings.Join(sel, ", ") + `, "__row_index" AS "__ord", "__row_id", "__created_at" FROM ` + table + ")"
+		return "(SELECT " + selectCast(s, asText) + `, "__row_index" AS "__ord", "__row_id", "__created_at" FROM ` + table + ")"
 	}}
+}
+
+// plainTableRelation is a temporary table of s's columns only (no
+// identity columns), asText as in tableRelation.
+func plainTableRelation(datasetID, table string, s Schema, asText map[string]bool) *relation {
+	return &relation{datasetID: datasetID, schema: s, render: func(b *builder) string {
+		return "(SELECT " + selectCast(s, asText) + " FROM " + table + ")"
+	}}
+}
+
+// selectCast is the select list of s's columns, those held as text cast
+// to their type.
+func selectCast(s Schema, asText map[string]bool) string {
+	sel := make([]string, len(s.Columns))
+	for i, c := range s.Columns {
+		q := quoteIdents([]string{c.Name})[0]
+		sel[i] = q
+		if asText[c.Name] {
+			sel[i] = q + "::" + c.Type + " AS " + q
+		}
+	}
+	return strings.Join(sel, ", ")
 }
 
 // projection is one output of a strategy: the SELECT of its business rows

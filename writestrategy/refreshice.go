@@ -60,14 +60,14 @@ func (e *Env) icebergChanges(ctx context.Context, tx pgx.Tx, run *refresh.Run, d
 			sub.Columns = sc.Columns[:1]
 		}
 		var n int64
-		changes := changeRows(cr.Changes(ctx, id, w.From, w.To, nativeColumns(sub)), &n)
+		changes := changeRows(cr.Changes(ctx, id, w.From, w.To, sub.names()), &n)
 		// In a savepoint: a history the Lakehouse cannot read fails the
 		// copy, which leaves the run's transaction usable.
 		sp, err := tx.Begin(ctx)
 		if err != nil {
 			return queryError("read source changes", err)
 		}
-		r, err := e.hydrate(ctx, sp, id, sub, 1000+i, changes)
+		r, err := e.hydrateChanges(ctx, sp, id, sub, 1000+i, changes)
 		if errors.Is(err, facade.ErrChangesUnknown) {
 			if rerr := sp.Rollback(ctx); rerr != nil {
 				return queryError("read source changes", rerr)
