@@ -324,23 +324,38 @@ func (l *Log) captureChunk() int {
 	return defaultCaptureChunk
 }
 
-// images is the SQL expression of the jsonb image number r of an entry's
-// vals (jsonb_build_object takes at most 100 arguments: 50 columns a call).
-// Entries of op 'n' and 'o' hold a row of vals per column (byColumn);
-// those of op 'i' and 'd', written by triggers installed by earlier
-// versions, a row per image.
-func images(columns, types []string, byColumn bool) string {
+// images is the SQL expression of the jsonb image of a row of
+// unnestVals (jsonb_build_object takes at most 100 arguments: 50 columns
+// a call).
+func images(columns, types []string) string {
 	var calls []string
 	for i := 0; i < len(columns); i += 50 {
 		var args []string
 		for j := i; j < min(i+50, len(columns)); j++ {
-			at := "c.vals[r][" + strconv.Itoa(j+1) + "]"
-			if byColumn {
-				at = "c.vals[" + strconv.Itoa(j+1) + "][r]"
-			}
-			args = append(args, quoteLiteral(columns[j])+", ("+at+")::"+types[j])
+			args = append(args, quoteLiteral(columns[j])+", (u.v"+strconv.Itoa(j+1)+")::"+types[j])
 		}
 		calls = append(calls, "jsonb_build_object("+strings.Join(args, ", ")+")")
 	}
 	return strings.Join(calls, " || ")
+}
+
+// unnestVals is the FROM item of the images of an entry c: a row u per
+// image, its n columns' values as u.v1..u.vn. Entries of op 'n' and 'o'
+// hold a row of vals per column (byColumn); those of op 'i' and 'd',
+// written by triggers installed by earlier versions, a row per image.
+// Each column is sliced out of vals once and unnested: subscripting
+// vals once per image would decompress the whole array for every image
+// (quadratic in the entry's size).
+func unnestVals(n int, byColumn bool) string {
+	args := make([]string, n)
+	names := make([]string, n)
+	for j := range n {
+		k := strconv.Itoa(j + 1)
+		args[j] = "c.vals[:][" + k + ":" + k + "]"
+		if byColumn {
+			args[j] = "c.vals[" + k + ":" + k + "][:]"
+		}
+		names[j] = "v" + k
+	}
+	return "unnest(" + strings.Join(args, ", ") + ") AS u(" + strings.Join(names, ", ") + ")"
 }

@@ -141,11 +141,11 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		// image).
 		w.SQL += `
 		UNION ALL
-		SELECT CASE c.op WHEN 'n' THEN 'I' ELSE 'D' END::"char", ` + images(columns, types, true) + `
-		FROM ` + l.Table() + ` c CROSS JOIN LATERAL generate_series(1, array_length(c.vals, 2)) r` + where + ` AND c.op IN ('n', 'o')
+		SELECT CASE c.op WHEN 'n' THEN 'I' ELSE 'D' END::"char", ` + images(columns, types) + `
+		FROM ` + l.Table() + ` c CROSS JOIN LATERAL ` + unnestVals(len(columns), true) + where + ` AND c.op IN ('n', 'o')
 		UNION ALL
-		SELECT upper(c.op::text)::"char", ` + images(columns, types, false) + `
-		FROM ` + l.Table() + ` c CROSS JOIN LATERAL generate_series(1, array_length(c.vals, 1)) r` + where + ` AND c.op IN ('i', 'd')`
+		SELECT upper(c.op::text)::"char", ` + images(columns, types) + `
+		FROM ` + l.Table() + ` c CROSS JOIN LATERAL ` + unnestVals(len(columns), false) + where + ` AND c.op IN ('i', 'd')`
 	}
 	w.Args = args
 	return w, nil

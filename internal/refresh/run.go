@@ -314,14 +314,16 @@ func BuildIndexes(ctx context.Context, exec func(context.Context, string) error,
 // equal to a recomputed one (counted with their repeats) stay in place;
 // the others of the affected keys are deleted, the new ones appended, and
 // the images recorded (ImagesCTE). It returns the rows inserted and
-// deleted.
+// deleted. The rows to delete are found by their primary key from an
+// array: the planner cannot tell how few rows cond selects, and joined
+// it planned a hash join over a scan of the output's every row.
 func KeyedSQL(ctl, rows, ds, txn, prev, data, from, cond string) string {
 	return "WITH o AS MATERIALIZED (SELECT x.data, x.n, row_number() OVER (PARTITION BY x.data::pg_catalog.text ORDER BY x.n) AS occ FROM (SELECT " +
 		data + " AS data, row_number() OVER () AS n FROM " + from + ") x), " +
 		"cur AS MATERIALIZED (SELECT d.row_index, d.data, row_number() OVER (PARTITION BY d.data::pg_catalog.text ORDER BY d.row_index) AS occ FROM " +
 		rows + " d WHERE d.dataset_id = " + ds + " AND " + cond + "), " +
 		"gone AS (SELECT c.row_index FROM cur c WHERE NOT EXISTS (SELECT 1 FROM o WHERE o.data::pg_catalog.text = c.data::pg_catalog.text AND o.occ = c.occ)), " +
-		"del AS (DELETE FROM " + rows + " d USING gone g WHERE d.dataset_id = " + ds + " AND d.row_index = g.row_index RETURNING d.data), " +
+		"del AS (DELETE FROM " + rows + " d WHERE d.dataset_id = " + ds + " AND d.row_index = ANY (ARRAY(SELECT g.row_index FROM gone g)) RETURNING d.data), " +
 		"ins AS (INSERT INTO " + rows + " (dataset_id, row_index, data, txn_id) SELECT " + ds +
 		", (SELECT coalesce(max(row_index), -1) FROM " + rows + " WHERE dataset_id = " + ds + ") + row_number() OVER (ORDER BY o.n), o.data, " + txn +
 		"::pg_catalog.uuid FROM o WHERE NOT EXISTS (SELECT 1 FROM cur c WHERE c.data::pg_catalog.text = o.data::pg_catalog.text AND c.occ = o.occ) RETURNING data), " +
