@@ -249,7 +249,11 @@
 // a key among the mapped columns (snapshot_replace with Key), or a
 // compaction, only the files written since are read
 // (facade.ScanOptions.ChangedSince): a row-wise output keyed like its
-// merged upstream reads the change, not the upstream.
+// merged upstream reads the change, not the upstream. Reading the changes
+// reads the mapped columns of the upstream files a merge deleted rows
+// from; with facade.Config.ScopeIndexBytes set, integer key columns read
+// so are kept too (8 bytes a row), and the next run's deletes on the same
+// large file are picked from memory.
 //
 // # Sink guard
 //
