@@ -302,12 +302,17 @@ func TestRefresh(t *testing.T) {
 	}
 	assert.Contains(t, text, "mode=incremental")
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
+	assert.Contains(t, text, "FLOOR shape=groupby source=relation rows=2000 changed=20 ")
 	assert.Contains(t, text, "TRACKING insert_ratio=")
 	assert.Contains(t, text, "TRACKING insert_ratio=")
 	assert.Contains(t, text, "CROSSOVER shape=groupby source=rowstore rows=2000 share=0.5 ")
-	require.NotNil(t, r.Floor)
-	assert.Positive(t, r.Floor.GroupRows)
-	assert.LessOrEqual(t, r.Floor.GroupRows, int64(2000))
+	require.Len(t, r.Floor, 2)
+	for _, f := range r.Floor {
+		assert.Positive(t, f.GroupRows, f.Source)
+		assert.LessOrEqual(t, f.GroupRows, int64(2000), f.Source)
+	}
+	assert.Positive(t, r.Floor[1].Pages)
+	assert.LessOrEqual(t, r.Floor[1].Pages, r.Floor[1].TablePages)
 	for _, l := range r.Lines {
 		assert.Positive(t, l.RunMs, "%+v", l)
 		assert.Positive(t, l.FullMs, "%+v", l)

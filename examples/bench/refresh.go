@@ -79,17 +79,24 @@ type refreshLine struct {
 	Runs    int      `json:"runs"`
 }
 
-// refreshFloor is what a GROUP BY over the Iceberg upstream must read at
-// least: every row of the affected groups, read from the upstream by a
-// key-set scan (files pruned by the group column's bounds).
+// refreshFloor is what a GROUP BY must read at least: every row of the
+// affected groups. Over the Iceberg upstream they are read by a key-set
+// scan (files pruned by the group column's bounds); over the tracked
+// table by the query Postgres plans for them (through the group column's
+// index, or a scan of the table when they lie on most of its pages).
 type refreshFloor struct {
+	Source     string  `json:"source"`
 	Groups     int     `json:"groups_p50"`      // affected group values
 	GroupRows  int64   `json:"group_rows_p50"`  // rows of those groups read
-	ScanMs     float64 `json:"scan_ms"`         // the key-set scan
-	FullScanMs float64 `json:"full_scan_ms"`    // a scan of every row of the upstream
+	ScanMs     float64 `json:"scan_ms"`         // reading them
+	FullScanMs float64 `json:"full_scan_ms"`    // reading every row of the source
 	FullMs     float64 `json:"full_ms"`         // the case's full run
 	RunMs      float64 `json:"run_ms"`          // the case's incremental run
 	XFull      float64 `json:"floor_over_full"` // ScanMs / FullMs
+	// Pages (tracked table only): the heap pages holding a row of an
+	// affected group, of TablePages.
+	Pages      int64 `json:"pages_p50,omitempty"`
+	TablePages int64 `json:"table_pages,omitempty"`
 }
 
 // refreshTracking is the write overhead of change tracking on a table:
@@ -128,7 +135,7 @@ type refreshReport struct {
 	DimRows   int               `json:"dim_rows"`
 	Load      [2]string         `json:"load_average"` // before and after, /proc/loadavg
 	Lines     []refreshLine     `json:"lines"`
-	Floor     *refreshFloor     `json:"groupby_iceberg_floor,omitempty"`
+	Floor     []*refreshFloor   `json:"groupby_floors,omitempty"`
 	Tracking  []refreshTracking `json:"tracking"`
 	Crossover []refreshCross    `json:"crossover,omitempty"`
 }
@@ -527,17 +534,17 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	for i := range gen.live {
 		gen.live[i] = int64(i + 1)
 	}
-	ice := srcs["iceberg"] // nil when not run
-	floor := ice != nil && slices.Contains(shapes, "groupby")
-	var floors []floorRun
+	ice, rel := srcs["iceberg"], srcs["relation"] // nil when not run
+	floor := slices.Contains(shapes, "groupby") && (ice != nil || rel != nil)
+	floors := map[string][]floorRun{}
 	for r := 0; r < cfg.Runs; r++ {
 		ops := gen.draw(cfg.Change)
 		// The groups the changes touch, old and new: what a GROUP BY
-		// refresh must read whole.
+		// refresh must read whole (the same in every source's table).
 		var affected []int64
 		if floor {
 			var err error
-			if affected, err = affectedGroups(ctx, env, ice.factTable, &ops); err != nil {
+			if affected, err = affectedGroups(ctx, env, srcs[kinds[0]].factTable, &ops); err != nil {
 				return nil, err
 			}
 		}
@@ -552,12 +559,19 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		if err := runCases(cases, true); err != nil {
 			return nil, fmt.Errorf("run %d: %w", r+1, err)
 		}
-		if floor {
+		if floor && ice != nil {
 			fr, err := measureFloor(ctx, env, ice.fact, affected)
 			if err != nil {
 				return nil, err
 			}
-			floors = append(floors, fr)
+			floors["iceberg"] = append(floors["iceberg"], fr)
+		}
+		if floor && rel != nil {
+			fr, err := measureRelationFloor(ctx, env, rel.factTable, affected)
+			if err != nil {
+				return nil, err
+			}
+			floors["relation"] = append(floors["relation"], fr)
 		}
 		fmt.Fprintf(logw, "bench: refresh: run %d done (%d changes)\n", r+1, ops.count())
 	}
@@ -567,7 +581,11 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		fullMs[c] = l.FullMs
 		rep.Lines = append(rep.Lines, l)
 	}
-	rep.Floor = floorOf(floors, rep.Lines)
+	for _, src := range []string{"iceberg", "relation"} {
+		if f := floorOf(src, floors[src], rep.Lines); f != nil {
+			rep.Floor = append(rep.Floor, f)
+		}
+	}
 	reset(cases)
 
 	// The dimension run: DimChange dimension rows renamed, the join's
@@ -713,6 +731,41 @@ type floorRun struct {
 	groups         int
 	rows           int64
 	scan, fullScan time.Duration
+	pages, total   int64
+}
+
+// measureRelationFloor times, on the tracked table, a read of every row
+// of the affected groups (the aggregates of the output, the plan
+// Postgres picks, without parallel workers as in a run) and the same over
+// every row, and counts the heap pages that hold the groups' rows.
+func measureRelationFloor(ctx context.Context, env *armEnv, table string, groups []int64) (floorRun, error) {
+	fr := floorRun{groups: len(groups)}
+	tx, err := env.Pool.Begin(ctx)
+	if err != nil {
+		return fr, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL max_parallel_workers_per_gather = 0"); err != nil {
+		return fr, err
+	}
+	agg := `SELECT count(*), sum(amount)::text, max(ts)::text FROM ` + table
+	var sum, last *string
+	t0 := time.Now()
+	if err := tx.QueryRow(ctx, agg+` WHERE g = ANY($1::bigint[])`, groups).Scan(&fr.rows, &sum, &last); err != nil {
+		return fr, fmt.Errorf("floor read of %s: %w", table, err)
+	}
+	fr.scan = time.Since(t0)
+	var all int64
+	t0 = time.Now()
+	if err := tx.QueryRow(ctx, agg).Scan(&all, &sum, &last); err != nil {
+		return fr, fmt.Errorf("floor read of %s: %w", table, err)
+	}
+	fr.fullScan = time.Since(t0)
+	if err := tx.QueryRow(ctx, `SELECT (SELECT count(DISTINCT (ctid::text::point)[0]) FROM `+table+` WHERE g = ANY($1::bigint[])),
+		pg_relation_size($2::regclass) / current_setting('block_size')::int`, groups, table).Scan(&fr.pages, &fr.total); err != nil {
+		return fr, fmt.Errorf("floor pages of %s: %w", table, err)
+	}
+	return fr, nil
 }
 
 // measureFloor times, on the Iceberg upstream, a key-set scan of every
@@ -743,23 +796,25 @@ func measureFloor(ctx context.Context, env *armEnv, upstream string, groups []in
 	return fr, nil
 }
 
-// floorOf is the p50 floor of runs, against the groupby-over-iceberg case.
-func floorOf(runs []floorRun, lines []refreshLine) *refreshFloor {
+// floorOf is the p50 floor of runs, against the groupby case over source.
+func floorOf(source string, runs []floorRun, lines []refreshLine) *refreshFloor {
 	if len(runs) == 0 {
 		return nil
 	}
-	f := &refreshFloor{}
+	f := &refreshFloor{Source: source}
 	var scans, fulls []time.Duration
 	var gs []int
-	var rs []int64
+	var rs, ps []int64
 	for _, r := range runs {
-		scans, fulls, gs, rs = append(scans, r.scan), append(fulls, r.fullScan), append(gs, r.groups), append(rs, r.rows)
+		scans, fulls, gs, rs, ps = append(scans, r.scan), append(fulls, r.fullScan), append(gs, r.groups), append(rs, r.rows), append(ps, r.pages)
+		f.TablePages = r.total
 	}
 	slices.Sort(gs)
 	slices.Sort(rs)
-	f.Groups, f.GroupRows, f.ScanMs, f.FullScanMs = gs[len(gs)/2], rs[len(rs)/2], p50ms(scans), p50ms(fulls)
+	slices.Sort(ps)
+	f.Groups, f.GroupRows, f.ScanMs, f.FullScanMs, f.Pages = gs[len(gs)/2], rs[len(rs)/2], p50ms(scans), p50ms(fulls), ps[len(ps)/2]
 	for _, l := range lines {
-		if l.Shape == "groupby" && l.Source == "iceberg" && l.Side == "" {
+		if l.Shape == "groupby" && l.Source == source && l.Side == "" {
 			f.FullMs, f.RunMs = l.FullMs, l.RunMs
 		}
 	}
@@ -855,9 +910,12 @@ func printRefresh(w io.Writer, r *refreshReport) {
 		}
 		fmt.Fprintln(w)
 	}
-	if f := r.Floor; f != nil {
-		fmt.Fprintf(w, "FLOOR shape=groupby source=iceberg rows=%d changed=%d groups=%d group_rows=%d scan_ms=%.1f full_scan_ms=%.1f floor_over_full=%.3f run_ms=%.1f full_ms=%.1f\n",
-			r.Rows, r.Change, f.Groups, f.GroupRows, f.ScanMs, f.FullScanMs, f.XFull, f.RunMs, f.FullMs)
+	for _, f := range r.Floor {
+		fmt.Fprintf(w, "FLOOR shape=groupby source=%s rows=%d changed=%d groups=%d group_rows=%d", f.Source, r.Rows, r.Change, f.Groups, f.GroupRows)
+		if f.TablePages > 0 {
+			fmt.Fprintf(w, " pages=%d table_pages=%d", f.Pages, f.TablePages)
+		}
+		fmt.Fprintf(w, " scan_ms=%.1f full_scan_ms=%.1f floor_over_full=%.3f run_ms=%.1f full_ms=%.1f\n", f.ScanMs, f.FullScanMs, f.XFull, f.RunMs, f.FullMs)
 	}
 	for _, t := range r.Tracking {
 		fmt.Fprintf(w, "TRACKING insert_ratio=%.2f update_ratio=%.2f rows_per_statement=%d rows=%d\n", t.InsertRatio, t.UpdateRatio, t.RowsPerStatement, t.Rows)
