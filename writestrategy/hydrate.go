@@ -46,36 +46,28 @@ func (e *Env) scan(ctx context.Context, datasetID string, s Schema, filter []fac
 // end), so the same SQL reads it as it reads the row store. Memory: one
 // Arrow batch at a time.
 func (e *Env) hydrate(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
-	return e.hydrateCols(ctx, tx, datasetID, s, n, true, rows)
+	return e.hydrateFilled(ctx, tx, datasetID, s, n, true, rows)
 }
 
 // hydrateChanges is hydrate of the images of a dataset's changes (Changes
 // of s's columns only): its table has s's columns and no identity
 // columns, which a changes read then need not decode.
 func (e *Env) hydrateChanges(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
-	return e.hydrateCols(ctx, tx, datasetID, s, n, false, rows)
+	return e.hydrateFilled(ctx, tx, datasetID, s, n, false, rows)
 }
 
-func (e *Env) hydrateCols(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, identity bool, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
+func (e *Env) hydrateFilled(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, identity bool, rows iter.Seq2[arrow.RecordBatch, error]) (*relation, error) {
 	r, fill, err := e.hydrateTable(ctx, tx, datasetID, s, n, identity)
 	if err != nil {
 		return nil, err
 	}
-	if err := fill(rows); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r, fill(rows)
 }
 
-// hydrateLater creates the temporary table of hydrate, empty, and returns
-// its relation and the function that fills it (once): a plan can be built
+// hydrateTable creates the temporary table of hydrate, empty, with the
+// identity columns or without them (s's columns only), and returns its
+// relation and the function that fills it (once): a plan can be built
 // over the table before it is known whether the whole dataset is read.
-func (e *Env) hydrateLater(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int) (*relation, func(iter.Seq2[arrow.RecordBatch, error]) error, error) {
-	return e.hydrateTable(ctx, tx, datasetID, s, n, true)
-}
-
-// hydrateTable is hydrateLater, of a table with the identity columns or
-// without them (s's columns only).
 func (e *Env) hydrateTable(ctx context.Context, tx pgx.Tx, datasetID string, s Schema, n int, identity bool) (*relation, func(iter.Seq2[arrow.RecordBatch, error]) error, error) {
 	if e.Lakehouse == nil {
 		return nil, nil, fmt.Errorf("%w: dataset %q lives in Iceberg: set Env.Lakehouse to read it", ErrInvalid, datasetID)

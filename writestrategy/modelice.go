@@ -24,7 +24,7 @@ type modelIce struct {
 // lazyModelSource creates the (empty) table of a Model's Iceberg source
 // id; planSources fills it (modelIce.read).
 func (e *Env) lazyModelSource(ctx context.Context, tx pgx.Tx, id string, sc Schema, n int) (*relation, error) {
-	r, fill, err := e.hydrateLater(ctx, tx, id, sc, n)
+	r, fill, err := e.hydrateTable(ctx, tx, id, sc, n, true)
 	if err != nil {
 		return nil, err
 	}

@@ -193,7 +193,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			// A mapped Iceberg source of a declared output: its whole read
 			// waits until the run is known to be full; an incremental run
 			// reads the affected keys only (refreshRun.restrict).
-			r, fill, err := env.hydrateLater(ctx, tx, id, sc, nhydrated)
+			r, fill, err := env.hydrateTable(ctx, tx, id, sc, nhydrated, true)
 			if err != nil {
 				return nil, err
 			}
@@ -209,7 +209,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 			// An unmapped Iceberg source of a declared output: read whole,
 			// by a full run or by an incremental one with affected keys,
 			// but not by a run that has none (refreshRun.restrict).
-			r, fill, err := env.hydrateLater(ctx, tx, id, sc, nhydrated)
+			r, fill, err := env.hydrateTable(ctx, tx, id, sc, nhydrated, true)
 			if err != nil {
 				return nil, err
 			}

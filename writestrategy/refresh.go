@@ -205,7 +205,11 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 			if !indexed {
 				rr.Report.Scanned = append(rr.Report.Scanned, id)
 			}
-			out[id] = rr.rebuild[id](refresh.Cond(exprs, rr.HasNull))
+			cond := refresh.IndexedCond(exprs, rr.HasNull)
+			if !indexed {
+				cond = refresh.Cond(exprs, rr.HasNull)
+			}
+			out[id] = rr.rebuild[id](cond)
 		case sink.Iceberg:
 			r, err := rr.keyedIce[id]()
 			if err != nil {

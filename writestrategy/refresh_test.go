@@ -280,3 +280,47 @@ func TestRowStoreKeyedReadUsesIndex(t *testing.T) {
 		require.Contains(t, strings.Join(plan, "\n"), refresh.IndexName("keyed", cols), "%d key columns: %s", len(cols), strings.Join(plan, "\n"))
 	}
 }
+
+// The affected keys of an indexed relation are read through its index
+// (refresh.IndexedCond), for a key of one column and of two: the rows of
+// the affected keys lie all over the table, and for an IN (SELECT ...)
+// over the affected-key table the planner read the whole table.
+func TestRelationKeyedReadUsesIndex(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	ctx := context.Background()
+	w.exec(`CREATE TABLE spread (id bigint PRIMARY KEY, g bigint NOT NULL, h integer NOT NULL, pad text NOT NULL)`)
+	w.exec(`INSERT INTO spread SELECT s, (s::bigint * 104729) % 20000, s % 3, repeat('x', 60) FROM generate_series(1, 200000) s`)
+	w.exec(`CREATE INDEX spread_g_h ON spread (g, h)`)
+	w.exec(`ANALYZE spread`)
+	for _, exprs := range [][]string{{"r.g"}, {"r.g", "r.h"}} {
+		tx, err := w.pool.Begin(ctx)
+		require.NoError(t, err)
+		types := []string{"bigint", "integer"}[:len(exprs)]
+		_, err = tx.Exec(ctx, refresh.CreateSQL(types))
+		require.NoError(t, err)
+		// 1% of the groups, as a run's affected keys.
+		keys := `SELECT DISTINCT (g * 7919) % 20000` + map[bool]string{true: ", h", false: ""}[len(exprs) > 1] +
+			` FROM generate_series(1, 200) g, generate_series(0, 2) h`
+		_, err = tx.Exec(ctx, `INSERT INTO `+refresh.Table+` `+keys)
+		require.NoError(t, err)
+		var want, n int
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM spread r WHERE `+refresh.Cond(exprs, false)).Scan(&want)
+		var plan []string
+		if err == nil {
+			q := `SELECT * FROM spread r WHERE ` + refresh.IndexedCond(exprs, false)
+			if err = tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) x`).Scan(&n); err == nil {
+				var rows pgx.Rows
+				if rows, err = tx.Query(ctx, `EXPLAIN `+q); err == nil {
+					plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				}
+			}
+		}
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+		require.Equal(t, 200*10, n, "%d key columns", len(exprs))
+		require.Contains(t, strings.Join(plan, "\n"), "spread_g_h", "%d key columns: %s", len(exprs), strings.Join(plan, "\n"))
+		require.NotContains(t, strings.Join(plan, "\n"), "Seq Scan on spread", "%d key columns: %s", len(exprs), strings.Join(plan, "\n"))
+	}
+}

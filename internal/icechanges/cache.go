@@ -2,6 +2,7 @@ package icechanges
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -86,16 +87,8 @@ func (rd *run) emitRemoved(df iceberg.DataFile, pos []int64, keep func(int64) bo
 
 func inSorted(pos []int64) func(int64) bool {
 	return func(p int64) bool {
-		lo, hi := 0, len(pos)
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if pos[m] < p {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-		return lo < len(pos) && pos[lo] == p
+		_, ok := slices.BinarySearch(pos, p)
+		return ok
 	}
 }
 

@@ -99,14 +99,41 @@ func Cond(exprs []string, hasNull bool) string {
 	if !hasNull {
 		return "(" + in + ")"
 	}
+	return "(" + in + " OR " + nullBranch(exprs) + ")"
+}
+
+func ident(s string) string { return s }
+
+// IndexedCond is Cond for a source with an index on its key columns (a
+// relation for which KeyIndexedSQL holds): the first key expression is
+// compared with an array of the affected keys (= ANY), which the planner
+// serves from the index. For IN (SELECT ...) it estimates the affected-key
+// table's rows from its size alone and, on a large source, plans a hash
+// join over a scan of every row; the array form it estimates small and
+// reads through the index. Over a source without an index Cond's hash
+// join is the better plan: = ANY over an array that is not a constant
+// compares each row with every key.
+func IndexedCond(exprs []string, hasNull bool) string {
+	in := exprs[0] + " = ANY (ARRAY(SELECT DISTINCT a.k0 FROM " + Table + " a WHERE a.k0 IS NOT NULL))"
+	if len(exprs) > 1 {
+		in += " AND (" + strings.Join(exprs, ", ") + ") IN (SELECT " + keyCols("a", len(exprs), ident) + " FROM " + Table + " a)"
+	}
+	if !hasNull {
+		return "(" + in + ")"
+	}
+	return "((" + in + ") OR " + nullBranch(exprs) + ")"
+}
+
+// nullBranch is true for a row whose key expressions equal an affected key
+// that holds a NULL.
+func nullBranch(exprs []string) string {
 	eq := make([]string, len(exprs))
 	for i, e := range exprs {
 		eq[i] = "a.k" + strconv.Itoa(i) + " IS NOT DISTINCT FROM " + e
 	}
-	return "(" + in + " OR EXISTS (SELECT 1 FROM " + Table + " a WHERE " + anyNull("a", len(exprs)) + " AND " + strings.Join(eq, " AND ") + "))"
+	return "EXISTS (SELECT 1 FROM " + Table + " a WHERE " + anyNull("a", len(exprs)) + " AND " + strings.Join(eq, " AND ") + ")"
 }
 
-func ident(s string) string { return s }
 
 // canonical are the types whose to_jsonb text is one per value: a row
 // store value of these types equals an affected key exactly when its text
