@@ -134,7 +134,6 @@ func nullBranch(exprs []string) string {
 	return "EXISTS (SELECT 1 FROM " + Table + " a WHERE " + anyNull("a", len(exprs)) + " AND " + strings.Join(eq, " AND ") + ")"
 }
 
-
 // canonical are the types whose to_jsonb text is one per value: a row
 // store value of these types equals an affected key exactly when its text
 // does, so the row store is filtered (and indexed) on the text.
