@@ -196,18 +196,19 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 				names[i] = c.Name
 			}
 			r := sources[id]
-			var indexed bool
-			if r.table == "" {
-				indexed = false
-			} else if err := tx.QueryRow(ctx, refresh.KeyIndexedSQL, r.table, names).Scan(&indexed); err != nil {
-				return nil, queryError("read relation indexes", err)
+			// lead: the key column first in an index on the key.
+			var lead string
+			if r.table != "" {
+				err := tx.QueryRow(ctx, refresh.KeyIndexedSQL, r.table, names).Scan(&lead)
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return nil, queryError("read relation indexes", err)
+				}
 			}
-			if !indexed {
+			cond := refresh.Cond(exprs, rr.HasNull)
+			if i := slices.Index(names, lead); i >= 0 {
+				cond = refresh.IndexedCond(exprs, i, rr.HasNull)
+			} else {
 				rr.Report.Scanned = append(rr.Report.Scanned, id)
-			}
-			cond := refresh.IndexedCond(exprs, rr.HasNull)
-			if !indexed {
-				cond = refresh.Cond(exprs, rr.HasNull)
 			}
 			out[id] = rr.rebuild[id](cond)
 		case sink.Iceberg:

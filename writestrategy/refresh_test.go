@@ -3,6 +3,7 @@ package writestrategy_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -293,22 +294,31 @@ func TestRelationKeyedReadUsesIndex(t *testing.T) {
 	w.exec(`INSERT INTO spread SELECT s, (s::bigint * 104729) % 20000, s % 3, repeat('x', 60) FROM generate_series(1, 200000) s`)
 	w.exec(`CREATE INDEX spread_g_h ON spread (g, h)`)
 	w.exec(`ANALYZE spread`)
-	for _, exprs := range [][]string{{"r.g"}, {"r.g", "r.h"}} {
+	// Keys of one and two columns; the second has the index's first
+	// column second.
+	for _, names := range [][]string{{"g"}, {"h", "g"}} {
+		exprs := make([]string, len(names))
+		types := make([]string, len(names))
+		for i, n := range names {
+			exprs[i] = "r." + n
+			types[i] = map[string]string{"g": "bigint", "h": "integer"}[n]
+		}
+		var lead string
+		require.NoError(t, w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", names).Scan(&lead))
+		require.Equal(t, "g", lead)
 		tx, err := w.pool.Begin(ctx)
 		require.NoError(t, err)
-		types := []string{"bigint", "integer"}[:len(exprs)]
 		_, err = tx.Exec(ctx, refresh.CreateSQL(types))
 		require.NoError(t, err)
 		// 1% of the groups, as a run's affected keys.
-		keys := `SELECT DISTINCT (g * 7919) % 20000` + map[bool]string{true: ", h", false: ""}[len(exprs) > 1] +
-			` FROM generate_series(1, 200) g, generate_series(0, 2) h`
-		_, err = tx.Exec(ctx, `INSERT INTO `+refresh.Table+` `+keys)
+		cols := map[bool]string{true: "h, (g * 7919) % 20000", false: "(g * 7919) % 20000"}[len(names) > 1]
+		_, err = tx.Exec(ctx, `INSERT INTO `+refresh.Table+` SELECT DISTINCT `+cols+` FROM generate_series(1, 200) g, generate_series(0, 2) h`)
 		require.NoError(t, err)
 		var want, n int
 		err = tx.QueryRow(ctx, `SELECT count(*) FROM spread r WHERE `+refresh.Cond(exprs, false)).Scan(&want)
 		var plan []string
 		if err == nil {
-			q := `SELECT * FROM spread r WHERE ` + refresh.IndexedCond(exprs, false)
+			q := `SELECT * FROM spread r WHERE ` + refresh.IndexedCond(exprs, slices.Index(names, lead), false)
 			if err = tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) x`).Scan(&n); err == nil {
 				var rows pgx.Rows
 				if rows, err = tx.Query(ctx, `EXPLAIN `+q); err == nil {
@@ -319,8 +329,11 @@ func TestRelationKeyedReadUsesIndex(t *testing.T) {
 		require.NoError(t, tx.Rollback(ctx))
 		require.NoError(t, err)
 		require.Equal(t, want, n)
-		require.Equal(t, 200*10, n, "%d key columns", len(exprs))
-		require.Contains(t, strings.Join(plan, "\n"), "spread_g_h", "%d key columns: %s", len(exprs), strings.Join(plan, "\n"))
-		require.NotContains(t, strings.Join(plan, "\n"), "Seq Scan on spread", "%d key columns: %s", len(exprs), strings.Join(plan, "\n"))
+		require.Equal(t, 200*10, n, "%v", names)
+		require.Contains(t, strings.Join(plan, "\n"), "spread_g_h", "%v: %s", names, strings.Join(plan, "\n"))
+		require.NotContains(t, strings.Join(plan, "\n"), "Seq Scan on spread", "%v: %s", names, strings.Join(plan, "\n"))
 	}
+	// No index led by the key: no row.
+	err := w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", []string{"h"}).Scan(new(string))
+	require.ErrorIs(t, err, pgx.ErrNoRows)
 }

@@ -105,16 +105,17 @@ func Cond(exprs []string, hasNull bool) string {
 func ident(s string) string { return s }
 
 // IndexedCond is Cond for a source with an index on its key columns (a
-// relation for which KeyIndexedSQL holds): the first key expression is
-// compared with an array of the affected keys (= ANY), which the planner
-// serves from the index. For IN (SELECT ...) it estimates the affected-key
-// table's rows from its size alone and, on a large source, plans a hash
-// join over a scan of every row; the array form it estimates small and
-// reads through the index. Over a source without an index Cond's hash
-// join is the better plan: = ANY over an array that is not a constant
-// compares each row with every key.
-func IndexedCond(exprs []string, hasNull bool) string {
-	in := exprs[0] + " = ANY (ARRAY(SELECT DISTINCT a.k0 FROM " + Table + " a WHERE a.k0 IS NOT NULL))"
+// relation for which KeyIndexedSQL finds one): key expression lead, the
+// index's first column, is compared with an array of the affected keys
+// (= ANY), which the planner serves from the index. For IN (SELECT ...)
+// it estimates the affected-key table's rows from its size alone and, on
+// a large source, plans a hash join over a scan of every row; the array
+// form it estimates small and reads through the index. Over a source
+// without an index Cond's hash join is the better plan: = ANY over an
+// array that is not a constant compares each row with every key.
+func IndexedCond(exprs []string, lead int, hasNull bool) string {
+	k := "a.k" + strconv.Itoa(lead)
+	in := exprs[lead] + " = ANY (ARRAY(SELECT DISTINCT " + k + " FROM " + Table + " a WHERE " + k + " IS NOT NULL))"
 	if len(exprs) > 1 {
 		in += " AND (" + strings.Join(exprs, ", ") + ") IN (SELECT " + keyCols("a", len(exprs), ident) + " FROM " + Table + " a)"
 	}
@@ -228,15 +229,18 @@ func IndexState(ctx context.Context, q interface {
 	return exists, valid, err
 }
 
-// KeyIndexedSQL tells whether table ($1, a regclass text) has a valid,
-// non-partial index whose leading columns are the columns $2 (in any
-// order).
-const KeyIndexedSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+// KeyIndexedSQL returns the name of the first column of a valid,
+// non-partial index of table ($1, a regclass text) whose leading columns
+// are the columns $2 (in any order), or no row when it has none.
+const KeyIndexedSQL = `SELECT (SELECT a.attname::text FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0])
+	FROM pg_catalog.pg_index i
 	WHERE i.indrelid = $1::pg_catalog.regclass AND i.indisvalid AND i.indpred IS NULL
 	AND i.indnkeyatts >= cardinality($2::text[])
 	AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_attribute a
 		WHERE a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::pg_catalog.int2[])[0:cardinality($2::text[]) - 1]))
-		= (SELECT array_agg(x ORDER BY x) FROM unnest($2::text[]) x))`
+		= (SELECT array_agg(x ORDER BY x) FROM unnest($2::text[]) x)
+	ORDER BY i.indexrelid LIMIT 1`
 
 // Literal quotes s as a SQL string literal whatever
 // standard_conforming_strings says.
