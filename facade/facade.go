@@ -144,6 +144,15 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	if _, err := f.prepareSchema(txn, tbl.Schema(), target.DatasetID, req.Mode, cols); err != nil {
 		return nil, err
 	}
+	var scope *probeRun
+	if req.Scope != nil {
+		// The scope's rows in the table are read while the source's first
+		// rows are computed (a GROUP BY yields none before its last input).
+		scope = startProbe(ctx, func(ctx context.Context) (*mergePlan, error) {
+			return f.probeScope(ctx, tbl, target.DatasetID, req)
+		})
+		defer scope.abandon()
+	}
 	// Peek at the first batch to choose the columns written without a
 	// dictionary (see stagedWriteProps); the writer sees the whole stream.
 	rows, stop, first, firstErr := peekFirst(req.Rows)
@@ -175,7 +184,7 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 			required[fld.Name] = true
 		}
 	}
-	mp, mr, rows, stopMerge, err := f.mergeOf(ctx, tbl, target.DatasetID, req, rows, first, firstErr)
+	mp, mr, rows, stopMerge, err := f.mergeOf(ctx, tbl, req, scope, rows, first, firstErr)
 	if err != nil {
 		return nil, err
 	}

@@ -485,19 +485,19 @@ func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *t
 // mergeOf returns the merge plan of req when its first batch asks for a
 // merge (see mergeRows) and the table has rows to merge into, with the
 // rows to merge: rows itself, or, when the probe ran while rows were read
-// ahead (see probeAhead), the rows read ahead followed by the rest. stop
-// ends the read of rows the merge began (call it once the rows are read
-// or abandoned).
-func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, datasetID string, req WriteRequest, rows iter.Seq2[arrow.RecordBatch, error],
+// ahead (see probeAhead), the rows read ahead followed by the rest. scope
+// is the probe of req.Scope's rows (nil without a scope), started before
+// the first batch was read. stop ends the read of rows the merge began
+// (call it once the rows are read or abandoned).
+func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, req WriteRequest, scope *probeRun, rows iter.Seq2[arrow.RecordBatch, error],
 	first arrow.RecordBatch, firstErr error) (_ *mergePlan, _ mergeRows, _ iter.Seq2[arrow.RecordBatch, error], stop func(), _ error) {
 	stop = func() {}
-	if req.Scope != nil {
+	if scope != nil {
 		if firstErr != nil {
+			scope.abandon()
 			return nil, nil, nil, stop, firstErr
 		}
-		p, rows, stop, err := f.probeAhead(ctx, tbl, func(ctx context.Context) (*mergePlan, error) {
-			return f.probeScope(ctx, tbl, datasetID, req)
-		}, rows)
+		p, rows, stop, err := f.probeAhead(ctx, tbl, scope, rows)
 		return p, scopeRows(first), rows, stop, err
 	}
 	if req.Mode != Replace || firstErr != nil || first == nil || tbl.CurrentSnapshot() == nil {
@@ -507,9 +507,9 @@ func (f *Facade) mergeOf(ctx context.Context, tbl *table.Table, datasetID string
 	if !ok || len(m.MergeKey()) == 0 {
 		return nil, nil, rows, stop, nil
 	}
-	p, rows, stop, err := f.probeAhead(ctx, tbl, func(ctx context.Context) (*mergePlan, error) {
+	p, rows, stop, err := f.probeAhead(ctx, tbl, startProbe(ctx, func(ctx context.Context) (*mergePlan, error) {
 		return f.probeMerge(ctx, tbl, m.MergeKey(), req.Schema)
-	}, rows)
+	}), rows)
 	if err != nil {
 		return nil, nil, nil, func() {}, err
 	}
@@ -543,22 +543,52 @@ func batchBytes(rec arrow.RecordBatch) int64 {
 // probe runs.
 const mergeReadAhead = 32 << 20
 
-// probeAhead runs the probe of the target while it reads rows ahead (up
-// to mergeReadAhead bytes, retained), so that the source keeps streaming
-// while the target is read: the probe runs in a goroutine that ends
-// before probeAhead returns. It returns the plan and the rows (those read
-// ahead, then the rest), and stop, which ends the read of the rest.
-func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe func(context.Context) (*mergePlan, error),
+// probeRun is a probe of the target running in its own goroutine (see
+// startProbe).
+type probeRun struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	p      *mergePlan
+	err    error
+}
+
+// startProbe runs probe in a goroutine, so that it reads the target while
+// the caller waits for the source's rows. Every probeRun must end with
+// wait or abandon before the call that started it returns.
+func startProbe(ctx context.Context, probe func(context.Context) (*mergePlan, error)) *probeRun {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &probeRun{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(r.done)
+		r.p, r.err = probe(ctx)
+	}()
+	return r
+}
+
+// wait returns the probe's result once it has ended.
+func (r *probeRun) wait() (*mergePlan, error) {
+	<-r.done
+	r.cancel()
+	return r.p, r.err
+}
+
+// abandon stops a probe whose result is not wanted and waits for its end.
+func (r *probeRun) abandon() {
+	r.cancel()
+	<-r.done
+}
+
+// probeAhead waits for the probe of the target while it reads rows ahead
+// (up to mergeReadAhead bytes, retained), so that the source keeps
+// streaming while the target is read: the probe has ended when
+// probeAhead returns. It returns the plan and the rows (those read ahead,
+// then the rest), and stop, which ends the read of the rest.
+func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe *probeRun,
 	rows iter.Seq2[arrow.RecordBatch, error]) (*mergePlan, iter.Seq2[arrow.RecordBatch, error], func(), error) {
 	type probed struct {
 		p   *mergePlan
 		err error
 	}
-	done := make(chan probed, 1)
-	go func() {
-		p, err := probe(ctx)
-		done <- probed{p, err}
-	}()
 	next, stop := iter.Pull2(rows)
 	var ahead []arrow.RecordBatch
 	var aheadErr error
@@ -573,7 +603,7 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe func(co
 	finished, more := false, true
 	for !finished && more && aheadErr == nil && size < mergeReadAhead {
 		select {
-		case res = <-done:
+		case <-probe.done:
 			finished = true
 			continue
 		default:
@@ -586,9 +616,7 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe func(co
 			size += batchBytes(rec)
 		}
 	}
-	if !finished {
-		res = <-done
-	}
+	res.p, res.err = probe.wait()
 	if res.err != nil && !errors.Is(res.err, errMergeShape) {
 		release()
 		stop()

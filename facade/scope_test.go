@@ -1,11 +1,14 @@
 package facade
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"iter"
 	"math"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -555,4 +558,37 @@ func TestScopedReplaceInvalid(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidRequest, name)
 	}
 	require.Equal(t, head, currentSnapshot(t, env.f, "i"))
+}
+
+// A scoped replace reads the scope's rows in the table while its source
+// computes its first rows; a source that fails before its first batch
+// fails the write, leaves the table as it was, and leaves no read of the
+// table running. Not parallel: it looks for the probe's goroutine.
+func TestScopedReplaceSourceFailsFirst(t *testing.T) {
+	env := newCompactEnv(t)
+	ctx := context.Background()
+	var rows []srow
+	for g := range int64(200) {
+		rows = append(rows, grpRows(g, "a")...)
+	}
+	_, err := env.f.Write(ctx, Target{DatasetID: "f"}, WriteRequest{Mode: Replace, Schema: scopeSchema, Rows: scopeBatches(rows)})
+	require.NoError(t, err)
+	head := currentSnapshot(t, env.f, "f")
+	sc := scopeOf([]scopeKey{{grp: 3}, {grp: 150}}, false)
+	defer sc.Keys.Release()
+	boom := errors.New("source failed")
+	for range 3 {
+		_, err = env.f.Write(ctx, Target{DatasetID: "f"}, WriteRequest{Mode: Replace, Schema: scopeSchema, Scope: sc,
+			Rows: func(yield func(arrow.RecordBatch, error) bool) { yield(nil, boom) }})
+		require.ErrorIs(t, err, boom)
+		var buf bytes.Buffer
+		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+		require.NotContains(t, buf.String(), "probeScope", "the scope's probe outlived the write")
+	}
+	require.Equal(t, head, currentSnapshot(t, env.f, "f"))
+	// The table still takes a scoped replace.
+	_, err = env.f.Write(ctx, Target{DatasetID: "f"}, WriteRequest{Mode: Replace, Schema: scopeSchema, Scope: sc,
+		Rows: scopeBatches(append(grpRows(3, "b"), grpRows(150, "b")...))})
+	require.NoError(t, err)
+	require.NotEqual(t, head, currentSnapshot(t, env.f, "f"))
 }

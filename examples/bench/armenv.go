@@ -28,8 +28,9 @@ type armEnv struct {
 // statements, the observer also records the SQL statements of the pool.
 // A format version of 3 makes every Iceberg table of the arms format v3
 // (facade.Config.FormatVersionFor); 0 leaves the facade default. Each
-// tune adjusts the facade's configuration.
-func startArms(ctx context.Context, databaseURL, warehouse string, statements bool, format int, tune ...func(*facade.Config)) (_ *armEnv, err error) {
+// tune adjusts the facade's configuration; settings are extra server
+// settings of the throwaway cluster.
+func startArms(ctx context.Context, databaseURL, warehouse string, statements bool, format int, settings map[string]string, tune ...func(*facade.Config)) (_ *armEnv, err error) {
 	obs := &phaseTimes{cur: map[string]time.Duration{}}
 	fc := &facade.Config{}
 	if format != 0 {
@@ -38,7 +39,7 @@ func startArms(ctx context.Context, databaseURL, warehouse string, statements bo
 	for _, fn := range tune {
 		fn(fc)
 	}
-	opts := embedded.Options{DatabaseURL: databaseURL, Warehouse: warehouse, Facade: fc}
+	opts := embedded.Options{DatabaseURL: databaseURL, Warehouse: warehouse, Facade: fc, Settings: settings}
 	if statements {
 		opts.Tracer = obs
 	}

@@ -63,7 +63,7 @@ func runDelta(ctx context.Context, cfg deltaConfig) ([]*deltaReport, error) {
 		return nil, fmt.Errorf("-incremental-delta %d -incremental-change %d: want at least 1 of each", cfg.Runs, cfg.Change)
 	}
 	logw := logTo(cfg.Log)
-	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func runIncremental(ctx context.Context, cfg incConfig) (*incReport, error) {
 		return nil, fmt.Errorf("-incremental-format %d: want 2 or 3", cfg.Format)
 	}
 	logw := logTo(cfg.Log)
-	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, cfg.Format)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, cfg.Format, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -47,9 +47,20 @@ type refreshConfig struct {
 	// ScopeIndexBytes is the facade's Config.ScopeIndexBytes (the outputs'
 	// scope indexes kept between runs).
 	ScopeIndexBytes int64
-	DatabaseURL     string
-	Warehouse       string
-	Log             io.Writer
+	// SharedBuffers, when set, is the throwaway cluster's shared_buffers
+	// (e.g. 1GB: a server sized to hold the fact tables; default 256MB).
+	SharedBuffers string
+	DatabaseURL   string
+	Warehouse     string
+	Log           io.Writer
+}
+
+// settings are the throwaway cluster's extra server settings.
+func (c refreshConfig) settings() map[string]string {
+	if c.SharedBuffers == "" {
+		return nil
+	}
+	return map[string]string{"shared_buffers": c.SharedBuffers}
 }
 
 // The shapes and source kinds, in the order they are printed.
@@ -129,15 +140,17 @@ type refreshCross struct {
 
 // refreshReport is the refresh mode's output.
 type refreshReport struct {
-	Rows      int               `json:"rows"`
-	Change    int               `json:"change"`
-	Runs      int               `json:"runs"`
-	DimRows   int               `json:"dim_rows"`
-	Load      [2]string         `json:"load_average"` // before and after, /proc/loadavg
-	Lines     []refreshLine     `json:"lines"`
-	Floor     []*refreshFloor   `json:"groupby_floors,omitempty"`
-	Tracking  []refreshTracking `json:"tracking"`
-	Crossover []refreshCross    `json:"crossover,omitempty"`
+	Rows    int       `json:"rows"`
+	Change  int       `json:"change"`
+	Runs    int       `json:"runs"`
+	DimRows int       `json:"dim_rows"`
+	Load    [2]string `json:"load_average"` // before and after, /proc/loadavg
+	// SharedBuffers is the server's shared_buffers.
+	SharedBuffers string            `json:"shared_buffers"`
+	Lines         []refreshLine     `json:"lines"`
+	Floor         []*refreshFloor   `json:"groupby_floors,omitempty"`
+	Tracking      []refreshTracking `json:"tracking"`
+	Crossover     []refreshCross    `json:"crossover,omitempty"`
 }
 
 // rfSource is one source kind: the fact and dimension datasets the outputs
@@ -328,13 +341,16 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		return nil, fmt.Errorf("-refresh-crossover runs over the rowstore source: keep it in -refresh-sources")
 	}
 	logw := logTo(cfg.Log)
-	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0, func(c *facade.Config) { c.ScopeIndexBytes = cfg.ScopeIndexBytes })
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, false, 0, cfg.settings(), func(c *facade.Config) { c.ScopeIndexBytes = cfg.ScopeIndexBytes })
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
 	rep := &refreshReport{Rows: cfg.Rows, Change: cfg.Change, Runs: cfg.Runs, DimRows: cfg.DimRows}
 	rep.Load[0] = loadAvg()
+	if err := env.Pool.QueryRow(ctx, `SHOW shared_buffers`).Scan(&rep.SharedBuffers); err != nil {
+		return nil, err
+	}
 	groups := max(int64(cfg.Rows)/10, 1)
 
 	// The sources: a fact table and a dimension table per kind, with the
@@ -900,8 +916,8 @@ const refreshIdleTargetMs = 50
 const refreshTrackingTarget = 1.5
 
 func printRefresh(w io.Writer, r *refreshReport) {
-	fmt.Fprintf(w, "refresh: fact tables of %d rows (groups of ~10 rows spread over the table, a %d-row dimension), %d rows changed per run (60%% updates, a tenth of them moving the row's group; 20%% inserts; 20%% deletes), p50 of %d runs, both arms through the Dispatcher; load average %s before, %s after\n",
-		r.Rows, r.DimRows, r.Change, r.Runs, r.Load[0], r.Load[1])
+	fmt.Fprintf(w, "refresh: fact tables of %d rows (groups of ~10 rows spread over the table, a %d-row dimension), %d rows changed per run (60%% updates, a tenth of them moving the row's group; 20%% inserts; 20%% deletes), p50 of %d runs, both arms through the Dispatcher; shared_buffers %s; load average %s before, %s after\n",
+		r.Rows, r.DimRows, r.Change, r.Runs, r.SharedBuffers, r.Load[0], r.Load[1])
 	for _, l := range r.Lines {
 		fmt.Fprintf(w, "REFRESH shape=%s source=%s rows=%d changed=%d mode=%s run_ms=%.1f full_ms=%.1f pg_run_ms=%.1f",
 			l.Shape, l.Source, l.Rows, l.Changed, modeOrNone(l.Mode), l.RunMs, l.FullMs, l.PgRunMs)

@@ -119,7 +119,7 @@ func runSmall(ctx context.Context, cfg smallConfig) (*smallReport, error) {
 		return nil, fmt.Errorf("-small %d -small-rows %d: want at least 1 write of at least 1 row", cfg.Writes, cfg.Rows)
 	}
 	logw := logTo(cfg.Log)
-	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, true, 0)
+	env, err := startArms(ctx, cfg.DatabaseURL, cfg.Warehouse, true, 0, nil)
 	if err != nil {
 		return nil, err
 	}

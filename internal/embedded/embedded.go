@@ -46,6 +46,9 @@ type Options struct {
 	// TCP connects to the throwaway cluster over TCP loopback instead of
 	// its unix socket (ignored with DatabaseURL).
 	TCP bool
+	// Settings are extra server settings of the throwaway cluster (name ->
+	// value, e.g. shared_buffers; ignored with DatabaseURL).
+	Settings map[string]string
 }
 
 // Env is a running embedded default. Close releases everything.
@@ -75,7 +78,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}()
 	if e.URL == "" {
-		c, err := pgcluster.Start(ctx, pgcluster.Options{TCP: o.TCP})
+		c, err := pgcluster.Start(ctx, pgcluster.Options{TCP: o.TCP, Settings: o.Settings})
 		if err != nil {
 			return nil, fmt.Errorf("start a local Postgres (set DATABASE_URL to use your own): %w", err)
 		}
