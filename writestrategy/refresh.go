@@ -164,10 +164,8 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 	// source it plans a parallel scan and JIT-compiles it, which costs
 	// 130-180 ms on a 3-5M-row row store for no key at all (0.3 ms
 	// without); the run's remaining statements are keyed too.
-	for _, set := range []string{"SET LOCAL max_parallel_workers_per_gather = 0", "SET LOCAL jit = off"} {
-		if _, err := tx.Exec(ctx, set); err != nil {
-			return nil, queryError("plan the keyed reads", err)
-		}
+	if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('max_parallel_workers_per_gather', '0', true), pg_catalog.set_config('jit', 'off', true)`); err != nil {
+		return nil, queryError("plan the keyed reads", err)
 	}
 	out := make(map[string]*relation, len(sources))
 	for id, r := range sources {
