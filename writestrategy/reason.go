@@ -149,9 +149,15 @@ func transportError(err error) bool {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
-	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
 		return true
+	case errors.As(err, &ne):
+		// A bare syscall.Errno is a net.Error too: a file's error (an
+		// Iceberg metadata file gone, a full disk) is not the connection's.
+		if _, errno := ne.(syscall.Errno); !errno {
+			return true
+		}
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")
