@@ -585,10 +585,6 @@ func (r *probeRun) abandon() {
 // then the rest), and stop, which ends the read of the rest.
 func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe *probeRun,
 	rows iter.Seq2[arrow.RecordBatch, error]) (*mergePlan, iter.Seq2[arrow.RecordBatch, error], func(), error) {
-	type probed struct {
-		p   *mergePlan
-		err error
-	}
 	next, stop := iter.Pull2(rows)
 	var ahead []arrow.RecordBatch
 	var aheadErr error
@@ -598,14 +594,13 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe *probeR
 		}
 		ahead = nil
 	}
-	var res probed
 	var size int64
-	finished, more := false, true
-	for !finished && more && aheadErr == nil && size < mergeReadAhead {
+	more := true
+read:
+	for more && aheadErr == nil && size < mergeReadAhead {
 		select {
 		case <-probe.done:
-			finished = true
-			continue
+			break read
 		default:
 		}
 		var rec arrow.RecordBatch
@@ -616,18 +611,18 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe *probeR
 			size += batchBytes(rec)
 		}
 	}
-	res.p, res.err = probe.wait()
-	if res.err != nil && !errors.Is(res.err, errMergeShape) {
+	p, err := probe.wait()
+	if err != nil && !errors.Is(err, errMergeShape) {
 		release()
 		stop()
-		return nil, nil, func() {}, res.err
+		return nil, nil, func() {}, err
 	}
-	if res.err != nil {
+	if err != nil {
 		// The rows are the whole new contents: a table a merge cannot
 		// update in place is replaced by them, as a Replace that is no
 		// merge is, and the next merge finds a table it can update.
-		f.s.Logger.WarnContext(ctx, "lakewrite merge written as a full replace", "table", tbl.Identifier(), "reason", res.err.Error())
-		res.p = nil
+		f.s.Logger.WarnContext(ctx, "lakewrite merge written as a full replace", "table", tbl.Identifier(), "reason", err.Error())
+		p = nil
 	}
 	out := func(yield func(arrow.RecordBatch, error) bool) {
 		for len(ahead) > 0 {
@@ -651,7 +646,7 @@ func (f *Facade) probeAhead(ctx context.Context, tbl *table.Table, probe *probeR
 			}
 		}
 	}
-	return res.p, out, func() { release(); stop() }, nil
+	return p, out, func() { release(); stop() }, nil
 }
 
 // summarize corrects the snapshot summary of a merge: the next row index
