@@ -101,7 +101,11 @@ func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map
 	// A MATERIALIZED CTE: the planner then knows how many rows the
 	// source has (a function scan over jsonb is estimated at one row per
 	// input row, which turns joins into nested loops).
-	sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + strings.Join(sel, ", ") + `, d.row_index AS "__ord" FROM ` + ctlSchema +
+	ord := `, d.row_index AS "__ord"`
+	if keyCond != "" {
+		ord = "" // a refresh's keyed read is unordered (unorderedOrd)
+	}
+	sql := `(WITH "__rel" AS MATERIALIZED (SELECT ` + strings.Join(sel, ", ") + ord + ` FROM ` + ctlSchema +
 		".dataset_rows d CROSS JOIN LATERAL jsonb_to_record(d.data) AS r(" + strings.Join(defs, ", ") +
 		") WHERE d.dataset_id = " + b.param(datasetID)
 	if deltaTxns != nil {
@@ -115,6 +119,10 @@ func rowStoreSQL(b *builder, ctlSchema, datasetID string, s Schema, jsonCols map
 		if rg.Hi >= 0 {
 			sql += " AND d.row_index < " + b.param(rg.Hi)
 		}
+	}
+	if keyCond != "" {
+		// the constant outside the CTE, where the planner sees it
+		return sql + `) SELECT *, ` + unorderedOrd + ` FROM "__rel")`
 	}
 	return sql + `) SELECT * FROM "__rel")`
 }

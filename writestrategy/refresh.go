@@ -261,15 +261,25 @@ func (rr *refreshRun) indexSources(ctx context.Context, tx pgx.Tx, schema string
 }
 
 // keyedRelation is a registered relation read for the rows satisfying
-// cond (over its columns as "r"), numbered as read.
+// cond (over its columns as "r"), unordered (unorderedOrd).
 func keyedRelation(r *relation, rel, cond string) *relation {
 	out := *r
 	out.scanOrder, out.only, out.unique = false, nil, nil
 	out.render = func(*builder) string {
-		return "(SELECT " + (&relation{schema: r.schema}).cols("r") + `, row_number() OVER () AS "__ord" FROM ` + relationFrom(rel) + " r WHERE " + cond + ")"
+		return "(SELECT " + (&relation{schema: r.schema}).cols("r") + ", " + unorderedOrd + " FROM " + relationFrom(rel) + " r WHERE " + cond + ")"
 	}
 	return &out
 }
+
+// unorderedOrd is the "__ord" of a refresh's keyed read: one constant.
+// Only a Transform or a Join is refreshed, and neither keeps a source's
+// order for its result (a GROUP BY, a join or an aggregate may reorder
+// its rows anyway): their ORDER BY "__ord" then sorts nothing (the
+// planner drops a sort by a constant). Numbering the rows instead
+// (row_number() OVER ()) made the scan carry every column through the
+// numbering and a sort, which cost the recompute about as much as the
+// read of the affected rows.
+const unorderedOrd = `0::pg_catalog.int8 AS "__ord"`
 
 // applyRefresh writes projection p of a declared output on the Postgres
 // arm: keyed when the run is incremental and the output's columns are
