@@ -94,7 +94,7 @@ func (f *Facade) Changes(ctx context.Context, datasetID string, from, to int64, 
 				net = append(net, fld.Name)
 			}
 		}
-		r := &icechanges.Reader{Table: tbl, FS: fs, Mem: f.s.Allocator, Deleted: deletedPositions, NetColumns: net,
+		r := &icechanges.Reader{Table: tbl, FS: fs, Mem: f.s.Allocator, Deleted: f.deletedPositions, NetColumns: net,
 			RowID: ColRowID, RowHashes: identity.RowHashes,
 			Relabel: func(sc *arrow.Schema) *arrow.Schema { return identity.WithPgMetadata(sc, isc) }}
 		if f.keys.Enabled() {

@@ -87,8 +87,11 @@ type Config struct {
 	// Changes over integer columns, the requested columns of the data
 	// files whose deleted rows it reported (8 bytes a row and column), so
 	// that the next read of deletes on a large upstream file is taken
-	// from memory. Default 0: nothing is kept, every scoped replace reads
-	// the files its keys may be in.
+	// from memory. It also keeps the positions each position delete file
+	// the facade writes or reads removes (8 bytes a deleted row): a table
+	// merged run after run gains delete files until its compaction, and
+	// each merge would read them all again. Default 0: nothing is kept,
+	// every scoped replace reads the files its keys may be in.
 	ScopeIndexBytes int64
 	// TableProperties are added to tables the facade creates.
 	TableProperties iceberg.Properties

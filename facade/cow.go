@@ -104,7 +104,7 @@ func (p *mergePlan) copyOnWrite(tbl *table.Table, share float64, dels map[int32]
 func (p *mergePlan) writeChanges(ctx context.Context, f *Facade, base, staged *table.Table, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	dels := p.deletes()
 	if !p.copyOnWrite(base, f.mergeCoWShare(staged.Metadata().Version()), dels) {
-		return p.writeDeletes(ctx, staged, dels, writeID)
+		return p.writeDeletes(ctx, f, staged, dels, writeID)
 	}
 	return p.rewrite(ctx, f, base, dels, writeID)
 }

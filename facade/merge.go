@@ -131,7 +131,7 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 		if len(t.EqualityDeleteFiles) > 0 {
 			return nil, fmt.Errorf("%w: data file %s has equality deletes", errMergeShape, t.File.FilePath())
 		}
-		dead, err := deletedPositions(ctx, fs, t)
+		dead, err := f.deletedPositions(ctx, fs, t)
 		if err != nil {
 			return nil, err
 		}
@@ -184,8 +184,10 @@ func (f *Facade) probeMerge(ctx context.Context, tbl *table.Table, key []string,
 }
 
 // deletedPositions reads the positions of t's data file that its position
-// delete files and its deletion vector remove.
-func deletedPositions(ctx context.Context, fs iceio.IO, t table.FileScanTask) (map[int64]bool, error) {
+// delete files and its deletion vector remove. The positions of a
+// position delete file are taken from the scope index cache when it holds
+// them (deletePositions).
+func (f *Facade) deletedPositions(ctx context.Context, fs iceio.IO, t table.FileScanTask) (map[int64]bool, error) {
 	dead := map[int64]bool{}
 	path := t.File.FilePath()
 	if err := readDeletionVectors(fs, t, dead); err != nil {
@@ -195,52 +197,81 @@ func deletedPositions(ctx context.Context, fs iceio.IO, t table.FileScanTask) (m
 		if df.ContentType() != iceberg.EntryContentPosDeletes || df.FileFormat() != iceberg.ParquetFile {
 			return nil, fmt.Errorf("%w: delete file %s is not a Parquet position delete file", errMergeShape, df.FilePath())
 		}
-		if err := readPositionDeletes(ctx, fs, df.FilePath(), path, dead); err != nil {
-			return nil, err
+		id := deletesID(df.FilePath(), path)
+		pos, ok := f.keys.Get(id).(deletePositions)
+		if !ok {
+			var err error
+			if pos, err = readPositionDeletes(ctx, fs, df.FilePath(), path); err != nil {
+				return nil, err
+			}
+			f.keys.Put(id, pos)
+		}
+		for _, p := range pos {
+			dead[p] = true
 		}
 	}
 	return dead, nil
 }
 
-func readPositionDeletes(ctx context.Context, fs iceio.IO, deletes, dataPath string, dead map[int64]bool) error {
+// deletePositions is what the scope index cache keeps of a position
+// delete file: the positions it removes from one data file. A delete
+// file never changes once written, so they never go stale. The facade
+// keeps those of the delete files it writes and reads: a table merged
+// run after run gains delete files on its data files until compaction,
+// and each merge's probe would read them all again.
+type deletePositions []int64
+
+// Bytes is the memory the positions hold.
+func (d deletePositions) Bytes() int64 { return int64(len(d))*8 + 64 }
+
+// deletesID is the cache id of the positions delete file deletes removes
+// from data file dataPath.
+func deletesID(deletes, dataPath string) string {
+	return "\x01deletes\x00" + deletes + "\x00" + dataPath
+}
+
+// readPositionDeletes returns the positions of data file dataPath that
+// position delete file deletes removes.
+func readPositionDeletes(ctx context.Context, fs iceio.IO, deletes, dataPath string) (deletePositions, error) {
 	fh, err := fs.Open(deletes)
 	if err != nil {
-		return fmt.Errorf("facade: merge: open %s: %w", deletes, err)
+		return nil, fmt.Errorf("facade: merge: open %s: %w", deletes, err)
 	}
 	defer fh.Close()
 	pr, err := file.NewParquetReader(fh)
 	if err != nil {
-		return fmt.Errorf("facade: merge: read %s: %w", deletes, err)
+		return nil, fmt.Errorf("facade: merge: read %s: %w", deletes, err)
 	}
 	defer pr.Close()
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
 	if err != nil {
-		return fmt.Errorf("facade: merge: read %s: %w", deletes, err)
+		return nil, fmt.Errorf("facade: merge: read %s: %w", deletes, err)
 	}
 	tbl, err := fr.ReadTable(ctx)
 	if err != nil {
-		return fmt.Errorf("facade: merge: read %s: %w", deletes, err)
+		return nil, fmt.Errorf("facade: merge: read %s: %w", deletes, err)
 	}
 	defer tbl.Release()
 	sc := tbl.Schema()
 	pi, ps := sc.FieldIndices("file_path"), sc.FieldIndices("pos")
 	if len(pi) != 1 || len(ps) != 1 {
-		return fmt.Errorf("%w: %s has no file_path and pos columns", errMergeShape, deletes)
+		return nil, fmt.Errorf("%w: %s has no file_path and pos columns", errMergeShape, deletes)
 	}
+	out := deletePositions{}
 	paths, poss := tbl.Column(pi[0]).Data().Chunks(), tbl.Column(ps[0]).Data().Chunks()
 	for c := range paths {
 		pa, ok1 := paths[c].(*array.String)
 		po, ok2 := poss[c].(*array.Int64)
 		if !ok1 || !ok2 {
-			return fmt.Errorf("%w: %s: unexpected column types", errMergeShape, deletes)
+			return nil, fmt.Errorf("%w: %s: unexpected column types", errMergeShape, deletes)
 		}
 		for i := 0; i < pa.Len(); i++ {
 			if pa.Value(i) == dataPath {
-				dead[po.Value(i)] = true
+				out = append(out, po.Value(i))
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // filter classifies the output rows against the probe and yields only the
@@ -349,7 +380,7 @@ func (p *mergePlan) deletes() map[int32][]int64 {
 // under writeID: on a format v3 table one deletion vector per data file
 // that loses rows (see writeDVs), else one position delete file per such
 // data file.
-func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, dels map[int32][]int64, writeID uuid.UUID) ([]iceberg.DataFile, error) {
+func (p *mergePlan) writeDeletes(ctx context.Context, f *Facade, tbl *table.Table, dels map[int32][]int64, writeID uuid.UUID) ([]iceberg.DataFile, error) {
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("facade: merge: %w", err)
@@ -378,6 +409,9 @@ func (p *mergePlan) writeDeletes(ctx context.Context, tbl *table.Table, dels map
 		if err != nil {
 			return out, err
 		}
+		// the next merge's probe finds them without reading the file
+		// (deletedPositions); a file whose commit fails is never named
+		f.keys.Put(deletesID(path, df.FilePath()), deletePositions(slices.Clone(dels[fi])))
 		out = append(out, d)
 	}
 	return out, nil

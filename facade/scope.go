@@ -135,7 +135,7 @@ func (f *Facade) probeScope(ctx context.Context, tbl *table.Table, datasetID str
 		if slices.ContainsFunc(bounds, func(b scanfiles.Set) bool { return !b.MayContain(t.File) }) {
 			continue
 		}
-		dead, err := deletedPositions(ctx, fs, t)
+		dead, err := f.deletedPositions(ctx, fs, t)
 		if err == nil && len(t.EqualityDeleteFiles) > 0 {
 			err = fmt.Errorf("%w: data file %s has equality deletes", errMergeShape, t.File.FilePath())
 		}

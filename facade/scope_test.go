@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"os"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -591,4 +592,88 @@ func TestScopedReplaceSourceFailsFirst(t *testing.T) {
 		Rows: scopeBatches(append(grpRows(3, "b"), grpRows(150, "b")...))})
 	require.NoError(t, err)
 	require.NotEqual(t, head, currentSnapshot(t, env.f, "f"))
+}
+
+// A scoped replace on a format v2 table writes a position delete file for
+// each data file it removes rows from; the facade keeps their positions
+// (Config.ScopeIndexBytes) and the next merge's probe takes them from
+// memory: it still merges right with those files gone from storage. A
+// facade that did not write them reads them from their files, and keeps
+// them too.
+func TestScopedReplaceKeepsDeletePositions(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, func(c *Config) { c.ScopeIndexBytes = 1 << 20 })
+	e := &scopeEnv{t: t, f: env.f, ds: "dels"}
+	ctx := context.Background()
+	var rows []srow
+	for g := range int64(20) {
+		rows = append(rows, grpRows(g, "v0", "v1", "v2")...)
+	}
+	_, err := e.f.Write(ctx, Target{DatasetID: e.ds}, WriteRequest{Mode: Replace, Schema: scopeSchema, Rows: scopeBatches(rows)})
+	require.NoError(t, err)
+	e.m.rows = slices.Clone(rows)
+	info := e.write(e.f, []scopeKey{{grp: 1}, {grp: 2}}, false, slices.Concat(grpRows(1, "v0"), grpRows(2, "w")))
+	require.Equal(t, MergePositionDeletes, info.Merge)
+
+	// deleteFiles are the live position delete files by the data file
+	// they apply to.
+	deleteFiles := func() map[string][]string {
+		tbl, err := e.f.LoadTable(ctx, e.ds)
+		require.NoError(t, err)
+		tasks, err := scanfiles.Plan(ctx, tbl.Scan())
+		require.NoError(t, err)
+		out := map[string][]string{}
+		for _, task := range tasks {
+			for _, d := range task.DeleteFiles {
+				out[task.File.FilePath()] = append(out[task.File.FilePath()], d.FilePath())
+			}
+		}
+		return out
+	}
+	dels := deleteFiles()
+	require.NotEmpty(t, dels)
+	tbl, err := e.f.LoadTable(ctx, e.ds)
+	require.NoError(t, err)
+	fsys, err := tbl.FS(ctx)
+	require.NoError(t, err)
+	for data, files := range dels {
+		for _, d := range files {
+			kept, ok := e.f.keys.Get(deletesID(d, data)).(deletePositions)
+			require.True(t, ok, "the positions of %s are kept", d)
+			read, err := readPositionDeletes(ctx, fsys, d, data)
+			require.NoError(t, err)
+			require.Equal(t, read, kept)
+		}
+	}
+
+	// Another facade reads the files, and keeps what it read.
+	other, err := New(env.cat, &Config{Allocator: env.mem, CommitRetries: -1, ScopeIndexBytes: 1 << 20})
+	require.NoError(t, err)
+	e.write(other, []scopeKey{{grp: 3}}, false, grpRows(3, "x"))
+	for data, files := range deleteFiles() {
+		for _, d := range files {
+			_, ok := other.keys.Get(deletesID(d, data)).(deletePositions)
+			require.True(t, ok, "the positions of %s are kept", d)
+		}
+	}
+
+	// With every delete file gone from storage, the next merge by the
+	// second facade (which wrote or read each of them) still finds the
+	// deleted rows.
+	for _, files := range deleteFiles() {
+		for _, d := range files {
+			require.NoError(t, os.Remove(strings.TrimPrefix(d, "file://")))
+		}
+	}
+	sc := scopeOf([]scopeKey{{grp: 1}, {grp: 4}}, false)
+	defer sc.Keys.Release()
+	last := slices.Concat(grpRows(1, "v0", "z"), grpRows(4, "y"))
+	var preserved int64 = -1
+	st, err := other.Stage(ctx, Target{DatasetID: e.ds}, WriteRequest{Mode: Replace, Schema: scopeSchema,
+		Rows: withMergeDone(scopeBatches(last), &preserved), Scope: sc})
+	require.NoError(t, err)
+	res, err := st.Commit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, e.m.apply([]scopeKey{{grp: 1}, {grp: 4}}, false, last), preserved)
+	require.Equal(t, int64(len(e.m.rows)), res.Rows)
 }
