@@ -447,7 +447,12 @@ func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table
 		return nil, fmt.Errorf("facade: merge: create %s: %w", path, err)
 	}
 	cw := &countingWriter{w: fh}
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithStats(true))
+	props, err := deleteFileProps(tbl.Properties(), len(positions))
+	if err != nil {
+		_ = fh.Close()
+		_ = wfs.Remove(path)
+		return nil, err
+	}
 	pw, err := pqarrow.NewFileWriter(table.PositionalDeleteArrowSchema, cw, props, pqarrow.DefaultWriterProps())
 	if err == nil {
 		err = pw.Write(rec)
@@ -482,6 +487,30 @@ func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table
 		return nil, fmt.Errorf("facade: merge: %s: %w", path, err)
 	}
 	return out, nil
+}
+
+// smallDeleteFile is the most positions a position delete file holds
+// uncompressed (8 KiB of them).
+const smallDeleteFile = 1024
+
+// deleteFileProps are the Parquet properties of a position delete file of
+// n positions. A merge that changes rows all over a table writes a small
+// delete file for each of its data files: one path (a dictionary of one
+// value) and a few positions. Compressing a few hundred bytes saves
+// nothing, and a zstd encoder builds about a megabyte of tables to do it,
+// anew whenever the garbage collector has emptied arrow-go's pool of
+// them. So a file of up to smallDeleteFile positions is uncompressed,
+// and a larger one takes the codec and level of the table's data files.
+func deleteFileProps(props iceberg.Properties, n int) (*parquet.WriterProperties, error) {
+	if n <= smallDeleteFile {
+		return parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Uncompressed), parquet.WithStats(true)), nil
+	}
+	codec, err := parquetCodec(props.Get(table.ParquetCompressionKey, table.ParquetCompressionDefault))
+	if err != nil {
+		return nil, err
+	}
+	return parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithStats(true),
+		parquet.WithCompressionLevel(props.GetInt(table.ParquetCompressionLevelKey, table.ParquetCompressionLevelDefault))), nil
 }
 
 // buildMerge adds the merge's snapshot to txn: the written data files and
