@@ -188,7 +188,9 @@
 // distinct key values of the changes' old and new images (an update of
 // the key recomputes the old and the new key; NULL is a key like any
 // other), recomputes the output's own SQL over its mapped sources
-// restricted to those keys (unmapped sources are read whole) and replaces
+// restricted to those keys (unmapped sources are read whole; the affected
+// rows are read in no set order, so the rows a run adds follow the plan's
+// order, not the source's row order a full run keeps) and replaces
 // exactly the output rows of those keys: rows of an affected key the
 // recompute no longer produces are deleted, rows equal to a recomputed
 // one stay in place with their identity, every other row is untouched.
