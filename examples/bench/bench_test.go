@@ -304,7 +304,8 @@ func TestRefresh(t *testing.T) {
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
 	assert.Contains(t, text, "FLOOR shape=groupby source=relation rows=2000 changed=20 ")
 	assert.Contains(t, text, "TRACKING insert_ratio=")
-	assert.Contains(t, text, "TRACKING insert_ratio=")
+	assert.Regexp(t, `TRACKING insert_ratio=\S+ update_ratio=\S+ rows_per_statement=1 rows=500 floor_insert_ratio=\d+\.\d+ floor_update_ratio=\d+\.\d+\n`, text)
+	assert.Contains(t, text, "(the least a trigger can record")
 	assert.Contains(t, text, "CROSSOVER shape=groupby source=rowstore rows=2000 share=0.5 ")
 	require.Len(t, r.Floor, 2)
 	for _, f := range r.Floor {

@@ -506,7 +506,9 @@ func TestTrackWithTriggerPrivilegeOnly(t *testing.T) {
 
 // BenchmarkTrackingOverhead reports what tracking costs writes: tracked /
 // untracked time of the same inserts and updates (metrics insert_ratio and
-// update_ratio), in statements of 1,000 rows and of 1 row. Run it with
+// update_ratio), in statements of 1,000 rows and of 1 row, and what the
+// least a trigger can do costs them (floor_insert_ratio,
+// floor_update_ratio: one log entry per row, nothing else). Run it with
 //
 //	go test -run '^$' -bench TrackingOverhead -benchtime 1x ./incremental/changelog/
 //
@@ -517,11 +519,13 @@ func BenchmarkTrackingOverhead(b *testing.B) {
 			pool := pgtest.Pool(b)
 			for b.Loop() {
 				res, err := trackoverhead.Measure(context.Background(), pool, changelog.New(""),
-					trackoverhead.Options{Rows: *overheadRows, RowsPerStatement: per})
+					trackoverhead.Options{Rows: *overheadRows, RowsPerStatement: per, Floor: true})
 				require.NoError(b, err)
 				b.ReportMetric(res.InsertRatio(), "insert_ratio")
 				b.ReportMetric(res.UpdateRatio(), "update_ratio")
-				b.Log(res, "insert", res.InsertUntracked, res.InsertTracked, "update", res.UpdateUntracked, res.UpdateTracked)
+				b.ReportMetric(res.FloorInsertRatio(), "floor_insert_ratio")
+				b.ReportMetric(res.FloorUpdateRatio(), "floor_update_ratio")
+				b.Log(res, "insert", res.InsertUntracked, res.InsertTracked, res.InsertFloor, "update", res.UpdateUntracked, res.UpdateTracked, res.UpdateFloor)
 			}
 		})
 	}

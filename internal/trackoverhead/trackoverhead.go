@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ type Options struct {
 	RowsPerStatement int      // rows each INSERT or UPDATE statement writes (default 1,000)
 	Reps             int      // repetitions; each case keeps its fastest (default 3)
 	Columns          []string // tracked columns of the table (id bigint, k int, v double precision, note text); default id, k
+	Floor            bool     // also time the minimal trigger of the floor (Result.InsertFloor)
 }
 
 // Result is one measurement: the fastest time of each case.
@@ -35,6 +37,13 @@ type Result struct {
 	Rows, RowsPerStatement         int
 	InsertUntracked, InsertTracked time.Duration
 	UpdateUntracked, UpdateTracked time.Duration
+	// InsertFloor and UpdateFloor (with Options.Floor; else 0) are the
+	// times on a third identical table
+	// whose changes a minimal row-level trigger records in the same change
+	// log: one entry per row written by one INSERT, no check, no pinned
+	// setting, no security context. No trigger can record a change for
+	// less; at one row a statement it bounds what tracking can cost.
+	InsertFloor, UpdateFloor time.Duration
 }
 
 // InsertRatio is tracked / untracked time of the inserts.
@@ -43,13 +52,30 @@ func (r Result) InsertRatio() float64 { return float64(r.InsertTracked) / float6
 // UpdateRatio is tracked / untracked time of the updates.
 func (r Result) UpdateRatio() float64 { return float64(r.UpdateTracked) / float64(r.UpdateUntracked) }
 
-func (r Result) String() string {
-	return fmt.Sprintf("TRACKING insert_ratio=%.2f update_ratio=%.2f rows=%d rows_per_statement=%d",
-		r.InsertRatio(), r.UpdateRatio(), r.Rows, r.RowsPerStatement)
+// FloorInsertRatio is the minimal trigger's / untracked time of the
+// inserts (see Result.InsertFloor).
+func (r Result) FloorInsertRatio() float64 {
+	return float64(r.InsertFloor) / float64(r.InsertUntracked)
 }
 
-// Measure creates two identical tables in a scratch schema, tracks one with
-// l, and times opts.Rows inserts then opts.Rows updates of each, in
+// FloorUpdateRatio is the minimal trigger's / untracked time of the
+// updates.
+func (r Result) FloorUpdateRatio() float64 {
+	return float64(r.UpdateFloor) / float64(r.UpdateUntracked)
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("TRACKING insert_ratio=%.2f update_ratio=%.2f rows=%d rows_per_statement=%d",
+		r.InsertRatio(), r.UpdateRatio(), r.Rows, r.RowsPerStatement)
+	if r.InsertFloor > 0 {
+		s += fmt.Sprintf(" floor_insert_ratio=%.2f floor_update_ratio=%.2f", r.FloorInsertRatio(), r.FloorUpdateRatio())
+	}
+	return s
+}
+
+// Measure creates two identical tables in a scratch schema (three with
+// opts.Floor: the third has the minimal trigger of Result.InsertFloor),
+// tracks one with l, and times opts.Rows inserts then opts.Rows updates of each, in
 // statements of opts.RowsPerStatement rows sent 1,000 statements a batch
 // (one transaction each), alternating the tables, opts.Reps times. It drops
 // the scratch schema and the tracking when it returns.
@@ -72,9 +98,11 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 	res = Result{Rows: opts.Rows, RowsPerStatement: opts.RowsPerStatement}
 	s := pgx.Identifier{opts.Schema}.Sanitize()
 	source := "trackoverhead:" + opts.Schema
+	floorSource := "trackoverhead-floor:" + opts.Schema
 	if _, err := db.Exec(ctx, `CREATE SCHEMA `+s+`;
 		CREATE TABLE `+s+`.plain (id bigint PRIMARY KEY, k int NOT NULL, v double precision, note text);
-		CREATE TABLE `+s+`.tracked (id bigint PRIMARY KEY, k int NOT NULL, v double precision, note text)`); err != nil {
+		CREATE TABLE `+s+`.tracked (id bigint PRIMARY KEY, k int NOT NULL, v double precision, note text);
+		CREATE TABLE `+s+`.floor (id bigint PRIMARY KEY, k int NOT NULL, v double precision, note text)`); err != nil {
 		return res, fmt.Errorf("trackoverhead: %w", err)
 	}
 	defer func() {
@@ -83,7 +111,12 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 		err = errors.Join(err, l.Untrack(cctx, db, source))
 		_, derr := db.Exec(cctx, `DROP SCHEMA `+s+` CASCADE`)
 		err = errors.Join(err, derr)
+		_, derr = db.Exec(cctx, `DELETE FROM `+l.Table()+` WHERE source = $1`, floorSource)
+		err = errors.Join(err, derr)
 	}()
+	if _, err := db.Exec(ctx, floorTrigger(s, l.Table(), floorSource, opts.Columns)); err != nil {
+		return res, fmt.Errorf("trackoverhead: floor trigger: %w", err)
+	}
 	if err := l.Track(ctx, db, source, opts.Schema+".tracked", opts.Columns); err != nil {
 		return res, err
 	}
@@ -108,17 +141,20 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 		}
 	}
 	for range opts.Reps {
-		if _, err := db.Exec(ctx, `TRUNCATE `+s+`.plain, `+s+`.tracked`); err != nil {
+		if _, err := db.Exec(ctx, `TRUNCATE `+s+`.plain, `+s+`.tracked, `+s+`.floor`); err != nil {
 			return res, fmt.Errorf("trackoverhead: %w", err)
 		}
-		if _, err := db.Exec(ctx, `DELETE FROM `+l.Table()+` WHERE source = $1`, source); err != nil {
+		if _, err := db.Exec(ctx, `DELETE FROM `+l.Table()+` WHERE source = ANY($1)`, []string{source, floorSource}); err != nil {
 			return res, fmt.Errorf("trackoverhead: %w", err)
 		}
 		for _, c := range []struct {
 			table string
 			ins   *time.Duration
 			upd   *time.Duration
-		}{{"plain", &res.InsertUntracked, &res.UpdateUntracked}, {"tracked", &res.InsertTracked, &res.UpdateTracked}} {
+		}{{"plain", &res.InsertUntracked, &res.UpdateUntracked}, {"tracked", &res.InsertTracked, &res.UpdateTracked}, {"floor", &res.InsertFloor, &res.UpdateFloor}} {
+			if c.table == "floor" && !opts.Floor {
+				continue
+			}
 			t := s + "." + c.table
 			d, err := run(c.table, `INSERT INTO `+t+` SELECT g, g % 1000, g * 0.5, 'note ' || g FROM generate_series($1::bigint, $2::bigint) g`)
 			if err != nil {
@@ -129,7 +165,10 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 		for _, c := range []struct {
 			table string
 			upd   *time.Duration
-		}{{"plain", &res.UpdateUntracked}, {"tracked", &res.UpdateTracked}} {
+		}{{"plain", &res.UpdateUntracked}, {"tracked", &res.UpdateTracked}, {"floor", &res.UpdateFloor}} {
+			if c.table == "floor" && !opts.Floor {
+				continue
+			}
 			d, err := run(c.table, `UPDATE `+s+`.`+c.table+` SET v = v + 1 WHERE id BETWEEN $1 AND $2`)
 			if err != nil {
 				return res, err
@@ -138,4 +177,30 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 		}
 	}
 	return res, nil
+}
+
+// floorTrigger creates, in schema s, the minimal trigger of the floor on
+// table s.floor: for each row, one INSERT of its tracked columns' values as
+// text (the new image; an update's old and new ones) into log, in the
+// layout of the change log's entries (vals: a row per column).
+func floorTrigger(s, log, source string, columns []string) string {
+	img := func(rec string) string {
+		vals := make([]string, len(columns))
+		for i, c := range columns {
+			vals[i] = "ARRAY[" + rec + "." + pgx.Identifier{c}.Sanitize() + "::text]"
+		}
+		return "ARRAY[" + strings.Join(vals, ", ") + "]"
+	}
+	src := "'" + strings.ReplaceAll(source, "'", "''") + "'"
+	return `CREATE FUNCTION ` + s + `.floor_capture() RETURNS trigger LANGUAGE plpgsql AS $lw$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		INSERT INTO ` + log + ` (source, op, vals) VALUES (` + src + `, 'n', ` + img("NEW") + `);
+	ELSE
+		INSERT INTO ` + log + ` (source, op, vals) VALUES (` + src + `, 'o', ` + img("OLD") + `), (` + src + `, 'n', ` + img("NEW") + `);
+	END IF;
+	RETURN NULL;
+END
+$lw$;
+CREATE TRIGGER floor_capture AFTER INSERT OR UPDATE ON ` + s + `.floor FOR EACH ROW EXECUTE FUNCTION ` + s + `.floor_capture()`
 }
