@@ -181,7 +181,8 @@
 // the same transaction once a declared output reads it. The run is
 // incremental when incremental.ChooseRefresh allows it: a committed
 // earlier run on the same sink, every source's changes known (tracked,
-// no TRUNCATE or full rewrite, log not trimmed past the last run), every
+// no TRUNCATE or full rewrite, no rewrite of a tracked table by ALTER
+// TABLE, VACUUM FULL or CLUSTER, log not trimmed past the last run), every
 // changed source mapped, each source's change share at most MaxShare
 // (default incremental.DefaultMaxShare), and the output's statement,
 // declaration and columns those of its last run. It then collects the

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,43 @@ func TestTruncateMakesTheWindowUnknown(t *testing.T) {
 	require.NotEmpty(t, w1.Position)
 	w2, _ := read(t, pool, l, "orders", w1.Position)
 	require.True(t, w2.Known, "the window after it is known again")
+}
+
+// A rewrite of a tracked table changes its rows without firing a
+// trigger (ALTER COLUMN ... TYPE ... USING, and VACUUM FULL or CLUSTER,
+// which change nothing but cannot be told apart): the window across it is
+// unknown. So is one from a position without the table's file node (one
+// stored by an earlier version).
+func TestRewriteMakesTheWindowUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10)`)
+	w0, _ := read(t, pool, l, "orders", "")
+	require.Contains(t, string(w0.Position), "@", "a tracked table's position holds its file node")
+	for _, rewrite := range []string{
+		`ALTER TABLE app."Orders" ALTER COLUMN v TYPE integer USING v * 2`,
+		`VACUUM FULL app."Orders"`,
+	} {
+		exec(t, pool, rewrite)
+		w1, _ := read(t, pool, l, "orders", w0.Position)
+		require.False(t, w1.Known, rewrite)
+		require.Equal(t, changelog.ReasonRewritten, w1.Reason, rewrite)
+		w2, got := read(t, pool, l, "orders", w1.Position)
+		require.True(t, w2.Known, "the window after it is known again: %s", w2.Reason)
+		require.Empty(t, got)
+		w0 = w2
+	}
+	// An earlier version's position: no file node.
+	snap, _, _ := strings.Cut(string(w0.Position), "@")
+	w, _ := read(t, pool, l, "orders", changelog.Position(snap))
+	require.Equal(t, changelog.ReasonRewritten, w.Reason)
+	// A statement that does not rewrite the table keeps the window known.
+	exec(t, pool, `ALTER TABLE app."Orders" ADD COLUMN note text`)
+	exec(t, pool, `VACUUM app."Orders"`)
+	w, _ = read(t, pool, l, "orders", w0.Position)
+	require.True(t, w.Known, w.Reason)
 }
 
 func TestTrackingAfterThePositionIsUnknown(t *testing.T) {

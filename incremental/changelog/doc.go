@@ -86,7 +86,12 @@
 // an ALTER TABLE that dropped or renamed one it records an 'F' instead, so
 // the user's statements never fail, and the window is unknown anyway (the
 // tracked columns' attnum, name and type are compared at each Window);
-// adding or altering other columns changes nothing. The function pins the
+// adding or altering other columns changes nothing. A rewrite of the table
+// (ALTER TABLE ... TYPE with or without USING, VACUUM FULL, CLUSTER)
+// changes its rows without firing a trigger: the position of a tracked
+// table holds the table's file node (pg_relation_filenode), which a rewrite
+// changes, and the window across a rewrite is unknown (ReasonRewritten;
+// VACUUM FULL and CLUSTER then cost one full run). The function pins the
 // settings that shape a value's text (DateStyle, IntervalStyle,
 // extra_float_digits, bytea_output), so a reader in any session parses it
 // back to the same value. Writes that fire no trigger are not recorded:

@@ -13,7 +13,10 @@ import (
 
 // Position is a pg_snapshot in its text form (xmin:xmax:xip,...): what a
 // reader has read of a source. "" means none. Window and Trim also accept
-// it prefixed with "pg:".
+// it prefixed with "pg:". The position of a tracked table ends with
+// "@" and the table's file node (pg_relation_filenode) at the read: a
+// rewrite of the table (ALTER TABLE ... TYPE, VACUUM FULL, CLUSTER), which
+// changes rows without firing a trigger, gives it a new one.
 type Position string
 
 // Reasons a Window is not known.
@@ -25,6 +28,7 @@ const (
 	ReasonFull       = "a TRUNCATE or full rewrite"
 	ReasonAltered    = "a tracked column was altered or the tracking triggers were removed"
 	ReasonAhead      = "the last position is not in this database's past"
+	ReasonRewritten  = "the table was rewritten (ALTER TABLE changing a column's type or values, VACUUM FULL, CLUSTER) or its last position does not say"
 )
 
 // Window is what a source changed between two positions.
@@ -48,17 +52,23 @@ type Window struct {
 // A window is not Known, and the run must read the source whole, when since
 // is "", the source is not tracked, its tracking was installed or
 // re-installed after since, the log was trimmed past since, a tracked
-// column was altered or the triggers removed, or the window holds an 'F'
-// (a TRUNCATE or a full rewrite). Position is set in every case.
+// column was altered or the triggers removed, the table was rewritten
+// since (see Position), or the window holds an 'F' (a TRUNCATE or a full
+// rewrite). Position is set in every case.
 func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Position) (Window, error) {
 	var pos, iso string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, current_setting('transaction_isolation')`).Scan(&pos, &iso); err != nil {
+	var node *uint32
+	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, current_setting('transaction_isolation'),
+		(SELECT pg_relation_filenode(relid)::pg_catalog.int8 FROM `+l.sources()+` WHERE source = $1 AND relid IS NOT NULL)`, source).Scan(&pos, &iso, &node); err != nil {
 		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
 	}
 	if iso == "read committed" || iso == "read uncommitted" {
 		return Window{}, ErrNotRepeatableRead
 	}
 	w := Window{Position: Position(pos)}
+	if node != nil {
+		w.Position += Position("@" + strconv.FormatUint(uint64(*node), 10))
+	}
 	if since == "" {
 		w.Reason = ReasonNoPosition
 		return w, nil
@@ -133,6 +143,11 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		w.Reason = ReasonFull
 		return w, nil
 	}
+	if relid != nil && (node == nil || from.node != *node) {
+		w.Images = 0
+		w.Reason = ReasonRewritten
+		return w, nil
+	}
 	w.Known = true
 	w.SQL = `SELECT c.op, c.image FROM ` + l.Table() + ` c` + where + ` AND c.op IN ('I', 'D')`
 	if relid != nil {
@@ -185,9 +200,10 @@ func (l *Log) Positions(ctx context.Context, q Querier, output string) (map[stri
 }
 
 type snapshot struct {
-	text       string // without a "pg:" prefix
+	text       string // the pg_snapshot: without a "pg:" prefix or a file node
 	xmin, xmax uint64
 	xip        []uint64
+	node       uint32 // the table's file node after "@"; 0 when none
 }
 
 // visible is pg_visible_in_snapshot.
@@ -209,11 +225,20 @@ func trimmedBefore(since snapshot, below, at string) (bool, error) {
 	return trimmedPast(since, b, trim), nil
 }
 
-// parsePosition parses a pg_snapshot's text form.
+// parsePosition parses a pg_snapshot's text form, with a file node after
+// "@" or not.
 func parsePosition(p Position) (snapshot, error) {
 	s := strings.TrimPrefix(string(p), "pg:")
-	parts := strings.Split(s, ":")
 	bad := fmt.Errorf("%w: position %q is not a pg_snapshot", ErrInvalid, string(p))
+	var node uint64
+	if at := strings.IndexByte(s, '@'); at >= 0 {
+		var err error
+		if node, err = strconv.ParseUint(s[at+1:], 10, 32); err != nil || node == 0 {
+			return snapshot{}, bad
+		}
+		s = s[:at]
+	}
+	parts := strings.Split(s, ":")
 	if len(parts) != 3 {
 		return snapshot{}, bad
 	}
@@ -232,5 +257,5 @@ func parsePosition(p Position) (snapshot, error) {
 			xip = append(xip, v)
 		}
 	}
-	return snapshot{text: s, xmin: xmin, xmax: xmax, xip: xip}, nil
+	return snapshot{text: s, xmin: xmin, xmax: xmax, xip: xip, node: uint32(node)}, nil
 }
