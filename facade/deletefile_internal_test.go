@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"context"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -30,4 +31,58 @@ func TestDeleteFileProps(t *testing.T) {
 	}
 	_, err := deleteFileProps(iceberg.Properties{table.ParquetCompressionKey: "nope"}, smallDeleteFile+1)
 	require.ErrorContains(t, err, "nope")
+}
+
+// A v2 merge's position delete files are scoped to their data file by
+// whole, equal file_path bounds (what engines read as the referenced data
+// file); referenced_data_file is left unset, so the commit does not read
+// every data manifest to check the files are live. Scan planning applies
+// each to its data file only, and the rows read are the merge's.
+func TestPositionDeletesScopedByBounds(t *testing.T) {
+	t.Parallel()
+	env := newCompactEnv(t, mergeOnRead)
+	f := env.f
+	const ds = "scoped"
+	mergeWrite(t, f, ds, idRange(0, 500), plainName)
+	mergeWrite(t, f, ds, idRange(500, 1000), plainName)
+	ids := idRange(10, 990) // rows deleted from both files
+	mergeWrite(t, f, ds, ids, plainName)
+	tbl, err := f.LoadTable(context.Background(), ds)
+	require.NoError(t, err)
+	fs, err := tbl.FS(context.Background())
+	require.NoError(t, err)
+	mfs, err := tbl.CurrentSnapshot().Manifests(fs)
+	require.NoError(t, err)
+	var dels int
+	for _, m := range mfs {
+		if m.ManifestContent() != iceberg.ManifestContentDeletes {
+			continue
+		}
+		for e, err := range m.Entries(fs, true) {
+			require.NoError(t, err)
+			d := e.DataFile()
+			require.Nil(t, d.ReferencedDataFile())
+			ref := referencedPath(d)
+			require.NotEmpty(t, ref, "file_path bounds equal and whole")
+			require.Greater(t, len(ref), 16, "longer than a truncated bound")
+			dels++
+		}
+	}
+	require.Equal(t, 2, dels)
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	require.NoError(t, err)
+	withDeletes := 0
+	for _, tk := range tasks {
+		require.LessOrEqual(t, len(tk.DeleteFiles), 1, tk.File.FilePath())
+		for _, d := range tk.DeleteFiles {
+			require.Equal(t, tk.File.FilePath(), referencedPath(d))
+			withDeletes++
+		}
+	}
+	require.Equal(t, 2, withDeletes, "each delete file applies to its data file only")
+	want, err := ChecksumBatches(mergeRowsOf(ids, plainName, nil))
+	require.NoError(t, err)
+	got, err := f.Checksum(context.Background(), ds, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -476,11 +477,21 @@ func writePositionDeletes(ctx context.Context, wfs iceio.WriteFileIO, tbl *table
 	if s := tbl.Metadata().PartitionSpecByID(int(df.SpecID())); s != nil {
 		spec = *s
 	}
-	ref := df.FilePath()
+	// The file is scoped to df by its file_path bounds, kept whole (equal
+	// lower and upper bounds), which every engine's scan planning reads as
+	// the referenced data file. The optional referenced_data_file field is
+	// left unset: with it, iceberg-go's commit reads every data manifest of
+	// the table to check that df is still live, which the merge knows (it
+	// commits on the snapshot it probed, or not at all).
+	stats := maps.Clone(tbl.Properties())
+	if stats == nil {
+		stats = iceberg.Properties{}
+	}
+	stats[table.MetricsModeColumnConfPrefix+".file_path"] = "full"
 	out, err := table.DataFileFromMetadata(table.DataFileArgs{
 		Schema: iceberg.PositionalDeleteSchema, Spec: spec, Format: iceberg.ParquetFile, Metadata: meta,
 		FilePath: path, FileSize: cw.n, Content: iceberg.EntryContentPosDeletes, PartitionValues: df.Partition(),
-		FormatVersion: tbl.Metadata().Version(), ReferencedDataFile: &ref, Properties: tbl.Properties(),
+		FormatVersion: tbl.Metadata().Version(), Properties: stats,
 	})
 	if err != nil {
 		_ = wfs.Remove(path)
