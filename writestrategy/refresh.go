@@ -412,8 +412,11 @@ func (d *Dispatcher) afterRefresh(ctx context.Context, rr *refreshRun) {
 // (RegisterRelation) that is a table, so that the outputs declaring it as
 // a source (Transform.Depends, Join.Depends) recompute only what its
 // changes touch: triggers record each change's images of columns in the
-// change log (package incremental/changelog). Tracking again with other
-// columns replaces it; the next run of each output reading it is full. A
+// change log (package incremental/changelog). columns must include those
+// the declarations map to their keys (and a Model's key): a run whose
+// source's tracking does not record one is full and says so
+// (RefreshReport.Reason). Tracking again with other columns replaces it;
+// the next run of each output reading it is full. A
 // relation over a view or a query is refused (ErrInvalid): its changes
 // cannot be recorded.
 func (d *Dispatcher) Track(ctx context.Context, datasetID string, columns ...string) error {

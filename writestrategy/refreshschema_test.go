@@ -85,3 +85,51 @@ func TestRefreshSourceSchemaChanges(t *testing.T) {
 	w.exec(`DELETE FROM fact WHERE id = 15`)
 	runs("after the rename", incremental.RefreshIncremental)
 }
+
+// A tracked table whose tracking does not record a column the declaration
+// maps to the key cannot say which keys changed: its runs are full and say
+// why, until the column is tracked (then one more full run, the tracking
+// being new, and incremental again). A model whose key is not tracked
+// scores every row the same way.
+func TestRefreshUntrackedKeyIsFull(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount numeric(12,2))`)
+	w.exec(`INSERT INTO fact SELECT g, g % 40, g FROM generate_series(1, 1000) g`)
+	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
+	require.NoError(t, err)
+	require.NoError(t, w.d.Track(ctx, "fact", "id"))
+	ensureOutputs(t, w.pool, "sums", "sums_ref")
+	dep := &incremental.Dependency{Key: []string{"cust"}, Sources: map[string][]string{"fact": {"cust"}}}
+	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT cust, sum(amount) AS total FROM source GROUP BY cust`}}
+	c := refreshCase{w: w, out: "sums", ref: "sums_ref",
+		declared: writestrategy.Transform{Output: "sums", Source: "fact", Steps: steps, Depends: dep},
+		plain:    writestrategy.Transform{Output: "sums_ref", Source: "fact", Steps: steps}}
+	c.run()
+	w.exec(`UPDATE fact SET amount = amount + 1 WHERE id < 5`)
+	r := c.run()
+	require.Equal(t, incremental.RefreshFull, r.Mode)
+	require.Contains(t, r.Reason, "does not record cust")
+	require.NoError(t, w.d.Track(ctx, "fact", "id", "cust"))
+	w.exec(`UPDATE fact SET amount = amount + 1 WHERE id < 9`)
+	require.Equal(t, incremental.RefreshFull, c.run().Mode)
+	w.exec(`UPDATE fact SET cust = 7 WHERE id = 3`)
+	r = c.run()
+	require.Equal(t, incremental.RefreshIncremental, r.Mode, r.Reason)
+	require.Equal(t, int64(2), r.Keys)
+
+	// A model keyed by id over a table tracking v and n only.
+	w.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v text NOT NULL, n integer)`)
+	w.exec(`INSERT INTO items SELECT g, 'v' || g, (g % 97)::int FROM generate_series(1, 500) g`)
+	_, err = writestrategy.RegisterRelation(ctx, w.pool, nil, "items", "items")
+	require.NoError(t, err)
+	require.NoError(t, w.d.Track(ctx, "items", "v", "n"))
+	ensureOutputs(t, w.pool, "scored")
+	s := &scorer{}
+	w.mustWrite(s.model("scored", "items"))
+	w.exec(`UPDATE items SET v = v || '!' WHERE id <= 10`)
+	s.calls.Store(0)
+	w.mustWrite(s.model("scored", "items"))
+	require.Equal(t, int64(500), s.calls.Load(), "every row scored: the window cannot tell which ids changed")
+}

@@ -195,6 +195,24 @@ func TestRewriteMakesTheWindowUnknown(t *testing.T) {
 	require.True(t, w.Known, w.Reason)
 }
 
+// A tracked table's window names the columns its images hold; a reader
+// needing another finds it Missing. A row-store source's images hold
+// every column.
+func TestWindowColumns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k"}))
+	w0, _ := read(t, pool, l, "orders", "")
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10)`)
+	w, _ := read(t, pool, l, "orders", w0.Position)
+	require.True(t, w.Known, w.Reason)
+	require.Equal(t, []string{"id", "k"}, w.Columns)
+	require.Empty(t, w.Missing([]string{"k", "id"}))
+	require.Equal(t, []string{"v"}, w.Missing([]string{"id", "v"}))
+	require.Empty(t, changelog.Window{}.Missing([]string{"anything"}), "a row-store window")
+}
+
 func TestTrackingAfterThePositionIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

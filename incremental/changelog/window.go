@@ -39,6 +39,26 @@ type Window struct {
 	Images   int64    // images in the window (0 when nothing changed); 0 when not Known
 	SQL      string   // SELECT op, image: the window's images, valid in the reading transaction; "" when not Known
 	Args     []any    // SQL's parameters as $1..$n
+	// Columns are a tracked table's tracked columns, the only ones its
+	// images hold; nil for a row-store source, whose images hold every
+	// column.
+	Columns []string
+}
+
+// Missing returns those of columns the window's images do not hold (see
+// Window.Columns): a reader that needs one cannot read its changes from
+// the window.
+func (w Window) Missing(columns []string) []string {
+	if w.Columns == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range columns {
+		if !slices.Contains(w.Columns, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Window reads, inside tx, what source changed after since and up to tx's
@@ -107,6 +127,9 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 	case !installed:
 		w.Reason = ReasonInstalled
 		return w, nil
+	}
+	if relid != nil {
+		w.Columns = columns
 	}
 	if trimmed, err := trimmedBefore(from, below, at); err != nil {
 		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)

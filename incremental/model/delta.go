@@ -106,6 +106,9 @@ func Changes(ctx context.Context, tx pgx.Tx, log *changelog.Log, s *Spec, src So
 		if w, err = log.Window(ctx, tx, s.Source, changelog.Position(since)); err != nil {
 			return nil, err
 		}
+		if missing := w.Missing(s.Key); w.Known && len(missing) > 0 {
+			w.Known, w.Images, w.Reason = false, 0, fmt.Sprintf("the change tracking of %q does not record the key's %s: track it", s.Source, strings.Join(missing, ", "))
+		}
 		d.position = w.Position
 	}
 	switch {

@@ -112,6 +112,16 @@ func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output stri
 		if err != nil {
 			return nil, err
 		}
+		if w.Known {
+			names := make([]string, len(s.Cols))
+			for i, c := range s.Cols {
+				names[i] = c.Name
+			}
+			if missing := w.Missing(names); len(missing) > 0 {
+				w.Known, w.Images, w.Reason = false, 0, fmt.Sprintf("the change tracking of %q does not record %s, which the declaration maps to the key: track it (Dispatcher.Track)",
+					s.ID, strings.Join(missing, ", "))
+			}
+		}
 		f.Known, f.Reason, f.Changes = w.Known, w.Reason, w.Images
 		r.Windows[s.ID] = w
 		store := true
