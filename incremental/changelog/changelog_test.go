@@ -213,6 +213,42 @@ func TestWindowColumns(t *testing.T) {
 	require.Empty(t, changelog.Window{}.Missing([]string{"anything"}), "a row-store window")
 }
 
+// Writes made while the tracking triggers were disabled are not recorded:
+// the window across a DISABLE and ENABLE TRIGGER is unknown, the next one
+// known again. Writes in replica mode (a logical replication subscriber, a
+// bulk load skipping foreign key checks) are recorded: Track, run by the
+// table's owner, makes the triggers fire always.
+func TestDisabledTriggersMakeTheWindowUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	w0, _ := read(t, pool, l, "orders", "")
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `INSERT INTO app."Orders" VALUES (3, 'c', 30)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `RESET session_replication_role`)
+	require.NoError(t, err)
+	w1, got := read(t, pool, l, "orders", w0.Position)
+	require.True(t, w1.Known, w1.Reason)
+	require.Equal(t, []string{`I{"id":3}`}, got, "a write in replica mode is recorded")
+
+	exec(t, pool, `ALTER TABLE app."Orders" DISABLE TRIGGER USER`)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 10)`)
+	exec(t, pool, `ALTER TABLE app."Orders" ENABLE TRIGGER USER`)
+	w2, _ := read(t, pool, l, "orders", w1.Position)
+	require.False(t, w2.Known)
+	require.Equal(t, changelog.ReasonAltered, w2.Reason)
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (2, 'b', 20)`)
+	w3, got := read(t, pool, l, "orders", w2.Position)
+	require.True(t, w3.Known, w3.Reason)
+	require.Equal(t, []string{`I{"id":2}`}, got)
+}
+
 func TestTrackingAfterThePositionIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -712,15 +748,18 @@ func TestImagesAcrossEntriesAndForms(t *testing.T) {
 
 // Tracking a table again with the same columns replaces triggers of an
 // earlier version (here a function of the row-per-image form) with the
-// current ones and keeps readers' positions: the window across the upgrade
-// is known and holds the entries of both forms; tracking once more changes
-// nothing.
+// current ones and keeps readers' stored positions (SavePosition): the
+// window across the upgrade is known and holds the entries of both forms;
+// tracking once more changes nothing.
 func TestTrackUpgradesEarlierTriggers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, l := setup(t)
 	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k"}))
 	w0, _ := read(t, pool, l, "orders", "")
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return l.SavePosition(ctx, tx, "out", "orders", "pg:"+string(w0.Position))
+	}))
 	var fn, installed string
 	state := func() (string, string) {
 		var src string
@@ -745,7 +784,10 @@ func TestTrackUpgradesEarlierTriggers(t *testing.T) {
 	require.Equal(t, xid0, xid1, "positions stay valid")
 	exec(t, pool, `INSERT INTO app."Orders" VALUES (3, 'c', 3)`)
 	exec(t, pool, `UPDATE app."Orders" SET k = 'b' WHERE id = 2`)
-	w, got := read(t, pool, l, "orders", w0.Position)
+	ps, err := l.Positions(ctx, pool, "out")
+	require.NoError(t, err)
+	require.NotEqual(t, "pg:"+string(w0.Position), ps["orders"], "the stored position takes the new triggers' state")
+	w, got := read(t, pool, l, "orders", changelog.Position(ps["orders"]))
 	require.True(t, w.Known, w.Reason)
 	require.Equal(t, []string{`D{"id":2,"k":null}`, `I{"id":1,"k":"a"}`, `I{"id":2,"k":"b"}`, `I{"id":2,"k":null}`, `I{"id":3,"k":"c"}`}, got)
 	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k"}))

@@ -75,7 +75,15 @@
 // per row (an UPDATE records the old image as 'D' and the new one as 'I',
 // whatever columns it changed: the output may depend on the untracked
 // ones), and an AFTER TRUNCATE trigger recording an 'F'. No wal_level
-// change and no replication slot. CREATE TRIGGER waits for the transactions
+// change and no replication slot. Run by the table's owner, Track makes the
+// triggers fire always (ENABLE ALWAYS TRIGGER), so writes made with
+// session_replication_role = replica (a logical replication subscriber
+// applying changes, a bulk load skipping foreign key checks) are recorded
+// too; with only the TRIGGER privilege they keep the default, and such
+// writes are not recorded. Writes made while the triggers were disabled
+// (ALTER TABLE ... DISABLE TRIGGER) are not recorded either: a position
+// holds the state of the triggers' catalog rows, and the window across a
+// DISABLE and ENABLE is unknown. CREATE TRIGGER waits for the transactions
 // writing the table and blocks new ones until Track commits, so every write
 // made without the triggers is visible in any snapshot that sees the
 // installation: that is why a position that does not see installed_xid is

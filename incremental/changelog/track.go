@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Trigger name suffixes, one trigger per kind of statement.
@@ -112,6 +114,12 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 				upgrade = true
 			}
 		}
+		var oldState string
+		if upgrade {
+			if oldState, err = l.triggerState(ctx, tx, source); err != nil {
+				return err
+			}
+		}
 		if oldFunction != nil {
 			// CASCADE drops the triggers that call it, which needs only
 			// the function's ownership (DROP TRIGGER needs the table's).
@@ -128,9 +136,23 @@ func (l *Log) Track(ctx context.Context, db DB, source, table string, columns []
 				` FOR EACH STATEMENT EXECUTE FUNCTION `+fn+`()`); err != nil {
 				return err
 			}
+			if err := enableAlways(ctx, tx, relation, name); err != nil {
+				return err
+			}
 		}
 		if upgrade {
-			_, err = tx.Exec(ctx, `UPDATE `+l.sources()+` SET function = $2 WHERE source = $1`, source, fn)
+			if _, err := tx.Exec(ctx, `UPDATE `+l.sources()+` SET function = $2 WHERE source = $1`, source, fn); err != nil {
+				return err
+			}
+			// The replacement missed no change (this transaction locks
+			// the table's writers out): the positions that saw the old
+			// triggers as they were take the new ones' state.
+			newState, err := l.triggerState(ctx, tx, source)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE `+l.positions()+` SET position = left(position, -16) || $3
+				WHERE source_id = $1 AND right(position, 17) = '.' || $2`, source, oldState, newState)
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO `+l.sources()+` AS s (source, relation, relid, columns, function, signature, types, installed_xid, installed_at)
@@ -179,13 +201,68 @@ func (l *Log) triggerName(source, suffix string) string {
 	return "lakewrite_changelog_" + l.stem(source) + "_" + suffix
 }
 
-// triggersInstalled reports whether the four triggers of source are on
-// relid and enabled.
-func (l *Log) triggersInstalled(ctx context.Context, q Querier, source string, relid uint32) (bool, error) {
+// enableAlways makes trigger name of relation fire in every session,
+// those with session_replication_role = replica too (a logical
+// replication subscriber applying changes, a bulk load skipping foreign
+// key checks), when the caller owns the table; with only the TRIGGER
+// privilege the trigger keeps the default, and writes made in replica
+// mode are not recorded.
+func enableAlways(ctx context.Context, tx pgx.Tx, relation, name string) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = sp.Exec(ctx, `ALTER TABLE `+relation+` ENABLE ALWAYS TRIGGER `+name)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege: not the owner
+		return sp.Rollback(ctx)
+	}
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+// triggerNames are the names of source's triggers.
+func (l *Log) triggerNames(source string) []string {
 	names := make([]string, len(triggerKinds))
 	for i, k := range triggerKinds {
 		names[i] = l.triggerName(source, k.suffix)
 	}
+	return names
+}
+
+// triggerStateSQL is the state of the triggers $2 (names) of the source $1
+// ($3: the change_sources table is not a parameter; see Log.triggerState):
+// each one's name, catalog row version (xmin) and enabled state, "" when
+// none exists. ALTER TABLE ... DISABLE and ENABLE TRIGGER write a new row
+// version, so a trigger disabled and enabled again since a read has
+// another state.
+func (l *Log) triggerStateSQL() string {
+	return `coalesce((SELECT string_agg(t.tgname || ':' || t.xmin::text || ':' || t.tgenabled::text, ',' ORDER BY t.tgname)
+		FROM pg_catalog.pg_trigger t WHERE t.tgrelid = (SELECT s.relid FROM ` + l.sources() + ` s WHERE s.source = $1) AND t.tgname = ANY($2)), '')`
+}
+
+// triggerState reads the state of source's triggers (triggerStateSQL) as
+// the hash a position holds.
+func (l *Log) triggerState(ctx context.Context, q Querier, source string) (string, error) {
+	var st string
+	err := q.QueryRow(ctx, `SELECT `+l.triggerStateSQL(), source, l.triggerNames(source)).Scan(&st)
+	return stateHash(st), err
+}
+
+// stateHash is the hash of a trigger state a position holds.
+func stateHash(state string) string {
+	h := fnv.New64a()
+	h.Write([]byte(state))
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// triggersInstalled reports whether the four triggers of source are on
+// relid and enabled.
+func (l *Log) triggersInstalled(ctx context.Context, q Querier, source string, relid uint32) (bool, error) {
+	names := l.triggerNames(source)
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_trigger
 		WHERE tgrelid = $1 AND tgname = ANY($2) AND tgenabled <> 'D'`, relid, names).Scan(&n)

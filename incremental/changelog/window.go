@@ -14,9 +14,12 @@ import (
 // Position is a pg_snapshot in its text form (xmin:xmax:xip,...): what a
 // reader has read of a source. "" means none. Window and Trim also accept
 // it prefixed with "pg:". The position of a tracked table ends with
-// "@" and the table's file node (pg_relation_filenode) at the read: a
-// rewrite of the table (ALTER TABLE ... TYPE, VACUUM FULL, CLUSTER), which
-// changes rows without firing a trigger, gives it a new one.
+// "@", the table's file node (pg_relation_filenode) at the read, "." and a
+// hash of its tracking triggers' catalog rows: a rewrite of the table
+// (ALTER TABLE ... TYPE, VACUUM FULL, CLUSTER), which changes rows without
+// firing a trigger, gives it a new file node, and ALTER TABLE ... DISABLE
+// TRIGGER then ENABLE TRIGGER (writes meanwhile were not recorded) new
+// trigger rows.
 type Position string
 
 // Reasons a Window is not known.
@@ -26,7 +29,7 @@ const (
 	ReasonInstalled  = "tracking installed after the last run"
 	ReasonTrimmed    = "log trimmed past the last run"
 	ReasonFull       = "a TRUNCATE or full rewrite"
-	ReasonAltered    = "a tracked column was altered or the tracking triggers were removed"
+	ReasonAltered    = "a tracked column was altered, or the tracking triggers were removed, disabled or replaced since the last run"
 	ReasonAhead      = "the last position is not in this database's past"
 	ReasonRewritten  = "the table was rewritten (ALTER TABLE changing a column's type or values, VACUUM FULL, CLUSTER) or its last position does not say"
 )
@@ -76,10 +79,11 @@ func (w Window) Missing(columns []string) []string {
 // since (see Position), or the window holds an 'F' (a TRUNCATE or a full
 // rewrite). Position is set in every case.
 func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Position) (Window, error) {
-	var pos, iso string
+	var pos, iso, trig string
 	var node *uint32
 	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, current_setting('transaction_isolation'),
-		(SELECT pg_relation_filenode(relid)::pg_catalog.int8 FROM `+l.sources()+` WHERE source = $1 AND relid IS NOT NULL)`, source).Scan(&pos, &iso, &node); err != nil {
+		(SELECT pg_relation_filenode(relid)::pg_catalog.int8 FROM `+l.sources()+` WHERE source = $1 AND relid IS NOT NULL), `+l.triggerStateSQL(),
+		source, l.triggerNames(source)).Scan(&pos, &iso, &node, &trig); err != nil {
 		return Window{}, fmt.Errorf("changelog: window of %q: %w", source, err)
 	}
 	if iso == "read committed" || iso == "read uncommitted" {
@@ -87,7 +91,8 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 	}
 	w := Window{Position: Position(pos)}
 	if node != nil {
-		w.Position += Position("@" + strconv.FormatUint(uint64(*node), 10))
+		trig = stateHash(trig)
+		w.Position += Position("@" + strconv.FormatUint(uint64(*node), 10) + "." + trig)
 	}
 	if since == "" {
 		w.Reason = ReasonNoPosition
@@ -171,6 +176,11 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		w.Reason = ReasonRewritten
 		return w, nil
 	}
+	if relid != nil && from.triggers != trig {
+		w.Images = 0
+		w.Reason = ReasonAltered
+		return w, nil
+	}
 	w.Known = true
 	w.SQL = `SELECT c.op, c.image FROM ` + l.Table() + ` c` + where + ` AND c.op IN ('I', 'D')`
 	if relid != nil {
@@ -227,6 +237,7 @@ type snapshot struct {
 	xmin, xmax uint64
 	xip        []uint64
 	node       uint32 // the table's file node after "@"; 0 when none
+	triggers   string // the hash of the tracking triggers' state after the file node and "."
 }
 
 // visible is pg_visible_in_snapshot.
@@ -254,12 +265,14 @@ func parsePosition(p Position) (snapshot, error) {
 	s := strings.TrimPrefix(string(p), "pg:")
 	bad := fmt.Errorf("%w: position %q is not a pg_snapshot", ErrInvalid, string(p))
 	var node uint64
+	var triggers string
 	if at := strings.IndexByte(s, '@'); at >= 0 {
+		n, h, _ := strings.Cut(s[at+1:], ".")
 		var err error
-		if node, err = strconv.ParseUint(s[at+1:], 10, 32); err != nil || node == 0 {
+		if node, err = strconv.ParseUint(n, 10, 32); err != nil || node == 0 {
 			return snapshot{}, bad
 		}
-		s = s[:at]
+		s, triggers = s[:at], h
 	}
 	parts := strings.Split(s, ":")
 	if len(parts) != 3 {
@@ -280,5 +293,5 @@ func parsePosition(p Position) (snapshot, error) {
 			xip = append(xip, v)
 		}
 	}
-	return snapshot{text: s, xmin: xmin, xmax: xmax, xip: xip, node: uint32(node)}, nil
+	return snapshot{text: s, xmin: xmin, xmax: xmax, xip: xip, node: uint32(node), triggers: triggers}, nil
 }
