@@ -514,13 +514,32 @@ func TestTrim(t *testing.T) {
 	require.Len(t, slowWant, 6)
 	require.Len(t, fastWant, 3)
 
-	// Unbounded: nothing "slow" needs goes.
+	// A consumer storing a word before its position (a model: its run's
+	// transaction id) is a consumer too.
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return l.SavePosition(ctx, tx, "model", "orders", "txn-1 "+string(w0.Position))
+	}))
+	save("slow", w1.Position)
 	rep, err := l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, BatchSize: 2})
 	require.NoError(t, err)
 	for _, s := range rep.Sources {
 		require.Empty(t, s.Behind)
 	}
 	_, got := read(t, pool, l, "orders", w0.Position)
+	require.Equal(t, slowWant, got, "what the model needs is kept")
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM lakewrite.refresh_positions WHERE dataset_id = 'model'`)
+		return err
+	}))
+	save("slow", w0.Position)
+
+	// Unbounded: nothing "slow" needs goes.
+	rep, err = l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, BatchSize: 2})
+	require.NoError(t, err)
+	for _, s := range rep.Sources {
+		require.Empty(t, s.Behind)
+	}
+	_, got = read(t, pool, l, "orders", w0.Position)
 	require.Equal(t, slowWant, got)
 	_, got = read(t, pool, l, "orders", w1.Position)
 	require.Equal(t, fastWant, got)

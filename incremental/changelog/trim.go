@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,7 +155,12 @@ func (l *Log) trimSource(ctx context.Context, db DB, source string, trimmed uint
 	var output, position string
 	if _, err := pgx.ForEachRow(rows, []any{&output, &position}, func() error {
 		// A position that is not a pg_snapshot is of another kind of
-		// source (an Iceberg snapshot id): not a consumer of this log.
+		// source (an Iceberg snapshot id): not a consumer of this log. A
+		// consumer may store a word of its own before its position (a
+		// model, its run's transaction id and a space).
+		if i := strings.LastIndexByte(position, ' '); i >= 0 {
+			position = position[i+1:]
+		}
 		if s, err := parsePosition(Position(position)); err == nil {
 			consumers = append(consumers, consumer{output, s})
 		}
