@@ -97,9 +97,10 @@ type DispatchConfig struct {
 // write, commit (see the package documentation). It owns no goroutine and
 // no pool.
 type Dispatcher struct {
-	db  ledger.DB
-	cfg DispatchConfig
-	log *slog.Logger
+	db    ledger.DB
+	cfg   DispatchConfig
+	log   *slog.Logger
+	trims *logTrims
 }
 
 // NewDispatcher returns a Dispatcher writing through db (the pool holding
@@ -115,7 +116,7 @@ func NewDispatcher(db ledger.DB, cfg *DispatchConfig) (*Dispatcher, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{db: db, cfg: c, log: c.Logger}, nil
+	return &Dispatcher{db: db, cfg: c, log: c.Logger, trims: &logTrims{every: trimEvery, last: map[string]time.Time{}}}, nil
 }
 
 // Request is one output write.

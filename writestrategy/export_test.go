@@ -2,6 +2,7 @@ package writestrategy
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,3 +51,6 @@ func PostgresSQL(ctx context.Context, tx pgx.Tx, s WriteStrategy, delta map[stri
 	}
 	return ps[0].sql, ps[0].args, nil
 }
+
+// SetTrimEvery sets how often d trims a change source's log (trimConsumed).
+func SetTrimEvery(d *Dispatcher, every time.Duration) { d.trims.every = every }

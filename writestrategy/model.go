@@ -241,7 +241,9 @@ func (d *Dispatcher) saveModelPosition(ctx context.Context, run *modelRun, resul
 	})
 	if err != nil {
 		d.log.WarnContext(ctx, "lakewrite model position not stored: its next run scores every row", "dataset_id", run.output, "error", err)
+		return
 	}
+	d.trimConsumed(ctx, []string{run.source}) // an Iceberg source has no log: a no-op
 }
 
 // scope is the scope of an incremental run's replace on the Iceberg arm:

@@ -394,12 +394,17 @@ func (d *Dispatcher) registerSources(ctx context.Context, s WriteStrategy) error
 	return nil
 }
 
-// afterRefresh builds, after a declared output's run committed, the row
-// store's key indexes its next runs read through (concurrently: writers
+// afterRefresh trims the change log of the run's Postgres sources
+// (trimConsumed) and builds, after a declared output's run committed, the
+// row store's key indexes its next runs read through (concurrently: writers
 // of the row store are not blocked). A failure is logged: the runs then
 // scan, and report it (RefreshReport.Scanned).
 func (d *Dispatcher) afterRefresh(ctx context.Context, rr *refreshRun) {
-	if rr == nil || len(rr.index) == 0 {
+	if rr == nil {
+		return
+	}
+	d.trimConsumed(ctx, slices.Collect(maps.Keys(rr.Windows)))
+	if len(rr.index) == 0 {
 		return
 	}
 	exec := func(ctx context.Context, sql string) error { _, err := d.db.Exec(ctx, sql); return err }

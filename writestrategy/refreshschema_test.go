@@ -3,6 +3,7 @@ package writestrategy_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -132,4 +133,77 @@ func TestRefreshUntrackedKeyIsFull(t *testing.T) {
 	s.calls.Store(0)
 	w.mustWrite(s.model("scored", "items"))
 	require.Equal(t, int64(500), s.calls.Load(), "every row scored: the window cannot tell which ids changed")
+}
+
+// The change log of a declared output's and a model's sources is trimmed
+// by the runs themselves down to what their slowest consumer has not read
+// (here, at every run): entries both consumers have read go, and those one
+// has not stay until it runs; each output still equals its full recompute.
+func TestRunsTrimConsumedChangeLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	writestrategy.SetTrimEvery(w.d, 0)
+	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount numeric(12,2))`)
+	w.exec(`INSERT INTO fact SELECT g, g % 40, g FROM generate_series(1, 1000) g`)
+	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
+	require.NoError(t, err)
+	require.NoError(t, w.d.Track(ctx, "fact", "id", "cust"))
+	ensureOutputs(t, w.pool, "sums", "sums_ref", "sums2", "sums2_ref")
+	dep := &incremental.Dependency{Key: []string{"cust"}, Sources: map[string][]string{"fact": {"cust"}}}
+	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT cust, sum(amount) AS total FROM source GROUP BY cust`}}
+	var cases []refreshCase
+	for _, out := range []string{"sums", "sums2"} {
+		cases = append(cases, refreshCase{w: w, out: out, ref: out + "_ref",
+			declared: writestrategy.Transform{Output: out, Source: "fact", Steps: steps, Depends: dep},
+			plain:    writestrategy.Transform{Output: out + "_ref", Source: "fact", Steps: steps}})
+	}
+	entries := func() int {
+		var n int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log WHERE source = 'fact'`).Scan(&n))
+		return n
+	}
+	for _, c := range cases {
+		c.run()
+	}
+	for i := range 3 {
+		w.exec(`UPDATE fact SET amount = amount + 1 WHERE id = $1`, i+1)
+	}
+	n := entries()
+	require.Equal(t, 6, n, "an old and a new image entry per statement")
+	r := cases[0].run()
+	require.Equal(t, incremental.RefreshIncremental, r.Mode, r.Reason)
+	require.Equal(t, n, entries(), "sums2 has not read them")
+	r = cases[1].run()
+	require.Equal(t, incremental.RefreshIncremental, r.Mode, r.Reason)
+	// What both have read goes (the cluster's oldest transaction, which
+	// parallel tests hold back, may keep some a while).
+	require.Eventually(t, func() bool {
+		w.exec(`UPDATE fact SET amount = amount + 1 WHERE id = 10`)
+		for _, c := range cases {
+			if r := c.run(); r.Mode != incremental.RefreshIncremental {
+				t.Fatalf("%s: %s", c.out, r.Reason)
+			}
+		}
+		return entries() == 0
+	}, time.Minute, 100*time.Millisecond)
+
+	// A model reading the same kind of source is a consumer like any
+	// other: a declared output's run keeps what the model has not read.
+	modelTable(t, w, "items", 500)
+	ensureOutputs(t, w.pool, "byn", "byn_ref", "scored")
+	nsteps := []writestrategy.Step{{Name: "g", SQL: `SELECT n, count(*) AS c FROM source GROUP BY n`}}
+	byn := refreshCase{w: w, out: "byn", ref: "byn_ref",
+		declared: writestrategy.Transform{Output: "byn", Source: "items", Steps: nsteps,
+			Depends: &incremental.Dependency{Key: []string{"n"}, Sources: map[string][]string{"items": {"n"}}}},
+		plain: writestrategy.Transform{Output: "byn_ref", Source: "items", Steps: nsteps}}
+	s := &scorer{}
+	w.mustWrite(s.model("scored", "items"))
+	byn.run()
+	w.exec(`UPDATE items SET v = v || '!' WHERE id <= 10`)
+	require.Equal(t, incremental.RefreshIncremental, byn.run().Mode)
+	s.calls.Store(0)
+	res := w.mustWrite(s.model("scored", "items"))
+	require.Equal(t, incremental.RefreshIncremental, res[0].Refresh.Mode, res[0].Refresh.Reason)
+	require.Equal(t, int64(10), s.calls.Load(), "the model reads the changes the declared output's run kept")
 }

@@ -249,6 +249,40 @@ func TestDisabledTriggersMakeTheWindowUnknown(t *testing.T) {
 	require.Equal(t, []string{`I{"id":2}`}, got)
 }
 
+// Trim with Sources trims those only; a Trim without an age bound records
+// no mark (the marks would pile up with each such Trim).
+func TestTrimSources(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, l := setup(t)
+	exec(t, pool, `CREATE TABLE app.other (id int PRIMARY KEY)`)
+	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id"}))
+	require.NoError(t, l.Track(ctx, pool, "other", `app.other`, []string{"id"}))
+	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 1)`)
+	exec(t, pool, `INSERT INTO app.other VALUES (1)`)
+	now, _ := read(t, pool, l, "orders", "")
+	for _, src := range []string{"orders", "other"} {
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return l.SavePosition(ctx, tx, "out", src, "pg:"+string(now.Position))
+		}))
+	}
+	count := func(src string) (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log WHERE source = $1`, src).Scan(&n))
+		return n
+	}
+	var marks int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log_marks`).Scan(&marks))
+	require.Eventually(t, func() bool {
+		_, err := l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, Sources: []string{"orders"}})
+		require.NoError(t, err)
+		return count("orders") == 0
+	}, time.Minute, 50*time.Millisecond)
+	require.Equal(t, 1, count("other"), "a source not named is left as it is")
+	var after int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log_marks`).Scan(&after))
+	require.Equal(t, marks, after, "no mark recorded")
+}
+
 func TestTrackingAfterThePositionIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -139,7 +139,16 @@
 // Entries of sources no longer registered are deleted. Deletes run in
 // batches of BatchSize rows, each its own statement; readers see the log
 // through their snapshot, so Trim is safe alongside writers, readers and
-// another Trim.
+// another Trim. TrimOptions.Sources trims only the named sources; a Trim
+// with no age bound (MaxAge < 0) records no mark. A consumer's position
+// may be stored after a word of its own and a space (a model stores its
+// run's transaction id there): Trim reads the position after the last
+// space.
+//
+// The writestrategy Dispatcher trims, after a run that read a source's
+// log committed, what every consumer has read (no bound: nobody is put
+// behind), at most once a minute per source; the bounds (an age, a row
+// count, for a consumer that stopped running) are for a scheduled Trim.
 //
 // # Privileges
 //

@@ -34,6 +34,9 @@ type TrimOptions struct {
 	// so that a trim never holds many row locks long. Zero means
 	// DefaultBatchSize.
 	BatchSize int
+	// Sources, when set, are the only sources trimmed (entries of sources
+	// no longer registered are then left for a Trim of every source).
+	Sources []string
 }
 
 // TrimReport says what a Trim deleted.
@@ -72,16 +75,22 @@ func (l *Log) Trim(ctx context.Context, db DB, opts TrimOptions) (TrimReport, er
 		opts.BatchSize = DefaultBatchSize
 	}
 	var rep TrimReport
-	ageCut, err := l.mark(ctx, db, opts.MaxAge)
-	if err != nil {
-		return rep, fmt.Errorf("changelog: trim: %w", err)
+	var ageCut uint64
+	if opts.MaxAge >= 0 {
+		// The marks tell entries' age (a Trim without an age bound
+		// records none: they would pile up).
+		var err error
+		if ageCut, err = l.mark(ctx, db, opts.MaxAge); err != nil {
+			return rep, fmt.Errorf("changelog: trim: %w", err)
+		}
 	}
 	type src struct {
 		name    string
 		trimmed uint64
 		at      string
 	}
-	rows, err := db.Query(ctx, `SELECT source, trimmed_below::text, coalesce(trimmed_snapshot, '') FROM `+l.sources()+` ORDER BY source`)
+	rows, err := db.Query(ctx, `SELECT source, trimmed_below::text, coalesce(trimmed_snapshot, '') FROM `+l.sources()+`
+		WHERE $1::text[] IS NULL OR source = ANY($1) ORDER BY source`, opts.Sources)
 	if err != nil {
 		return rep, fmt.Errorf("changelog: trim: %w", err)
 	}
@@ -104,6 +113,9 @@ func (l *Log) Trim(ctx context.Context, db DB, opts TrimOptions) (TrimReport, er
 			rep.Deleted += st.Deleted
 		}
 	}
+	if opts.Sources != nil {
+		return rep, nil
+	}
 	orphans, err := l.orphans(ctx, db, opts.BatchSize)
 	if err != nil {
 		return rep, fmt.Errorf("changelog: trim: %w", err)
@@ -116,13 +128,10 @@ func (l *Log) Trim(ctx context.Context, db DB, opts TrimOptions) (TrimReport, er
 }
 
 // mark records this Trim's mark and returns the xid below which entries are
-// older than maxAge (0: none known yet, or no age bound).
+// older than maxAge (0: none known yet).
 func (l *Log) mark(ctx context.Context, db DB, maxAge time.Duration) (uint64, error) {
 	if _, err := db.Exec(ctx, `INSERT INTO `+l.marks()+` (at, xid) VALUES (clock_timestamp(), pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
 		return 0, err
-	}
-	if maxAge < 0 {
-		return 0, nil
 	}
 	var at time.Time
 	var xid string
