@@ -260,12 +260,6 @@ func TestTrimSources(t *testing.T) {
 	require.NoError(t, l.Track(ctx, pool, "other", `app.other`, []string{"id"}))
 	exec(t, pool, `INSERT INTO app."Orders" VALUES (1, 'a', 1)`)
 	exec(t, pool, `INSERT INTO app.other VALUES (1)`)
-	now, _ := read(t, pool, l, "orders", "")
-	for _, src := range []string{"orders", "other"} {
-		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return l.SavePosition(ctx, tx, "out", src, "pg:"+string(now.Position))
-		}))
-	}
 	count := func(src string) (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log WHERE source = $1`, src).Scan(&n))
 		return n
@@ -273,6 +267,14 @@ func TestTrimSources(t *testing.T) {
 	var marks int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.change_log_marks`).Scan(&marks))
 	require.Eventually(t, func() bool {
+		// A position taken now (the cluster's oldest running transaction,
+		// which parallel tests hold back, bounds what it has read).
+		now, _ := read(t, pool, l, "orders", "")
+		for _, src := range []string{"orders", "other"} {
+			require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				return l.SavePosition(ctx, tx, "out", src, "pg:"+string(now.Position))
+			}))
+		}
 		_, err := l.Trim(ctx, pool, changelog.TrimOptions{MaxAge: -1, Sources: []string{"orders"}})
 		require.NoError(t, err)
 		return count("orders") == 0
@@ -715,6 +717,17 @@ func TestImagesRoundTrip(t *testing.T) {
 		(SELECT jsonb_build_object('id', id, 'ts', ts, 'd', d, 'n', n, 'f', f, 'b', b, 's', s, 'iv', iv, 'j', j, 'a', a, 'm', m, 'bo', bo, 'u', u) AS image FROM r) r
 		ON w.image = r.image WHERE w.image IS NULL OR r.image IS NULL OR w.op <> 'I'`, w.Args...).Scan(&bad))
 	require.Zero(t, bad, "every image equals the row's to_jsonb values")
+
+	// ValuesSQL: a few columns' values, read back as their types, equal
+	// the rows'.
+	vals := `SELECT (w.v1)::int, (w.v2)::timestamptz, (w.v3)::numeric(12,3), (w.v4)::float8, (w.v5)::uuid, (w.v6)::date, (w.v7)::mood, (w.v8)::bytea
+		FROM (` + w.ValuesSQL([]string{"id", "ts", "n", "f", "u", "d", "m", "b"}) + `) w`
+	rows := `SELECT id, ts, n, f, u, d, m, b FROM r`
+	var missing, extra int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM (`+rows+` EXCEPT ALL `+vals+`) a), (SELECT count(*) FROM (`+vals+` EXCEPT ALL `+rows+`) b)`,
+		w.Args...).Scan(&missing, &extra))
+	require.Zero(t, missing)
+	require.Zero(t, extra)
 }
 
 // MaxAge: entries older than a mark recorded at least MaxAge ago go; a
@@ -843,6 +856,17 @@ func TestTrackUpgradesEarlierTriggers(t *testing.T) {
 	w, got := read(t, pool, l, "orders", changelog.Position(ps["orders"]))
 	require.True(t, w.Known, w.Reason)
 	require.Equal(t, []string{`D{"id":2,"k":null}`, `I{"id":1,"k":"a"}`, `I{"id":2,"k":"b"}`, `I{"id":2,"k":null}`, `I{"id":3,"k":"c"}`}, got)
+	// ValuesSQL reads both forms of entries too.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	wv, err := l.Window(ctx, tx, "orders", changelog.Position(ps["orders"]))
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, `SELECT coalesce(v2, 'NULL') || '/' || v1 FROM (`+wv.ValuesSQL([]string{"id", "k"})+`) w ORDER BY 1`, wv.Args...)
+	require.NoError(t, err)
+	ks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"NULL/2", "NULL/2", "a/1", "b/2", "c/3"}, ks)
 	require.NoError(t, l.Track(ctx, pool, "orders", `app."Orders"`, []string{"id", "k"}))
 	xid2, _ := state()
 	require.Equal(t, xid0, xid2)

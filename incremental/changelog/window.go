@@ -46,6 +46,54 @@ type Window struct {
 	// images hold; nil for a row-store source, whose images hold every
 	// column.
 	Columns []string
+
+	where string // the entries' condition over the log as "c", with Args
+	log   string // the change log table
+}
+
+// ValuesSQL is the SQL of the values, as text, of columns (which the
+// window's images hold: see Missing) in each of the window's images, old
+// and new: "SELECT v1, ..., vn ...", valid in the reading transaction with
+// Args; a value is what the image holds as text (what ->> reads of the
+// image in SQL). It reads a tracked table's entries without building their
+// images, for a reader that needs a few columns (a refresh's keys); ""
+// when the window is not Known.
+func (w Window) ValuesSQL(columns []string) string {
+	if !w.Known {
+		return ""
+	}
+	json := make([]string, len(columns))
+	out := make([]string, len(columns))
+	for i, c := range columns {
+		json[i] = "c.image ->> " + quoteLiteral(c) + " AS v" + strconv.Itoa(i+1)
+		out[i] = "u.v" + strconv.Itoa(i+1)
+	}
+	sql := `SELECT ` + strings.Join(json, ", ") + ` FROM ` + w.log + ` c` + w.where + ` AND c.op IN ('I', 'D')`
+	if w.Columns == nil {
+		return sql
+	}
+	// A tracked table's entries: each needed column's slice of vals,
+	// unnested (see unnestVals).
+	slice := func(byColumn bool) string {
+		args := make([]string, len(columns))
+		for i, c := range columns {
+			k := strconv.Itoa(slices.Index(w.Columns, c) + 1)
+			args[i] = "c.vals[:][" + k + ":" + k + "]"
+			if byColumn {
+				args[i] = "c.vals[" + k + ":" + k + "][:]"
+			}
+		}
+		names := make([]string, len(columns))
+		for i := range columns {
+			names[i] = "v" + strconv.Itoa(i+1)
+		}
+		return "unnest(" + strings.Join(args, ", ") + ") AS u(" + strings.Join(names, ", ") + ")"
+	}
+	return sql + `
+		UNION ALL
+		SELECT ` + strings.Join(out, ", ") + ` FROM ` + w.log + ` c CROSS JOIN LATERAL ` + slice(true) + w.where + ` AND c.op IN ('n', 'o')
+		UNION ALL
+		SELECT ` + strings.Join(out, ", ") + ` FROM ` + w.log + ` c CROSS JOIN LATERAL ` + slice(false) + w.where + ` AND c.op IN ('i', 'd')`
 }
 
 // Missing returns those of columns the window's images do not hold (see
@@ -182,6 +230,7 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 		return w, nil
 	}
 	w.Known = true
+	w.where, w.log = where, l.Table()
 	w.SQL = `SELECT c.op, c.image FROM ` + l.Table() + ` c` + where + ` AND c.op IN ('I', 'D')`
 	if relid != nil {
 		// A tracked table's images are recorded compactly: a row of

@@ -51,21 +51,17 @@ func CreateSQL(types []string) string {
 	return "CREATE TEMPORARY TABLE " + Table + " (" + strings.Join(defs, ", ") + ") ON COMMIT DROP"
 }
 
-// imageValue reads column c of a change image as its declared type, as
-// the row store reads a scalar column.
-func imageValue(alias string, c Col) string {
-	return "(" + alias + ".image ->> " + Literal(c.Name) + ")::" + c.Type
-}
-
-// InsertSQL inserts the distinct key values of a window's images (the
-// rows of windowSQL, "SELECT op, image ..."): cols are the source's
-// columns mapped to the key, in the key's order.
-func InsertSQL(cols []Col, windowSQL string) string {
+// InsertSQL inserts the distinct key values of a window's images:
+// valuesSQL selects, as text v1..vn, the values of cols (the source's
+// columns mapped to the key, in the key's order) in each image
+// (changelog.Window.ValuesSQL); each is read as its declared type, as the
+// row store reads a scalar column.
+func InsertSQL(cols []Col, valuesSQL string) string {
 	sel := make([]string, len(cols))
 	for i, c := range cols {
-		sel[i] = imageValue("w", c)
+		sel[i] = "(w.v" + strconv.Itoa(i+1) + ")::" + c.Type
 	}
-	return "INSERT INTO " + Table + " SELECT DISTINCT " + strings.Join(sel, ", ") + " FROM (" + windowSQL + ") w WHERE w.op IN ('I', 'D')"
+	return "INSERT INTO " + Table + " SELECT DISTINCT " + strings.Join(sel, ", ") + " FROM (" + valuesSQL + ") w"
 }
 
 // CountSQL counts the distinct affected keys and tells whether one of

@@ -249,7 +249,11 @@ func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
 	}
 	for _, id := range ids {
 		if w := r.Windows[id]; w.Images > 0 {
-			if _, err := tx.Exec(ctx, InsertSQL(r.Cols[id], w.SQL), w.Args...); err != nil {
+			names := make([]string, len(r.Cols[id]))
+			for i, c := range r.Cols[id] {
+				names[i] = c.Name
+			}
+			if _, err := tx.Exec(ctx, InsertSQL(r.Cols[id], w.ValuesSQL(names)), w.Args...); err != nil {
 				return fmt.Errorf("refresh: read affected keys of %q: %w", id, err)
 			}
 		}
