@@ -247,27 +247,44 @@ func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
 	if _, err := tx.Exec(ctx, CreateSQL(types)); err != nil {
 		return fmt.Errorf("refresh: create affected keys: %w", err)
 	}
+	// The keys' inserts, their count and the table's statistics in one
+	// round trip.
+	b := &pgx.Batch{}
+	what := []string{}
 	for _, id := range ids {
 		if w := r.Windows[id]; w.Images > 0 {
 			names := make([]string, len(r.Cols[id]))
 			for i, c := range r.Cols[id] {
 				names[i] = c.Name
 			}
-			if _, err := tx.Exec(ctx, InsertSQL(r.Cols[id], w.ValuesSQL(names)), w.Args...); err != nil {
-				return fmt.Errorf("refresh: read affected keys of %q: %w", id, err)
-			}
+			b.Queue(InsertSQL(r.Cols[id], w.ValuesSQL(names)), w.Args...)
+			what = append(what, fmt.Sprintf("read affected keys of %q", id))
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(r.iceKeys)) {
-		if _, err := tx.Exec(ctx, "INSERT INTO "+Table+" "+r.iceKeys[id]); err != nil {
-			return fmt.Errorf("refresh: read affected keys of %q: %w", id, err)
+		b.Queue("INSERT INTO " + Table + " " + r.iceKeys[id])
+		what = append(what, fmt.Sprintf("read affected keys of %q", id))
+	}
+	b.Queue(CountSQL(len(types)))
+	b.Queue("ANALYZE " + Table)
+	br := tx.SendBatch(ctx, b)
+	fail := func(what string, err error) error {
+		_ = br.Close()
+		return fmt.Errorf("refresh: %s: %w", what, err)
+	}
+	for _, w := range what {
+		if _, err := br.Exec(); err != nil {
+			return fail(w, err)
 		}
 	}
-	if err := tx.QueryRow(ctx, CountSQL(len(types))).Scan(&r.Report.Keys, &r.HasNull); err != nil {
-		return fmt.Errorf("refresh: count affected keys: %w", err)
+	if err := br.QueryRow().Scan(&r.Report.Keys, &r.HasNull); err != nil {
+		return fail("count affected keys", err)
 	}
-	if _, err := tx.Exec(ctx, "ANALYZE "+Table); err != nil {
-		return fmt.Errorf("refresh: analyze affected keys: %w", err)
+	if _, err := br.Exec(); err != nil {
+		return fail("analyze affected keys", err)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("refresh: affected keys: %w", err)
 	}
 	return nil
 }
