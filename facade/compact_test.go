@@ -95,7 +95,7 @@ type compactEnv struct {
 	warehouse string
 }
 
-func newCompactEnv(t *testing.T, tune ...func(*Config)) *compactEnv {
+func newCompactEnv(t testing.TB, tune ...func(*Config)) *compactEnv {
 	t.Helper()
 	wh := t.TempDir()
 	sqlcat, err := OpenSQLCatalog(context.Background(), CatalogConfig{DatabaseURL: pgtest.URL(t), Warehouse: wh})

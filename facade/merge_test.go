@@ -66,7 +66,7 @@ func idRange(lo, hi int64) []int64 {
 
 // mergeWrite writes ids as a merge and returns the result and the rows it
 // left in place.
-func mergeWrite(t *testing.T, f *Facade, ds string, ids []int64, name func(int64) string) (CommitResult, int64) {
+func mergeWrite(t testing.TB, f *Facade, ds string, ids []int64, name func(int64) string) (CommitResult, int64) {
 	t.Helper()
 	var preserved int64
 	rows := mergeRowsOf(ids, name, &preserved)
