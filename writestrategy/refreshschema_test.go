@@ -272,25 +272,25 @@ func TestRefreshCompositeKey(t *testing.T) {
 	w.iceberg("ipairs", "ipairs_ref")
 	dep := &incremental.Dependency{Key: []string{"region", "cust"}, Sources: map[string][]string{"fact": {"region", "cust"}}}
 	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT region, cust, count(*) AS n, sum(amount) AS total FROM source GROUP BY region, cust`}}
-	for _, out := range []string{"pairs", "ipairs"} {
+	for i, out := range []string{"pairs", "ipairs"} {
 		c := refreshCase{w: w, out: out, ref: out + "_ref",
 			declared: writestrategy.Transform{Output: out, Source: "fact", Steps: steps, Depends: dep},
 			plain:    writestrategy.Transform{Output: out + "_ref", Source: "fact", Steps: steps}}
 		c.run()
-		w.exec(`UPDATE fact SET region = 'r9' WHERE id = 7`) // (r1, 7) -> (r9, 7)
+		id := int64(100 * (i + 1)) // rows of each output's own
+		w.exec(`UPDATE fact SET region = 'r9' WHERE id = $1`, id+1) // (r2, 21) -> (r9, 21)
 		r := c.run()
 		require.Equal(t, incremental.RefreshIncremental, r.Mode, "%s: %s", out, r.Reason)
 		require.Equal(t, int64(2), r.Keys, out)
-		w.exec(`UPDATE fact SET region = NULL WHERE id = 8`) // (r2, 8) -> (NULL, 8)
-		w.exec(`UPDATE fact SET cust = NULL WHERE id = 9`)   // (r0, 9) -> (r0, NULL)
+		w.exec(`UPDATE fact SET region = NULL WHERE id = $1`, id+2) // (r0, 22) -> (NULL, 22)
+		w.exec(`UPDATE fact SET cust = NULL WHERE id = $1`, id+3)   // (r1, 23) -> (r1, NULL)
 		r = c.run()
 		require.Equal(t, incremental.RefreshIncremental, r.Mode, "%s: %s", out, r.Reason)
 		require.Equal(t, int64(4), r.Keys, out)
-		w.exec(`DELETE FROM fact WHERE id IN (8, 9)`)
-		w.exec(`INSERT INTO fact VALUES (5001, NULL, NULL, 3), (5002, 'r1', 7, 4)`)
+		w.exec(`DELETE FROM fact WHERE id IN ($1, $2)`, id+2, id+3)
+		w.exec(`INSERT INTO fact VALUES ($1, NULL, NULL, 3), ($2, 'r1', 7, 4)`, 5001+id, 5002+id)
 		r = c.run()
 		require.Equal(t, incremental.RefreshIncremental, r.Mode, "%s: %s", out, r.Reason)
-		require.Equal(t, int64(4), r.Keys, out)
-		w.exec(`UPDATE fact SET region = 'r1' WHERE id IN (7, 5001)`)
+		require.Equal(t, int64(4), r.Keys, out) // (NULL, 22), (r1, NULL), (NULL, NULL), (r1, 7)
 	}
 }
