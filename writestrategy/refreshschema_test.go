@@ -277,7 +277,7 @@ func TestRefreshCompositeKey(t *testing.T) {
 			declared: writestrategy.Transform{Output: out, Source: "fact", Steps: steps, Depends: dep},
 			plain:    writestrategy.Transform{Output: out + "_ref", Source: "fact", Steps: steps}}
 		c.run()
-		id := int64(100 * (i + 1)) // rows of each output's own
+		id := int64(100 * (i + 1))                                  // rows of each output's own
 		w.exec(`UPDATE fact SET region = 'r9' WHERE id = $1`, id+1) // (r2, 21) -> (r9, 21)
 		r := c.run()
 		require.Equal(t, incremental.RefreshIncremental, r.Mode, "%s: %s", out, r.Reason)
