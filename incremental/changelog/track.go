@@ -233,10 +233,9 @@ func (l *Log) triggerNames(source string) []string {
 	return names
 }
 
-// triggerStateSQL is the state of the triggers $2 (names) of the source $1
-// ($3: the change_sources table is not a parameter; see Log.triggerState):
-// each one's name, catalog row version (xmin) and enabled state, "" when
-// none exists. ALTER TABLE ... DISABLE and ENABLE TRIGGER write a new row
+// triggerStateSQL is the SQL expression of the state of the triggers $2
+// (their names) of source $1: each one's name, catalog row version (xmin)
+// and enabled state, "" when none exists. ALTER TABLE ... DISABLE and ENABLE TRIGGER write a new row
 // version, so a trigger disabled and enabled again since a read has
 // another state.
 func (l *Log) triggerStateSQL() string {

@@ -38,11 +38,10 @@ type Result struct {
 	InsertUntracked, InsertTracked time.Duration
 	UpdateUntracked, UpdateTracked time.Duration
 	// InsertFloor and UpdateFloor (with Options.Floor; else 0) are the
-	// times on a third identical table
-	// whose changes a minimal row-level trigger records in the same change
-	// log: one entry per row written by one INSERT, no check, no pinned
-	// setting, no security context. No trigger can record a change for
-	// less; at one row a statement it bounds what tracking can cost.
+	// times on a third identical table whose changes a minimal row-level
+	// trigger records in the same change log: one entry per row written
+	// by one INSERT, no check, no pinned setting, no security context,
+	// about the least a trigger can do to record a change.
 	InsertFloor, UpdateFloor time.Duration
 }
 
@@ -73,10 +72,10 @@ func (r Result) String() string {
 	return s
 }
 
-// Measure creates two identical tables in a scratch schema (three with
-// opts.Floor: the third has the minimal trigger of Result.InsertFloor),
-// tracks one with l, and times opts.Rows inserts then opts.Rows updates of each, in
-// statements of opts.RowsPerStatement rows sent 1,000 statements a batch
+// Measure creates identical tables in a scratch schema, one untracked, one
+// tracked with l and, with opts.Floor, one with the minimal trigger of
+// Result.InsertFloor, and times opts.Rows inserts then opts.Rows updates
+// of each, in statements of opts.RowsPerStatement rows sent 1,000 statements a batch
 // (one transaction each), alternating the tables, opts.Reps times. It drops
 // the scratch schema and the tracking when it returns.
 func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Result, err error) {
@@ -114,8 +113,10 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 		_, derr = db.Exec(cctx, `DELETE FROM `+l.Table()+` WHERE source = $1`, floorSource)
 		err = errors.Join(err, derr)
 	}()
-	if _, err := db.Exec(ctx, floorTrigger(s, l.Table(), floorSource, opts.Columns)); err != nil {
-		return res, fmt.Errorf("trackoverhead: floor trigger: %w", err)
+	if opts.Floor {
+		if _, err := db.Exec(ctx, floorTrigger(s, l.Table(), floorSource, opts.Columns)); err != nil {
+			return res, fmt.Errorf("trackoverhead: floor trigger: %w", err)
+		}
 	}
 	if err := l.Track(ctx, db, source, opts.Schema+".tracked", opts.Columns); err != nil {
 		return res, err
