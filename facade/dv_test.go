@@ -26,32 +26,42 @@ func v3(c *Config) {
 // counts the live Parquet position delete files.
 func liveDVs(t *testing.T, f *Facade, ds string) (byFile map[string]iceberg.DataFile, pos int) {
 	t.Helper()
+	byFile = map[string]iceberg.DataFile{}
+	for _, d := range liveDeleteFiles(t, f, ds) {
+		if !isDV(d) {
+			pos++
+			continue
+		}
+		ref := d.ReferencedDataFile()
+		require.NotNil(t, ref)
+		_, dup := byFile[*ref]
+		require.False(t, dup, "two live deletion vectors for %s", *ref)
+		byFile[*ref] = d
+	}
+	return byFile, pos
+}
+
+// liveDeleteFiles are the delete files (position delete files and
+// deletion vectors) of the current snapshot of ds.
+func liveDeleteFiles(t *testing.T, f *Facade, ds string) []iceberg.DataFile {
+	t.Helper()
 	tbl, err := f.LoadTable(context.Background(), ds)
 	require.NoError(t, err)
 	fs, err := tbl.FS(context.Background())
 	require.NoError(t, err)
 	mfs, err := tbl.CurrentSnapshot().Manifests(fs)
 	require.NoError(t, err)
-	byFile = map[string]iceberg.DataFile{}
+	var out []iceberg.DataFile
 	for _, m := range mfs {
 		if m.ManifestContent() != iceberg.ManifestContentDeletes {
 			continue
 		}
 		for e, err := range m.Entries(fs, true) {
 			require.NoError(t, err)
-			d := e.DataFile()
-			if !isDV(d) {
-				pos++
-				continue
-			}
-			ref := d.ReferencedDataFile()
-			require.NotNil(t, ref)
-			_, dup := byFile[*ref]
-			require.False(t, dup, "two live deletion vectors for %s", *ref)
-			byFile[*ref] = d
+			out = append(out, e.DataFile())
 		}
 	}
-	return byFile, pos
+	return out
 }
 
 // On a v3 table a merge writes deletion vectors, never position delete
