@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -402,21 +403,43 @@ func (p *mergePlan) writeDeletes(ctx context.Context, f *Facade, tbl *table.Tabl
 	if tbl.Metadata().Version() >= 3 {
 		return p.writeDVs(ctx, tbl, wfs, dels, order, locs.NewDataLocation(writeID.String()+"-dv.puffin"))
 	}
-	var out []iceberg.DataFile
+	// A merge of changes all over the table writes a small file for each
+	// of its data files: mostly the file system's and the writer's fixed
+	// costs, which overlap when the files are written side by side.
+	files := make([]iceberg.DataFile, len(order))
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, deleteWriters)
 	for n, fi := range order {
-		df := p.files[fi]
-		path := locs.NewDataLocation(fmt.Sprintf("%s-deletes-%05d.parquet", writeID, n))
-		d, err := writePositionDeletes(ctx, wfs, tbl, df, path, dels[fi])
-		if err != nil {
-			return out, err
-		}
-		// the next merge's probe finds them without reading the file
-		// (deletedPositions); a file whose commit fails is never named
-		f.keys.Put(deletesID(path, df.FilePath()), deletePositions(slices.Clone(dels[fi])))
-		out = append(out, d)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			df := p.files[fi]
+			path := locs.NewDataLocation(fmt.Sprintf("%s-deletes-%05d.parquet", writeID, n))
+			files[n], errs[n] = writePositionDeletes(ctx, wfs, tbl, df, path, dels[fi])
+			if errs[n] == nil {
+				// the next merge's probe finds them without reading the
+				// file (deletedPositions); a file whose commit fails is
+				// never named
+				f.keys.Put(deletesID(path, df.FilePath()), deletePositions(slices.Clone(dels[fi])))
+			}
+		}()
 	}
-	return out, nil
+	wg.Wait()
+	// The files written are returned with the first error: the caller
+	// removes them.
+	out := make([]iceberg.DataFile, 0, len(files))
+	for _, d := range files {
+		if d != nil {
+			out = append(out, d)
+		}
+	}
+	return out, errors.Join(errs...)
 }
+
+// deleteWriters bounds the position delete files a merge writes at once.
+const deleteWriters = 4
 
 // countingWriter counts the bytes written through it.
 type countingWriter struct {
