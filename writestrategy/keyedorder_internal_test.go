@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/internal/pgtest"
+	"github.com/lakewrite/lakewrite/internal/refresh"
 )
 
 // A refresh's keyed read of a relation carries no row order: the
@@ -28,7 +29,7 @@ func TestKeyedRelationUnordered(t *testing.T) {
 		CREATE INDEX ON keyed_src (g); ANALYZE keyed_src`)
 	require.NoError(t, err)
 	sc := Schema{Columns: []Column{{Name: "id", Type: "bigint"}, {Name: "g", Type: "bigint"}, {Name: "name", Type: "text"}, {Name: "amount", Type: "numeric(12,2)"}}}
-	src := keyedRelation(&relation{datasetID: "src", schema: sc, scanOrder: true}, "keyed_src", "r.g = ANY ('{3,7,11}'::bigint[])")
+	src := keyedRelation(&relation{datasetID: "src", schema: sc, scanOrder: true}, "keyed_src", "r.g = ANY ("+refresh.ParamKeys(keysParam, "bigint")+")", "{3,7,11}")
 	ps, err := Transform{Source: "src", Output: "out", Steps: []Step{{Name: "agg", SQL: `SELECT g, count(*) AS n, sum(amount) AS total FROM source GROUP BY g`}}}.
 		plan(&planContext{sources: map[string]*relation{"src": src}})
 	require.NoError(t, err)

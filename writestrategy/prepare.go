@@ -171,7 +171,9 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 				return nil, err
 			}
 			if source && rr != nil {
-				rr.rebuild[id] = func(cond string) *relation { return filteredRelation(keyedRelation(r, d.relation, cond), filter) }
+				rr.rebuild[id] = func(cond string, keys any) *relation {
+					return filteredRelation(keyedRelation(r, d.relation, cond, keys), filter)
+				}
 			}
 			return filteredRelation(r, filter), nil
 		}
@@ -183,7 +185,7 @@ func prepare(ctx context.Context, tx pgx.Tx, env *Env, s WriteStrategy, sinkTo s
 				}
 			}
 			if source && rr != nil {
-				rr.rebuild[id] = func(cond string) *relation {
+				rr.rebuild[id] = func(cond string, _ any) *relation {
 					return filteredRelation(rowStoreRelation(ctl, id, sc, jc, sr.rowTxns, cond), filter)
 				}
 			}

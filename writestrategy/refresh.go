@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,8 +70,9 @@ type refreshRun struct {
 	// index: row-store datasets whose key index is to be built after the
 	// run's commit.
 	index map[string][]refresh.Col
-	// rebuild reads a mapped source restricted by a condition.
-	rebuild map[string]func(cond string) *relation
+	// rebuild reads a mapped source restricted by a condition, and keys,
+	// when not nil, the value of its parameter keysParam.
+	rebuild map[string]func(cond string, keys any) *relation
 	// keyedIce reads a mapped Iceberg source for the affected keys only;
 	// later fills the table its whole read is planned over, which only a
 	// full run reads (fillWhole).
@@ -150,7 +152,7 @@ func (e *Env) startRefresh(ctx context.Context, tx pgx.Tx, s WriteStrategy, ds m
 	if err := e.icebergChanges(ctx, tx, run, ds); err != nil {
 		return nil, err
 	}
-	rr := &refreshRun{Run: run, prevRows: ds[out].rowCount, index: map[string][]refresh.Col{}, rebuild: map[string]func(string) *relation{},
+	rr := &refreshRun{Run: run, prevRows: ds[out].rowCount, index: map[string][]refresh.Col{}, rebuild: map[string]func(string, any) *relation{},
 		keyedIce: map[string]func() (*relation, error){}, later: map[string]func() error{}}
 	rr.prevSchema, _ = ParseSchema(ds[out].schema) // none: the columns differ, the run is full
 	return rr, nil
@@ -203,12 +205,23 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 				}
 			}
 			cond := refresh.Cond(exprs, rr.HasNull)
+			var keys any
 			if i := slices.Index(names, lead); i >= 0 {
-				cond = refresh.IndexedCond(exprs, i, rr.HasNull)
+				// The lead column's keys as a parameter, which the planner
+				// estimates the read by, when they are not too many.
+				var param string
+				if rr.Report.Keys <= refresh.MaxParamKeys {
+					var text string
+					if err := tx.QueryRow(ctx, refresh.LeadKeysSQL(i)).Scan(&text); err != nil {
+						return nil, queryError("read affected keys", err)
+					}
+					keys, param = text, refresh.ParamKeys(keysParam, cols[i].Type)
+				}
+				cond = refresh.IndexedCond(exprs, i, rr.HasNull, param)
 			} else {
 				rr.Report.Scanned = append(rr.Report.Scanned, id)
 			}
-			out[id] = rr.rebuild[id](cond)
+			out[id] = rr.rebuild[id](cond, keys)
 		case sink.Iceberg:
 			r, err := rr.keyedIce[id]()
 			if err != nil {
@@ -222,7 +235,7 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 			if _, ok := rr.index[id]; ok || !refresh.Canonical(cols) {
 				rr.Report.Scanned = append(rr.Report.Scanned, id)
 			}
-			out[id] = rr.rebuild[id](refresh.RowStoreCond(id, cols, rr.HasNull))
+			out[id] = rr.rebuild[id](refresh.RowStoreCond(id, cols, rr.HasNull), nil)
 		}
 	}
 	return out, nil
@@ -260,13 +273,23 @@ func (rr *refreshRun) indexSources(ctx context.Context, tx pgx.Tx, schema string
 	return nil
 }
 
+// keysParam stands, in the condition of a keyed read, for the parameter
+// holding its keys (refreshRun.restrict): a NUL, which no identifier or
+// literal of the condition holds.
+const keysParam = "\x00keys\x00"
+
 // keyedRelation is a registered relation read for the rows satisfying
-// cond (over its columns as "r"), unordered (unorderedOrd).
-func keyedRelation(r *relation, rel, cond string) *relation {
+// cond (over its columns as "r"), unordered (unorderedOrd); keys, when
+// not nil, is the value of cond's parameter keysParam.
+func keyedRelation(r *relation, rel, cond string, keys any) *relation {
 	out := *r
 	out.scanOrder, out.only, out.unique = false, nil, nil
-	out.render = func(*builder) string {
-		return "(SELECT " + (&relation{schema: r.schema}).cols("r") + ", " + unorderedOrd + " FROM " + relationFrom(rel) + " r WHERE " + cond + ")"
+	out.render = func(b *builder) string {
+		c := cond
+		if keys != nil {
+			c = strings.ReplaceAll(c, keysParam, b.param(keys))
+		}
+		return "(SELECT " + (&relation{schema: r.schema}).cols("r") + ", " + unorderedOrd + " FROM " + relationFrom(rel) + " r WHERE " + c + ")"
 	}
 	return &out
 }

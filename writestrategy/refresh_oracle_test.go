@@ -213,6 +213,12 @@ func newRefreshOracle(t *testing.T, seed uint64) *roracle {
 	t.Logf("seed %d: source %s, shape %s key %s (dim mapped %v, %s join), out on iceberg %v, v%d, partitioned %v, scope index %v",
 		seed, o.kind, o.shape, o.key, o.dimMapped, o.joinType, o.outIceberg, o.version, o.part.Fields, fc.ScopeIndexBytes > 0)
 	o.setup()
+	if o.kind == rkRelation && (seed/6)%2 == 0 {
+		// k indexed: the affected keys are read through it, given to the
+		// statement as a parameter (not drawn from rnd either)
+		o.w.exec(`CREATE INDEX ON o_src (k)`)
+		t.Logf("seed %d: o_src indexed on k", seed)
+	}
 	return o
 }
 

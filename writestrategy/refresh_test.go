@@ -3,7 +3,9 @@ package writestrategy_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -314,24 +316,50 @@ func TestRelationKeyedReadUsesIndex(t *testing.T) {
 		cols := map[bool]string{true: "h, (g * 7919) % 20000", false: "(g * 7919) % 20000"}[len(names) > 1]
 		_, err = tx.Exec(ctx, `INSERT INTO `+refresh.Table+` SELECT DISTINCT `+cols+` FROM generate_series(1, 200) g, generate_series(0, 2) h`)
 		require.NoError(t, err)
-		var want, n int
+		var want int
 		err = tx.QueryRow(ctx, `SELECT count(*) FROM spread r WHERE `+refresh.Cond(exprs, false)).Scan(&want)
-		var plan []string
+		// The keys read in the statement, and given as its parameter
+		// (refresh.LeadKeysSQL), whose rows the planner then estimates.
+		i := slices.Index(names, lead)
+		var keys string
 		if err == nil {
-			q := `SELECT * FROM spread r WHERE ` + refresh.IndexedCond(exprs, slices.Index(names, lead), false)
-			if err = tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) x`).Scan(&n); err == nil {
+			err = tx.QueryRow(ctx, refresh.LeadKeysSQL(i)).Scan(&keys)
+		}
+		type form struct {
+			q    string
+			args []any
+		}
+		forms := []form{{q: `SELECT * FROM spread r WHERE ` + refresh.IndexedCond(exprs, i, false, "")},
+			{q: `SELECT * FROM spread r WHERE ` + refresh.IndexedCond(exprs, i, false, refresh.ParamKeys("$1", "bigint")), args: []any{keys}}}
+		ns := make([]int, len(forms))
+		plans := make([][]string, len(forms))
+		for f := range forms {
+			if err == nil {
+				err = tx.QueryRow(ctx, `SELECT count(*) FROM (`+forms[f].q+`) x`, forms[f].args...).Scan(&ns[f])
+			}
+			if err == nil {
 				var rows pgx.Rows
-				if rows, err = tx.Query(ctx, `EXPLAIN `+q); err == nil {
-					plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				if rows, err = tx.Query(ctx, `EXPLAIN `+forms[f].q, forms[f].args...); err == nil {
+					plans[f], err = pgx.CollectRows(rows, pgx.RowTo[string])
 				}
 			}
 		}
 		require.NoError(t, tx.Rollback(ctx))
 		require.NoError(t, err)
-		require.Equal(t, want, n)
-		require.Equal(t, 200*10, n, "%v", names)
-		require.Contains(t, strings.Join(plan, "\n"), "spread_g_h", "%v: %s", names, strings.Join(plan, "\n"))
-		require.NotContains(t, strings.Join(plan, "\n"), "Seq Scan on spread", "%v: %s", names, strings.Join(plan, "\n"))
+		for f, n := range ns {
+			plan := strings.Join(plans[f], "\n")
+			require.Equal(t, want, n)
+			require.Equal(t, 200*10, n, "%v", names)
+			require.Contains(t, plan, "spread_g_h", "%v: %s", names, plan)
+			require.NotContains(t, plan, "Seq Scan on spread", "%v: %s", names, plan)
+		}
+		// Given the keys, the planner estimates the rows of the lead
+		// column's 200 keys (10 a key) within a factor of two; reading
+		// them in the statement, as a few keys' rows.
+		est := regexp.MustCompile(`on spread .*rows=(\d+)`).FindStringSubmatch(strings.Join(plans[1], "\n"))
+		require.NotNil(t, est, "%s", strings.Join(plans[1], "\n"))
+		rows, _ := strconv.Atoi(est[1])
+		require.Greater(t, rows, 1000, "%v: %s", names, strings.Join(plans[1], "\n"))
 	}
 	// No index led by the key: no row.
 	err := w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", []string{"h"}).Scan(new(string))

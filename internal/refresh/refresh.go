@@ -109,9 +109,20 @@ func ident(s string) string { return s }
 // form it estimates small and reads through the index. Over a source
 // without an index Cond's hash join is the better plan: = ANY over an
 // array that is not a constant compares each row with every key.
-func IndexedCond(exprs []string, lead int, hasNull bool) string {
+//
+// keys is the array compared with, a SQL expression typed as an array of
+// the lead column's type: a statement parameter holding the keys
+// (LeadKeysSQL), whose values the planner sees when it plans the
+// statement, so that it estimates the rows read and plans what follows
+// (a GROUP BY's hash aggregate rather than a sort) for them. Empty, the
+// array is read from Table in the statement, which the planner estimates
+// as a few keys whatever their number.
+func IndexedCond(exprs []string, lead int, hasNull bool, keys string) string {
 	k := "a.k" + strconv.Itoa(lead)
-	in := exprs[lead] + " = ANY (ARRAY(SELECT DISTINCT " + k + " FROM " + Table + " a WHERE " + k + " IS NOT NULL))"
+	if keys == "" {
+		keys = "ARRAY(SELECT DISTINCT " + k + " FROM " + Table + " a WHERE " + k + " IS NOT NULL)"
+	}
+	in := exprs[lead] + " = ANY (" + keys + ")"
 	if len(exprs) > 1 {
 		in += " AND (" + strings.Join(exprs, ", ") + ") IN (SELECT " + keyCols("a", len(exprs), ident) + " FROM " + Table + " a)"
 	}
@@ -119,6 +130,25 @@ func IndexedCond(exprs []string, lead int, hasNull bool) string {
 		return "(" + in + ")"
 	}
 	return "((" + in + ") OR " + nullBranch(exprs) + ")"
+}
+
+// MaxParamKeys bounds the affected keys a statement receives as a
+// parameter (IndexedCond's keys): the planner estimates an array's rows
+// key by key, which costs more than it saves past some thousands.
+const MaxParamKeys = 20_000
+
+// LeadKeysSQL reads, as the text of an array, the distinct non-NULL values
+// of key column lead in Table ('{}' when there are none): the parameter of
+// IndexedCond's keys, cast back as ParamKeys says.
+func LeadKeysSQL(lead int) string {
+	k := "k" + strconv.Itoa(lead)
+	return "SELECT coalesce(array_agg(DISTINCT " + k + ")::pg_catalog.text, '{}') FROM " + Table + " WHERE " + k + " IS NOT NULL"
+}
+
+// ParamKeys is IndexedCond's keys for the parameter placeholder param
+// holding LeadKeysSQL's text, of a key column of type typ.
+func ParamKeys(param, typ string) string {
+	return param + "::pg_catalog.text::" + typ + "[]"
 }
 
 // nullBranch is true for a row whose key expressions equal an affected key

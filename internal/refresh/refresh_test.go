@@ -17,10 +17,10 @@ func TestSQLBuilders(t *testing.T) {
 	// The NULL branch only when a key holds a NULL.
 	assert.NotContains(t, Cond([]string{"r.a"}, false), "IS NOT DISTINCT FROM")
 	assert.Contains(t, Cond([]string{"r.a"}, true), "IS NOT DISTINCT FROM")
-	assert.Equal(t, "(r.a = ANY (ARRAY(SELECT DISTINCT a.k0 FROM "+Table+" a WHERE a.k0 IS NOT NULL)))", IndexedCond([]string{"r.a"}, 0, false))
-	assert.Contains(t, IndexedCond([]string{"r.a", "r.b"}, 1, false), "(r.a, r.b) IN (SELECT a.k0, a.k1")
-	assert.Contains(t, IndexedCond([]string{"r.a", "r.b"}, 1, false), "r.b = ANY (ARRAY(SELECT DISTINCT a.k1 ")
-	assert.Contains(t, IndexedCond([]string{"r.a"}, 0, true), "IS NOT DISTINCT FROM")
+	assert.Equal(t, "(r.a = ANY (ARRAY(SELECT DISTINCT a.k0 FROM "+Table+" a WHERE a.k0 IS NOT NULL)))", IndexedCond([]string{"r.a"}, 0, false, ""))
+	assert.Contains(t, IndexedCond([]string{"r.a", "r.b"}, 1, false, ""), "(r.a, r.b) IN (SELECT a.k0, a.k1")
+	assert.Contains(t, IndexedCond([]string{"r.a", "r.b"}, 1, false, ""), "r.b = ANY (ARRAY(SELECT DISTINCT a.k1 ")
+	assert.Contains(t, IndexedCond([]string{"r.a"}, 0, true, ""), "IS NOT DISTINCT FROM")
 	// A canonical row-store key compares the stored text, with the
 	// dataset as a literal (the partial index's predicate).
 	c := RowStoreCond("o'x", []Col{{"k", "bigint"}}, false)
