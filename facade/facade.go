@@ -200,14 +200,22 @@ func (f *Facade) Stage(ctx context.Context, target Target, req WriteRequest) (St
 	st := identity.NewStamper(f.s.Allocator, target.DatasetID, req.Schema, writeSchema, required, rowIDIdx, createdIdx,
 		rowBase, createdAt.UnixMicro(), f.s.ordinalSlots)
 
+	var changes *afterRows
 	if mp != nil {
-		rows = mp.filter(ctx, rows, mr.MergeDone)
+		// The merge's delete files are written once its rows are read,
+		// while the data files are still being finished.
+		changes = &afterRows{}
+		rows = changes.wrap(mp.filter(ctx, rows, mr.MergeDone), func() ([]iceberg.DataFile, error) {
+			return mp.writeChanges(ctx, f, tbl, stagedTbl.Table, writeID)
+		})
 	}
 	files, err := f.writeFiles(ctx, stagedTbl.Table, writeSchema, rows, st, writeID)
-	if err == nil && mp != nil {
-		var dels []iceberg.DataFile
-		dels, err = mp.writeChanges(ctx, f, tbl, stagedTbl.Table, writeID)
+	if mp != nil {
+		dels, derr := changes.wait(err == nil)
 		files = append(files, dels...)
+		if err == nil {
+			err = derr
+		}
 	}
 	if err != nil {
 		f.deleteFiles(tbl, files)

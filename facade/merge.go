@@ -765,3 +765,44 @@ func (p *mergePlan) summarize(props iceberg.Properties, rowBase int64, parent *t
 		props[summaryCompactBase] = p.cowCompactBase(parent)
 	}
 }
+
+// afterRows runs a function in its own goroutine once a stream of rows
+// has been read to its end without error (wrap), so that it overlaps
+// what the reader still does with the rows; wait returns its result.
+type afterRows struct {
+	fn    func() ([]iceberg.DataFile, error)
+	done  chan struct{}
+	files []iceberg.DataFile
+	err   error
+}
+
+// wrap returns rows, which starts fn once read to the end without error.
+func (a *afterRows) wrap(rows iter.Seq2[arrow.RecordBatch, error], fn func() ([]iceberg.DataFile, error)) iter.Seq2[arrow.RecordBatch, error] {
+	a.fn = fn
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range rows {
+			if !yield(rec, err) || err != nil {
+				return
+			}
+		}
+		a.done = make(chan struct{})
+		go func() {
+			defer close(a.done)
+			a.files, a.err = fn()
+		}()
+	}
+}
+
+// wait returns what fn returned once it has ended. When the rows were
+// not read to their end, fn runs now if ok (the reader succeeded without
+// them all), else wait returns nothing.
+func (a *afterRows) wait(ok bool) ([]iceberg.DataFile, error) {
+	if a.done == nil {
+		if !ok {
+			return nil, nil
+		}
+		return a.fn()
+	}
+	<-a.done
+	return a.files, a.err
+}

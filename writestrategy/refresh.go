@@ -208,14 +208,16 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 			var keys any
 			if i := slices.Index(names, lead); i >= 0 {
 				// The lead column's keys as a parameter, which the planner
-				// estimates the read by, when they are not too many.
+				// estimates the read by, when they are not too many; typed
+				// as the affected-key table's column, as the array read in
+				// the statement is.
 				var param string
 				if rr.Report.Keys <= refresh.MaxParamKeys {
 					var text string
 					if err := tx.QueryRow(ctx, refresh.LeadKeysSQL(i)).Scan(&text); err != nil {
 						return nil, queryError("read affected keys", err)
 					}
-					keys, param = text, refresh.ParamKeys(keysParam, cols[i].Type)
+					keys, param = text, refresh.ParamKeys(keysParam, rr.KeyTypes[i])
 				}
 				cond = refresh.IndexedCond(exprs, i, rr.HasNull, param)
 			} else {

@@ -54,6 +54,8 @@ type Run struct {
 	Save    map[string]string
 	plan    string
 	HasNull bool
+	// KeyTypes are the types of Table's columns, once Decide made it.
+	KeyTypes []string
 	// Iceberg are the windows of the Iceberg sources whose changes the
 	// caller reads (SetIcebergChanges, IcebergUnknown) before Decide.
 	Iceberg map[string]IcebergWindow
@@ -244,6 +246,7 @@ func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
 	for _, c := range r.Cols[ids[0]] {
 		types = append(types, c.Type)
 	}
+	r.KeyTypes = types
 	if _, err := tx.Exec(ctx, CreateSQL(types)); err != nil {
 		return fmt.Errorf("refresh: create affected keys: %w", err)
 	}
