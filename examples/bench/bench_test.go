@@ -283,7 +283,7 @@ func TestRefresh(t *testing.T) {
 	defer cancel()
 	_, err := runRefresh(ctx, refreshConfig{Runs: 1, Rows: 2000, Change: 0, DimRows: 100, DimChange: 2, TrackRows: 100, TrackReps: 1})
 	require.ErrorContains(t, err, "want at least 1 run")
-	r, err := runRefresh(ctx, refreshConfig{Runs: 1, Rows: 2000, Change: 20, DimRows: 100, DimChange: 2, TrackRows: 500, TrackReps: 1,
+	r, err := runRefresh(ctx, refreshConfig{Runs: 1, Warmup: 1, Rows: 2000, Change: 20, DimRows: 100, DimChange: 2, TrackRows: 500, TrackReps: 1,
 		Crossover: true, Shares: []float64{0.5}, DatabaseURL: pgtest.URL(t), Warehouse: t.TempDir()})
 	require.NoError(t, err)
 	var out bytes.Buffer
@@ -301,6 +301,9 @@ func TestRefresh(t *testing.T) {
 		assert.Contains(t, text, "REFRESH shape=join source="+src+" rows=2000 changed=2 mode=")
 	}
 	assert.Contains(t, text, "mode=incremental")
+	// The warm-up run, apart from the measured one.
+	assert.Regexp(t, `REFRESH shape=groupby source=relation rows=2000 changed=20 mode=\S+ run_ms=\S+ full_ms=\S+ pg_run_ms=\S+ first_ms=\d+\.\d pg_first_ms=\d+\.\d\n`, text)
+	assert.Contains(t, text, "p50 of 1 runs after 1 warm-up run(s)")
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
 	assert.Contains(t, text, "FLOOR shape=groupby source=relation rows=2000 changed=20 ")
 	assert.Contains(t, text, "TRACKING insert_ratio=")

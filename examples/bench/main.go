@@ -112,6 +112,7 @@ func mainCode() int {
 	flag.StringVar(&rfSources, "refresh-sources", "", "refresh mode: source kinds to run, comma-separated (rowstore, relation, iceberg); empty: all")
 	flag.IntVar(&rf.TrackRows, "refresh-track-rows", 100_000, "refresh mode: rows inserted and updated per TRACKING measurement")
 	flag.IntVar(&rf.TrackReps, "refresh-track-reps", 3, "refresh mode: TRACKING measurements per table (p50)")
+	flag.IntVar(&rf.Warmup, "refresh-warmup", 1, "refresh mode: incremental runs of each case after its full run and before the measured ones, reported apart as first_ms (the first builds the output's scope index in the process and reads a source the full run's scan left out of shared buffers); 0: none")
 	flag.Uint64Var(&rf.Seed, "refresh-seed", 1, "refresh mode: seed of the changes")
 	var shadow shadowConfig
 	var shadowRows string

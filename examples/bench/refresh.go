@@ -23,7 +23,13 @@ import (
 // fact table of Rows rows, refreshed Runs times after Change source rows
 // changed each time, both arms through the Dispatcher.
 type refreshConfig struct {
-	Runs      int
+	Runs int
+	// Warmup is the incremental runs of each case before the measured
+	// ones, reported apart (first_ms): the first run after a full one
+	// builds the output's scope index in the process and reads a source
+	// table that the full run's scan (a ring of buffers, for a table
+	// over a quarter of shared_buffers) left out of Postgres's cache.
+	Warmup    int
 	Rows      int
 	Change    int // fact rows changed per run (updates, inserts, deletes)
 	DimRows   int // rows of the join's dimension table
@@ -88,6 +94,10 @@ type refreshLine struct {
 	FullMs  float64  `json:"full_ms"`   // a full run of the same output on Iceberg
 	PgRunMs float64  `json:"pg_run_ms"` // the incremental run, output in the row store
 	Runs    int      `json:"runs"`
+	// FirstMs and PgFirstMs are the p50 of the warm-up runs (refreshConfig.Warmup)
+	// on each arm, not in RunMs and PgRunMs; 0 without.
+	FirstMs   float64 `json:"first_ms,omitempty"`
+	PgFirstMs float64 `json:"pg_first_ms,omitempty"`
 }
 
 // refreshFloor is what a GROUP BY must read at least: every row of the
@@ -148,6 +158,7 @@ type refreshReport struct {
 	Rows    int       `json:"rows"`
 	Change  int       `json:"change"`
 	Runs    int       `json:"runs"`
+	Warmup  int       `json:"warmup_runs"`
 	DimRows int       `json:"dim_rows"`
 	Load    [2]string `json:"load_average"` // before and after, /proc/loadavg
 	// SharedBuffers is the server's shared_buffers.
@@ -177,6 +188,7 @@ type rfCase struct {
 	// Iceberg; pg: declared, in the row store.
 	inc, full, pg       string
 	run, fullRun, pgRun []time.Duration
+	first, pgFirst      []time.Duration // the warm-up runs
 	modes, pgModes      []string
 	reasons, scanned    []string
 	keys                []int64
@@ -313,7 +325,7 @@ func loadAvg() string {
 
 // runRefresh runs the refresh mode on the embedded default.
 func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) {
-	if cfg.Runs < 1 || cfg.Rows < 10 || cfg.Change < 5 || cfg.DimRows < 1 || cfg.DimChange < 1 || cfg.DimChange > cfg.DimRows {
+	if cfg.Runs < 1 || cfg.Warmup < 0 || cfg.Rows < 10 || cfg.Change < 5 || cfg.DimRows < 1 || cfg.DimChange < 1 || cfg.DimChange > cfg.DimRows {
 		return nil, fmt.Errorf("-refresh %d -refresh-rows %d -refresh-change %d -refresh-dim-rows %d -refresh-dim-change %d: want at least 1 run, 10 rows, 5 changed rows, 1 dimension row changed, no more than the dimension's rows",
 			cfg.Runs, cfg.Rows, cfg.Change, cfg.DimRows, cfg.DimChange)
 	}
@@ -351,7 +363,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		return nil, err
 	}
 	defer env.Close()
-	rep := &refreshReport{Rows: cfg.Rows, Change: cfg.Change, Runs: cfg.Runs, DimRows: cfg.DimRows}
+	rep := &refreshReport{Rows: cfg.Rows, Change: cfg.Change, Runs: cfg.Runs, Warmup: cfg.Warmup, DimRows: cfg.DimRows}
 	rep.Load[0] = loadAvg()
 	if err := env.Pool.QueryRow(ctx, `SHOW shared_buffers`).Scan(&rep.SharedBuffers); err != nil {
 		return nil, err
@@ -491,7 +503,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		for _, c := range cs {
 			var pf *os.File
 			if cfg.CPUProfile != "" {
-				if pf, err = os.Create(fmt.Sprintf("%s.%s.%s.%d", cfg.CPUProfile, c.shape, c.src.kind, len(c.run))); err != nil {
+				if pf, err = os.Create(fmt.Sprintf("%s.%s.%s.%d", cfg.CPUProfile, c.shape, c.src.kind, len(c.first)+len(c.run))); err != nil {
 					return err
 				}
 				if err = pprof.StartCPUProfile(pf); err != nil {
@@ -539,6 +551,9 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		if len(c.fullRun) > 0 {
 			l.FullMs = p50ms(c.fullRun)
 		}
+		if len(c.first) > 0 {
+			l.FirstMs, l.PgFirstMs = p50ms(c.first), p50ms(c.pgFirst)
+		}
 		ks := slices.Clone(c.keys)
 		slices.Sort(ks)
 		l.Keys = ks[len(ks)/2]
@@ -547,6 +562,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	reset := func(cs []*rfCase) {
 		for _, c := range cs {
 			c.run, c.fullRun, c.pgRun, c.modes, c.pgModes, c.reasons, c.scanned, c.keys = nil, nil, nil, nil, nil, nil, nil, nil
+			c.first, c.pgFirst = nil, nil
 		}
 	}
 
@@ -558,7 +574,7 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 	ice, rel := srcs["iceberg"], srcs["relation"] // nil when not run
 	floor := slices.Contains(shapes, "groupby") && (ice != nil || rel != nil)
 	floors := map[string][]floorRun{}
-	for r := 0; r < cfg.Runs; r++ {
+	for r := -cfg.Warmup; r < cfg.Runs; r++ {
 		ops := gen.draw(cfg.Change)
 		// The groups the changes touch, old and new: what a GROUP BY
 		// refresh must read whole (the same in every source's table).
@@ -576,6 +592,18 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		}
 		if err := sync(false, kinds...); err != nil {
 			return nil, err
+		}
+		if r < 0 {
+			// A warm-up run: its times go to first_ms, without a full run.
+			if err := runCases(cases, false); err != nil {
+				return nil, fmt.Errorf("warm-up run: %w", err)
+			}
+			for _, c := range cases {
+				c.first, c.pgFirst = append(c.first, c.run...), append(c.pgFirst, c.pgRun...)
+				c.run, c.pgRun, c.modes, c.pgModes, c.keys = nil, nil, nil, nil, nil
+			}
+			fmt.Fprintf(logw, "bench: refresh: warm-up run done (%d changes)\n", ops.count())
+			continue
 		}
 		if err := runCases(cases, true); err != nil {
 			return nil, fmt.Errorf("run %d: %w", r+1, err)
@@ -922,13 +950,16 @@ const refreshIdleTargetMs = 50
 const refreshTrackingTarget = 1.5
 
 func printRefresh(w io.Writer, r *refreshReport) {
-	fmt.Fprintf(w, "refresh: fact tables of %d rows (groups of ~10 rows spread over the table, a %d-row dimension), %d rows changed per run (60%% updates, a tenth of them moving the row's group; 20%% inserts; 20%% deletes), p50 of %d runs, both arms through the Dispatcher; shared_buffers %s; load average %s before, %s after\n",
-		r.Rows, r.DimRows, r.Change, r.Runs, r.SharedBuffers, r.Load[0], r.Load[1])
+	fmt.Fprintf(w, "refresh: fact tables of %d rows (groups of ~10 rows spread over the table, a %d-row dimension), %d rows changed per run (60%% updates, a tenth of them moving the row's group; 20%% inserts; 20%% deletes), p50 of %d runs after %d warm-up run(s) (first_ms), both arms through the Dispatcher; shared_buffers %s; load average %s before, %s after\n",
+		r.Rows, r.DimRows, r.Change, r.Runs, r.Warmup, r.SharedBuffers, r.Load[0], r.Load[1])
 	for _, l := range r.Lines {
 		fmt.Fprintf(w, "REFRESH shape=%s source=%s rows=%d changed=%d mode=%s run_ms=%.1f full_ms=%.1f pg_run_ms=%.1f",
 			l.Shape, l.Source, l.Rows, l.Changed, modeOrNone(l.Mode), l.RunMs, l.FullMs, l.PgRunMs)
 		if l.Side != "" {
 			fmt.Fprintf(w, " side=%s", l.Side)
+		}
+		if l.FirstMs > 0 {
+			fmt.Fprintf(w, " first_ms=%.1f pg_first_ms=%.1f", l.FirstMs, l.PgFirstMs)
 		}
 		fmt.Fprintln(w)
 	}
