@@ -198,8 +198,9 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 			r := sources[id]
 			// lead: the key column first in an index on the key.
 			var lead string
+			var stats bool
 			if r.table != "" {
-				err := tx.QueryRow(ctx, refresh.KeyIndexedSQL, r.table, names).Scan(&lead)
+				err := tx.QueryRow(ctx, refresh.KeyIndexedSQL, r.table, names).Scan(&lead, &stats)
 				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return nil, queryError("read relation indexes", err)
 				}
@@ -208,11 +209,11 @@ func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, so
 			var keys any
 			if i := slices.Index(names, lead); i >= 0 {
 				// The lead column's keys as a parameter, which the planner
-				// estimates the read by, when they are not too many; typed
-				// as the affected-key table's column, as the array read in
-				// the statement is.
+				// estimates the read by, when they are not too many and it
+				// has the column's statistics; typed as the affected-key
+				// table's column, as the array read in the statement is.
 				var param string
-				if rr.Report.Keys <= refresh.MaxParamKeys {
+				if stats && rr.Report.Keys <= refresh.MaxParamKeys {
 					var text string
 					if err := tx.QueryRow(ctx, refresh.LeadKeysSQL(i)).Scan(&text); err != nil {
 						return nil, queryError("read affected keys", err)

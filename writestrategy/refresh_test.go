@@ -306,8 +306,10 @@ func TestRelationKeyedReadUsesIndex(t *testing.T) {
 			types[i] = map[string]string{"g": "bigint", "h": "integer"}[n]
 		}
 		var lead string
-		require.NoError(t, w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", names).Scan(&lead))
+		var stats bool
+		require.NoError(t, w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", names).Scan(&lead, &stats))
 		require.Equal(t, "g", lead)
+		require.True(t, stats, "spread is analyzed")
 		tx, err := w.pool.Begin(ctx)
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, refresh.CreateSQL(types))
@@ -362,6 +364,19 @@ func TestRelationKeyedReadUsesIndex(t *testing.T) {
 		require.Greater(t, rows, 1000, "%v: %s", names, strings.Join(plans[1], "\n"))
 	}
 	// No index led by the key: no row.
-	err := w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", []string{"h"}).Scan(new(string))
+	err := w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "spread", []string{"h"}).Scan(new(string), new(bool))
 	require.ErrorIs(t, err, pgx.ErrNoRows)
+	// A table never analyzed: the planner has no statistics of its key,
+	// and the keys are not given as a parameter (refresh.ParamKeys).
+	w.exec(`CREATE TABLE fresh (id bigint PRIMARY KEY, g bigint NOT NULL)`)
+	w.exec(`INSERT INTO fresh SELECT s, s % 3 FROM generate_series(1, 10) s`)
+	w.exec(`CREATE INDEX ON fresh (g)`)
+	var lead string
+	var stats bool
+	require.NoError(t, w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "fresh", []string{"g"}).Scan(&lead, &stats))
+	require.Equal(t, "g", lead)
+	require.False(t, stats)
+	w.exec(`ANALYZE fresh`)
+	require.NoError(t, w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "fresh", []string{"g"}).Scan(&lead, &stats))
+	require.True(t, stats)
 }

@@ -146,9 +146,13 @@ func LeadKeysSQL(lead int) string {
 }
 
 // ParamKeys is IndexedCond's keys for the parameter placeholder param
-// holding LeadKeysSQL's text, of a key column of type typ.
+// holding LeadKeysSQL's text, of a key column of type typ: an array of
+// typ, which the statement is planned with as a constant. Given only when
+// the planner has statistics of the column (KeyIndexedSQL): without, it
+// estimates each key's rows at a fixed share of the table, a thousand
+// keys at all of it, and plans a scan of every row.
 func ParamKeys(param, typ string) string {
-	return param + "::pg_catalog.text::" + typ + "[]"
+	return param + "::" + typ + "[]"
 }
 
 // nullBranch is true for a row whose key expressions equal an affected key
@@ -257,9 +261,14 @@ func IndexState(ctx context.Context, q interface {
 
 // KeyIndexedSQL returns the name of the first column of a valid,
 // non-partial index of table ($1, a regclass text) whose leading columns
-// are the columns $2 (in any order), or no row when it has none.
+// are the columns $2 (in any order), and whether the planner has
+// statistics of that column (see ParamKeys), or no row when it has none.
 const KeyIndexedSQL = `SELECT (SELECT a.attname::text FROM pg_catalog.pg_attribute a
-		WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0])
+		WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0]),
+	EXISTS (SELECT 1 FROM pg_catalog.pg_stats s JOIN pg_catalog.pg_class c ON c.relname = s.tablename
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = s.attname
+		WHERE c.oid = i.indrelid AND a.attnum = i.indkey[0])
 	FROM pg_catalog.pg_index i
 	WHERE i.indrelid = $1::pg_catalog.regclass AND i.indisvalid AND i.indpred IS NULL
 	AND i.indnkeyatts >= cardinality($2::text[])
