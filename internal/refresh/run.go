@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -129,7 +131,7 @@ func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output stri
 		store := true
 		switch {
 		case s.Sink == sink.Relation:
-			if f.Rows, err = relationRows(ctx, tx, s.Relation, w.Images > 0); err != nil {
+			if f.Rows, err = relationRows(ctx, tx, s.Relation, w.Images, dep.Share()); err != nil {
 				return nil, err
 			}
 		case !w.Known:
@@ -194,18 +196,36 @@ func SnapshotsSQL(ctl string) string {
 		ORDER BY dataset_id, committed_at DESC, ended_at DESC NULLS LAST`
 }
 
-// relationRows is the planner's estimate of a table's rows, counted when
-// the table was never analyzed and count is set.
-func relationRows(ctx context.Context, tx pgx.Tx, rel string, count bool) (int64, error) {
+// relationRows estimates a table's rows for the change share of images
+// changes (limit: the declaration's share), as the planner does: the
+// rows per page of its last VACUUM or ANALYZE times the pages it has now,
+// so that an estimate made when the table was smaller follows its
+// growth. When that says the share is exceeded, or there is no estimate
+// (never analyzed, or analyzed when empty and filled since), it counts
+// the rows up to the number the share needs, images/limit: the estimate
+// of a stale statistic never makes a run full, and the count reads a few
+// thousand rows for a thousand changes, never more than a full run reads.
+func relationRows(ctx context.Context, tx pgx.Tx, rel string, images int64, limit float64) (int64, error) {
 	var n int64
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(reltuples), -1)::pg_catalog.int8 FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass($1)`,
-		rel).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT CASE WHEN c.reltuples < 0 THEN -1
+			WHEN c.relpages = 0 THEN CASE WHEN pg_catalog.pg_relation_size(c.oid) = 0 THEN 0 ELSE -1 END
+			ELSE round(c.reltuples / c.relpages * (pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::pg_catalog.int8))
+			END::pg_catalog.int8
+		FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass($1)`, rel).Scan(&n); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return -1, nil
+		}
 		return 0, fmt.Errorf("refresh: read relation size: %w", err)
 	}
-	if n < 0 && count {
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+rel).Scan(&n); err != nil {
-			return 0, fmt.Errorf("refresh: count relation: %w", err)
-		}
+	if images <= 0 || limit <= 0 {
+		return n, nil
+	}
+	need := int64(math.Ceil(float64(images) / limit))
+	if n >= need {
+		return n, nil
+	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM `+rel+` LIMIT $1) s`, need).Scan(&n); err != nil {
+		return 0, fmt.Errorf("refresh: count relation: %w", err)
 	}
 	return n, nil
 }
