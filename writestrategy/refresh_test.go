@@ -3,6 +3,7 @@ package writestrategy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -440,4 +441,56 @@ func TestRelationKeyedReadUsesIndex(t *testing.T) {
 	w.exec(`ANALYZE fresh`)
 	require.NoError(t, w.pool.QueryRow(ctx, refresh.KeyIndexedSQL, "fresh", []string{"g"}).Scan(&lead, &stats))
 	require.True(t, stats)
+}
+
+// The affected keys reach the recompute of an analyzed, indexed relation
+// as an array of the key's type: an enum, a domain, uuid, timestamptz,
+// numeric(10,2) and varchar(8), with
+// NULL keys, changes of the key and deletes, written to Iceberg. Each run
+// equals the full recompute.
+func TestRefreshRelationKeyTypes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	w.exec(`CREATE TYPE mood AS ENUM ('low', 'mid', 'high', 'über')`)
+	w.exec(`CREATE DOMAIN code AS text CHECK (VALUE <> 'x')`)
+	types := []struct{ typ, val string }{
+		{"mood", `(ARRAY['low','mid','high','über']::mood[])[1 + g % 4]`},
+		{"code", `'c' || (g % 300)`},
+		{"uuid", `('00000000-0000-0000-0000-' || lpad((g % 300)::text, 12, '0'))::uuid`},
+		{"timestamptz", `'2026-01-01 00:00:00+00'::timestamptz + (g % 300) * interval '1 hour'`},
+		{"numeric(10,2)", `(g % 300) / 4.0`},
+		{"varchar(8)", `'v' || (g % 300)`},
+	}
+	for i, ty := range types {
+		src, out, ref := fmt.Sprintf("kt%d", i), fmt.Sprintf("kt%d_out", i), fmt.Sprintf("kt%d_ref", i)
+		w.exec(`CREATE TABLE ` + src + ` (id bigint PRIMARY KEY, k ` + ty.typ + `, v bigint)`)
+		w.exec(`INSERT INTO ` + src + ` SELECT g, ` + ty.val + `, g FROM generate_series(1, 3000) g`)
+		w.exec(`CREATE INDEX ON ` + src + ` (k)`)
+		w.exec(`ANALYZE ` + src)
+		_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, src, src)
+		require.NoError(t, err)
+		require.NoError(t, w.d.Track(ctx, src, "k"))
+		ensureOutputs(t, w.pool, out, ref)
+		w.iceberg(out, ref)
+		steps := []writestrategy.Step{{Name: "g", SQL: `SELECT k, sum(v) AS total, count(*) AS n FROM source GROUP BY k`}}
+		c := refreshCase{w: w, out: out, ref: ref,
+			declared: writestrategy.Transform{Output: out, Source: src, Steps: steps,
+				Depends: &incremental.Dependency{Key: []string{"k"}, Sources: map[string][]string{src: {"k"}}}},
+			plain: writestrategy.Transform{Output: ref, Source: src, Steps: steps}}
+		c.run()
+		for step, sql := range []string{
+			`UPDATE ` + src + ` SET v = v + 1 WHERE id % 97 = 0`,
+			`UPDATE ` + src + ` SET k = (SELECT k FROM ` + src + ` WHERE id = 2) WHERE id IN (5, 6, 7)`,
+			`INSERT INTO ` + src + ` VALUES (9001, NULL, 1), (9002, (SELECT k FROM ` + src + ` WHERE id = 11), 2)`,
+			`DELETE FROM ` + src + ` WHERE id IN (9001, 13, 14)`,
+			`UPDATE ` + src + ` SET k = NULL WHERE id = 21`,
+		} {
+			w.exec(sql)
+			r := c.run()
+			require.Equal(t, incremental.RefreshIncremental, r.Mode, "%s step %d: %s", ty.typ, step, r.Reason)
+			require.Positive(t, r.Keys, "%s step %d", ty.typ, step)
+			require.Empty(t, r.Scanned, ty.typ)
+		}
+	}
 }
