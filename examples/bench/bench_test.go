@@ -304,6 +304,8 @@ func TestRefresh(t *testing.T) {
 	// The warm-up run, apart from the measured one.
 	assert.Regexp(t, `REFRESH shape=groupby source=relation rows=2000 changed=20 mode=\S+ run_ms=\S+ full_ms=\S+ pg_run_ms=\S+ first_ms=\d+\.\d pg_first_ms=\d+\.\d\n`, text)
 	assert.Contains(t, text, "p50 of 1 runs after 1 warm-up run(s)")
+	// Nothing changed: measured after a warm-up run too.
+	assert.Regexp(t, `REFRESH shape=join source=rowstore rows=2000 changed=0 mode=\S+ run_ms=\S+ full_ms=\S+ pg_run_ms=\S+ first_ms=\d+\.\d pg_first_ms=\d+\.\d\n`, text)
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
 	assert.Contains(t, text, "FLOOR shape=groupby source=relation rows=2000 changed=20 ")
 	assert.Contains(t, text, "TRACKING insert_ratio=")

@@ -664,10 +664,20 @@ func runRefresh(ctx context.Context, cfg refreshConfig) (*refreshReport, error) 
 		reset(joins)
 	}
 
-	// Nothing changed: every case refreshed once more (no full run: the
-	// line carries the case's full run from above).
-	if err := runCases(cases, false); err != nil {
-		return nil, fmt.Errorf("unchanged run: %w", err)
+	// Nothing changed: every case refreshed as many times as above, after
+	// as many warm-up runs (first_ms: the joins' first run after the
+	// dimension's full one); no full run: the line carries the case's
+	// full run from above.
+	for r := -cfg.Warmup; r < cfg.Runs; r++ {
+		if err := runCases(cases, false); err != nil {
+			return nil, fmt.Errorf("unchanged run: %w", err)
+		}
+		if r < 0 {
+			for _, c := range cases {
+				c.first, c.pgFirst = append(c.first, c.run...), append(c.pgFirst, c.pgRun...)
+				c.run, c.pgRun, c.modes, c.pgModes, c.keys = nil, nil, nil, nil, nil
+			}
+		}
 	}
 	for _, c := range cases {
 		rep.Lines = append(rep.Lines, line(c, 0, "", fullMs[c]))
