@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakewrite/lakewrite/incremental"
-	"github.com/lakewrite/lakewrite/internal/pgcluster"
-	"github.com/lakewrite/lakewrite/ledger"
 	"github.com/lakewrite/lakewrite/writestrategy"
 )
 
@@ -22,22 +20,13 @@ import (
 func TestRefreshAcrossCrashRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	require.NoError(t, err)
-	t.Cleanup(cluster.Stop)
+	w, cluster := newCrashableWorld(t)
 	url := cluster.URL("postgres")
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	_, err = ledger.Migrate(ctx, conn, "")
-	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx))
-
-	w := newWorldOn(t, url, nil, nil, nil, nil)
 	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, k bigint, v bigint)`)
 	w.exec(`INSERT INTO fact SELECT g, g % 200, g FROM generate_series(1, 4000) g`)
 	w.exec(`CREATE INDEX ON fact (k)`)
 	w.exec(`ANALYZE fact`)
-	_, err = writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
+	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
 	require.NoError(t, err)
 	require.NoError(t, w.d.Track(ctx, "fact", "k"))
 	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT k, sum(v) AS total, count(*) AS n FROM source GROUP BY k`}}

@@ -29,17 +29,7 @@ import (
 func TestPostgresRestartDuringWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	require.NoError(t, err)
-	t.Cleanup(cluster.Stop)
-	url := cluster.URL("postgres")
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	_, err = ledger.Migrate(ctx, conn, "")
-	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx))
-
-	w := newWorldOn(t, url, nil, nil, nil, nil)
+	w, cluster := newCrashableWorld(t)
 	seedRowStore(t, w.pool, "orders", ordersSchema, ordersSQL, 3000)
 	ensureOutputs(t, w.pool, "out")
 	w.iceberg("out")
@@ -143,4 +133,20 @@ func TestSmallPoolDoesNotDeadlock(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM lakewrite.pipeline_build_transactions WHERE status = 'open'`).Scan(&open))
 	require.Zero(t, open)
 	require.Zero(t, pool.Stat().AcquiredConns())
+}
+
+// newCrashableWorld is a world on a migrated cluster of the test's own
+// (synchronous commit on), which the test can crash-restart.
+func newCrashableWorld(t *testing.T) (*world, *pgcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Stop)
+	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
+	require.NoError(t, err)
+	_, err = ledger.Migrate(ctx, conn, "")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	return newWorldOn(t, cluster.URL("postgres"), nil, nil, nil, nil), cluster
 }

@@ -86,17 +86,7 @@ func TestSoakPostgresRestartDuringMerge(t *testing.T) {
 			var w *world
 			var cluster *pgcluster.Cluster
 			if c.restart {
-				var err error
-				cluster, err = pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-				require.NoError(t, err)
-				t.Cleanup(cluster.Stop)
-				url := cluster.URL("postgres")
-				conn, err := pgx.Connect(ctx, url)
-				require.NoError(t, err)
-				_, err = ledger.Migrate(ctx, conn, "")
-				require.NoError(t, err)
-				require.NoError(t, conn.Close(ctx))
-				w = newWorldOn(t, url, nil, nil, nil, nil)
+				w, cluster = newCrashableWorld(t)
 			} else if c.pgCatalog {
 				w = newPGWorld(t, nil, nil).world
 			} else {
