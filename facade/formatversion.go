@@ -79,7 +79,7 @@ func (f *Facade) upgradeFormat(txn *table.Transaction, datasetID string) error {
 func addV3(ctx context.Context, txn *table.Transaction, old, oldDeletes, files []iceberg.DataFile, summary iceberg.Properties) error {
 	if len(old) == 0 {
 		if len(files) == 0 {
-			return txn.AddFiles(ctx, nil, summary, false) // an empty snapshot
+			return emptySnapshot(ctx, txn, summary)
 		}
 		return txn.NewRowDelta(summary).AddRows(files...).Commit(ctx)
 	}

@@ -574,7 +574,7 @@ func (s *icebergStaged) buildMerge(ctx context.Context, tbl *table.Table, txn *t
 		return err
 	}
 	if len(data) == 0 && len(dels) == 0 {
-		return txn.AddFiles(ctx, nil, summary, false) // an empty snapshot
+		return emptySnapshot(ctx, txn, summary)
 	}
 	return txn.NewRowDelta(summary).AddRows(data...).AddDeletes(dels...).RemoveDeletes(s.supersede...).Commit(ctx)
 }
