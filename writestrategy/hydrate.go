@@ -105,6 +105,13 @@ func (e *Env) hydrateTable(ctx context.Context, tx pgx.Tx, datasetID string, s S
 		src := &batchRows{next: next, cols: cols}
 		defer src.release()
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, cols, src); err != nil {
+			if src.err != nil {
+				// The rows failed, not the statement: the server saw only
+				// the COPY aborted with their message. Their error is the
+				// one to match (a history the Lakehouse cannot read,
+				// facade.ErrChangesUnknown, makes a refresh full).
+				return fmt.Errorf("writestrategy: hydrate %s: %w", datasetID, src.err)
+			}
 			return queryError("hydrate "+datasetID, err)
 		}
 		if _, err := tx.Exec(ctx, "ANALYZE "+qualified); err != nil { // statistics for the planner

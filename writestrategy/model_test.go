@@ -628,6 +628,37 @@ func testModelOverDataset(t *testing.T, ice bool) {
 		require.Equal(t, wantScoreRows(1, 3000), w.checksum(out).Rows, out)
 	}
 	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
+	if !ice {
+		return
+	}
+
+	// The source's maintenance expires the snapshots the last runs read and
+	// the one after them (it keeps its newest only): the next run cannot
+	// read its window and runs full, saying why (not an error: every later
+	// run would fail); the run after it is incremental again.
+	w.loadRows("m_src", facade.Append, 3001, 3010, 7)
+	w.loadRows("m_src", facade.Append, 3011, 3020, 7)
+	_, err := reads.Facade.MaintainWith(context.Background(), "m_src",
+		facade.Lifecycle{KeepLast: 1, EveryCommits: 1, FileGrace: -1, OrphanEvery: -1, CompactMinFiles: 1000})
+	require.NoError(t, err)
+	for _, out := range outs {
+		s := scorers[out]
+		s.calls.Store(0)
+		res := w.mustWrite(s.model(out, "m_src"))
+		require.Equal(t, incremental.RefreshFull, res[0].Refresh.Mode, out)
+		require.Contains(t, res[0].Refresh.Reason, "changes between the snapshots unknown", out)
+		require.Equal(t, int64(3020), s.calls.Load(), out)
+	}
+	w.loadRows("m_src", facade.Append, 3021, 3025, 7)
+	for _, out := range outs {
+		s := scorers[out]
+		s.calls.Store(0)
+		res := w.mustWrite(s.model(out, "m_src"))
+		require.Equal(t, incremental.RefreshReport{Mode: incremental.RefreshIncremental, Keys: 5}, res[0].Refresh, out)
+		require.Equal(t, int64(5), s.calls.Load(), out)
+		require.Equal(t, wantScoreRows(1, 3025), w.checksum(out).Rows, out)
+	}
+	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
 }
 
 // A model output in shadow mode: each run (the first in full, the next

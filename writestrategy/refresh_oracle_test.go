@@ -159,6 +159,7 @@ type roracle struct {
 	outIceberg  bool
 	version     int
 	part        facade.Partitioning
+	life        *facade.Lifecycle // the tables' lifecycle (nil: newRefreshFixed's)
 
 	next    int64   // the next new id
 	deleted []int64 // ids deleted, for re-inserts
@@ -1079,10 +1080,63 @@ func newRefreshFixed(t *testing.T, kind string, onIceberg bool, tune ...func(*ro
 		fn(o)
 	}
 	fc := &facade.Config{Lifecycle: facade.Lifecycle{KeepLast: 50, EveryCommits: 1000, CompactMinFiles: 3}}
+	if o.life != nil {
+		fc.Lifecycle = *o.life
+	}
 	o.w = newWorldWith(t, nil, fc, nil, nil)
 	o.f = o.w.lake.(*facade.Facade)
 	o.hook = &refreshHook{}
 	o.dObs = o.w.observed(o.hook)
 	o.setup()
 	return o
+}
+
+// An Iceberg upstream whose maintenance expired the snapshot an output's
+// last run read (it keeps its newest three) gives the next run a window it
+// cannot read: that run is full, says why, and equals a full recompute;
+// the run after it, whose window the upstream still holds, is incremental
+// again. (The changes of a window are read from the snapshots in it: the
+// read fails inside the COPY that fills the run's table of changes, and
+// must still be known for what it is, or every later run would fail.)
+func TestRefreshIcebergUpstreamExpired(t *testing.T) {
+	t.Parallel()
+	for _, onIceberg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("iceberg=%v", onIceberg), func(t *testing.T) {
+			t.Parallel()
+			o := newRefreshFixed(t, rkIceberg, onIceberg, func(o *roracle) {
+				o.life = &facade.Lifecycle{KeepLast: 3, EveryCommits: 1, FileGrace: -1, OrphanEvery: -1, CompactMinFiles: 3}
+			})
+			o.apply(stmt{rinsert, []any{9001, "a", 1, "1.00", "x"}}, stmt{rinsert, []any{9002, "b", 2, "2.00", "y"}})
+			o.srcPending = true
+			o.publish("load")
+			o.refresh("first run")
+			o.check("first run")
+			tbl, err := o.f.LoadTable(o.ctx, "src")
+			require.NoError(t, err)
+			read := tbl.CurrentSnapshot().SnapshotID
+			for range 3 {
+				o.apply(stmt{`UPDATE o_src SET v = v + 1 WHERE id = 9001`, nil})
+				o.srcPending, o.insertsOnly = true, false
+				o.publish("merge")
+				o.compact()
+			}
+			tbl, err = o.f.LoadTable(o.ctx, "src")
+			require.NoError(t, err)
+			require.Nil(t, tbl.Metadata().SnapshotByID(read), "the snapshot the last run read is expired")
+			o.mayBeFull("the upstream's snapshot read last is expired")
+			r := o.refresh("after the expiry")
+			o.check("after the expiry")
+			rep := refreshReport(r)
+			require.Equal(t, incremental.RefreshFull, rep.Mode, "%+v", rep)
+			require.Contains(t, rep.Reason, `"src"`)
+
+			o.apply(stmt{`UPDATE o_src SET k = 'c' WHERE id = 9002`, nil})
+			o.srcPending, o.insertsOnly = true, false
+			o.publish("merge")
+			rep = refreshReport(o.refresh("one row changed"))
+			o.check("one row changed")
+			require.Equal(t, incremental.RefreshIncremental, rep.Mode, "%+v", rep)
+			require.Equal(t, int64(2), rep.Keys, "keys b and c: %+v", rep)
+		})
+	}
 }
