@@ -308,3 +308,57 @@ func TestChangesFileGone(t *testing.T) {
 	_, _, err = readChanges(t, f, ds, from, res.SnapshotID, changeCols)
 	require.ErrorIs(t, err, ErrChangesUnknown)
 }
+
+// The snapshot changes are read from may be expired when the snapshot
+// after it does not need the files live before it: a compaction committed
+// right after a write (as maintenance does) leaves the write's snapshot to
+// age out first, and the changes from it stay known. A window whose first
+// snapshot needs them (a merge on files of the expired one) is unknown.
+func TestChangesFromExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newCompactEnv(t).f
+	const ds = "fromexpired"
+	plainWrite(t, f, ds, Append, idRange(0, 300))
+	first := headID(t, f, ds)
+	plainWrite(t, f, ds, Append, idRange(300, 400))
+	ids := slices.DeleteFunc(idRange(0, 420), func(id int64) bool { return id%40 == 3 })
+	name := func(id int64) string {
+		if id%40 == 7 {
+			return "changed"
+		}
+		return "n"
+	}
+	mergeWrite(t, f, ds, ids, name)
+	from := headID(t, f, ds)
+	rep, err := f.MaintainWith(ctx, ds, Lifecycle{CompactMinFiles: 2, KeepLast: 100, FileGrace: -1, OrphanEvery: -1})
+	require.NoError(t, err)
+	require.NotZero(t, rep.CompactedFiles)
+	name2 := func(id int64) string {
+		if id%40 == 9 {
+			return "again"
+		}
+		return name(id)
+	}
+	mergeWrite(t, f, ds, ids, name2)
+	to := headID(t, f, ds)
+	wantRemoved, wantAdded, err := readChanges(t, f, ds, from, to, changeCols)
+	require.NoError(t, err)
+	require.NotEmpty(t, wantRemoved)
+	require.NotEmpty(t, wantAdded)
+
+	// keep the compaction, the merge after it and what this maintenance
+	// commits (a rewrite of delete files) only
+	_, err = f.MaintainWith(ctx, ds, Lifecycle{KeepLast: 3, EveryCommits: 1, FileGrace: -1, OrphanEvery: -1, CompactMinFiles: 1000})
+	require.NoError(t, err)
+	tbl, err := f.LoadTable(ctx, ds)
+	require.NoError(t, err)
+	require.Nil(t, tbl.Metadata().SnapshotByID(from), "from is expired")
+	removed, added, err := readChanges(t, f, ds, from, to, changeCols)
+	require.NoError(t, err, "a compaction after from needs none of its files")
+	require.Equal(t, wantRemoved, removed)
+	require.Equal(t, wantAdded, added)
+	// from the first append: the merge after it is expired too
+	_, _, err = readChanges(t, f, ds, first, to, changeCols)
+	require.ErrorIs(t, err, ErrChangesUnknown)
+}

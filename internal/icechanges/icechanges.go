@@ -25,7 +25,10 @@
 // A history that cannot be read exactly is an error matching ErrUnknown:
 // from not an ancestor of to, a snapshot between them expired, a manifest
 // or file gone, equality deletes, a delete file removed without its data
-// file.
+// file. from itself may be expired when the snapshot after it is one whose
+// changes do not need the files live before it: a compaction (which a
+// table's maintenance commits right after a write, so that the write's
+// snapshot soon ages out) or an append.
 package icechanges
 
 import (
@@ -137,6 +140,13 @@ func chain(tbl *table.Table, from int64, to *table.Snapshot) ([]*table.Snapshot,
 				break
 			}
 			return nil, fmt.Errorf("%w: snapshot %d is not an ancestor of snapshot %d", ErrUnknown, from, to.SnapshotID)
+		}
+		if *s.ParentSnapshotID == from {
+			// from itself may be expired: s's changes are read from the
+			// manifests s wrote, and a step that needs its parent's files
+			// (removed data files, new deletes of older files) finds none
+			// and is unknown.
+			break
 		}
 		p := tbl.SnapshotByID(*s.ParentSnapshotID)
 		if p == nil {
