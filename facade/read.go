@@ -407,3 +407,41 @@ func sameFields(a, b *arrow.Schema) bool {
 func (f *Facade) Checksum(ctx context.Context, datasetID string, snapshotID int64) (Checksum, error) {
 	return ChecksumBatches(f.Scan(ctx, datasetID, ScanOptions{SnapshotID: snapshotID, ExcludeIdentity: true}))
 }
+
+// Unchanged reports whether the table of datasetID still holds the rows
+// snapshot snapshotID committed: snapshotID is its head, or every
+// snapshot after it on the current branch is a "replace" (files rewritten
+// without changing a row: a compaction). Otherwise why says what differs:
+// no table, another write after it, or a head that does not descend from
+// it (the table rolled back, or dropped and created again). A caller that
+// patches the rows it wrote last (an incremental recompute) checks this
+// first. The snapshot itself may be expired.
+func (f *Facade) Unchanged(ctx context.Context, datasetID string, snapshotID int64) (why string, err error) {
+	tbl, err := f.loadWithin(ctx, datasetID)
+	if errors.Is(err, ErrTableNotFound) {
+		return "its table does not exist", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for s := tbl.CurrentSnapshot(); ; {
+		switch {
+		case s == nil:
+			return fmt.Sprintf("its table's retained history does not reach snapshot %d (rolled back, dropped and created again, or expired)", snapshotID), nil
+		case s.SnapshotID == snapshotID:
+			return "", nil
+		case s.Summary == nil || s.Summary.Operation != table.OpReplace:
+			op := "unknown"
+			if s.Summary != nil {
+				op = string(s.Summary.Operation)
+			}
+			return fmt.Sprintf("its table has a write after snapshot %d (snapshot %d, %s)", snapshotID, s.SnapshotID, op), nil
+		case s.ParentSnapshotID == nil:
+			s = nil
+		case *s.ParentSnapshotID == snapshotID:
+			return "", nil
+		default:
+			s = tbl.SnapshotByID(*s.ParentSnapshotID)
+		}
+	}
+}

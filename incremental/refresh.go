@@ -133,6 +133,12 @@ type RefreshFacts struct {
 	Sink, Previous sink.Sink
 	// Sources are the facts of every source of the output.
 	Sources []RefreshSource
+	// Altered says why the output is not as its last committed run left
+	// it ("" when it is): another write of it committed since (a load, a
+	// write of another strategy), or its table changed outside its runs
+	// (dropped, rolled back, written by another engine). Only a full run
+	// makes it what the declaration computes again.
+	Altered string
 	// MaxShare is the Dependency's limit (0: DefaultMaxShare).
 	MaxShare float64
 }
@@ -160,7 +166,8 @@ type RefreshSource struct {
 // only when every one of these holds:
 //
 //   - the output has a committed earlier run on the sink it is written
-//     to now (no first write, no flip);
+//     to now (no first write, no flip), and is as that run left it
+//     (Altered is empty);
 //   - every source's window is known (see RefreshSource.Known);
 //   - every source with changes in the window is mapped by the
 //     declaration;
@@ -177,6 +184,8 @@ func ChooseRefresh(f RefreshFacts) (RefreshMode, string) {
 		return RefreshFull, "the output has no committed earlier run"
 	case f.Previous != f.Sink:
 		return RefreshFull, fmt.Sprintf("first write after a flip from %s to %s", f.Previous, f.Sink)
+	case f.Altered != "":
+		return RefreshFull, f.Altered
 	}
 	limit := f.MaxShare
 	if limit <= 0 {

@@ -22,6 +22,8 @@ func TestChooseRefresh(t *testing.T) {
 	unknown.Reason = "a TRUNCATE or full rewrite"
 	shared := onPG(src("a", true, true, 40, 100))
 	shared.MaxShare = 0.5
+	altered := onPG(src("a", true, true, 0, 10))
+	altered.Altered = "another write of it since"
 	cases := []struct {
 		name string
 		f    incremental.RefreshFacts
@@ -41,6 +43,7 @@ func TestChooseRefresh(t *testing.T) {
 		{"unknown window of an unchanged, unmapped source", onPG(src("a", true, true, 1, 100), src("b", false, false, 0, 5)), incremental.RefreshFull},
 		{"unmapped source unchanged", onPG(src("a", true, true, 1, 100), src("b", false, true, 0, 5)), incremental.RefreshIncremental},
 		{"unmapped source changed", onPG(src("a", true, true, 1, 100), src("b", false, true, 1, 500)), incremental.RefreshFull},
+		{"output altered", altered, incremental.RefreshFull},
 		{"on Iceberg", incremental.RefreshFacts{Declared: true, Sink: sink.Iceberg, Previous: sink.Iceberg, Sources: []incremental.RefreshSource{src("a", true, true, 3, 100)}}, incremental.RefreshIncremental},
 	}
 	for _, c := range cases {
@@ -50,6 +53,8 @@ func TestChooseRefresh(t *testing.T) {
 	}
 	_, why := incremental.ChooseRefresh(onPG(unknown))
 	assert.Contains(t, why, "a TRUNCATE or full rewrite")
+	_, why = incremental.ChooseRefresh(altered)
+	assert.Equal(t, "another write of it since", why)
 }
 
 func TestDependencyValidate(t *testing.T) {

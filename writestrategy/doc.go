@@ -199,7 +199,13 @@
 // exactly as without a declaration. The first run of an output is full;
 // so is the next one when it registered a row-store source or found one
 // of the source's writers in flight (its changes before the registration
-// were not recorded). WriteResult.Refresh says which mode ran, for how
+// were not recorded). An incremental run patches the rows the output's
+// last run committed, so a run is full too when the output is no longer
+// as that run left it: another write of it committed since (a Load, a
+// write of another strategy), or its Iceberg table has a write after that
+// run's snapshot, does not descend from it (rolled back, dropped and
+// created again) or is gone; compactions after it change no row and keep
+// runs incremental. WriteResult.Refresh says which mode ran, for how
 // many keys, and why a run was full; a full run of a declared output is
 // logged at Info ("lakewrite declared output recomputed in full", with the
 // reason). Both modes store what the run read of each source in its
@@ -375,7 +381,8 @@
 //
 // The position is stored once the write has committed. Any other run (the
 // first, a flip of the output or the source, an unknown window, a position
-// lost in a crash, a registered relation not tracked, a changed Iceberg
+// lost in a crash, an output written by another run or, on Iceberg,
+// altered outside its runs since, a registered relation not tracked, a changed Iceberg
 // source read with a Request.SourceFilter) scores every row.
 // WriteResult.Refresh reports a model's mode: incremental for Refresh.Keys
 // touched source keys, or full and why (also logged at Info, "lakewrite

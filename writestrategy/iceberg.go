@@ -179,6 +179,7 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			return fail(fmt.Errorf("%w: snapshot %d of %q landed but the ledger commit failed: %w", ledger.ErrOutcomeUnknown, res.SnapshotID, c.DatasetID, err))
 		}
 		if env.refresh != nil && env.refresh.Output == c.DatasetID {
+			env.refresh.SetTxn(in.ID)
 			if err := d.savePositions(ctx, env.refresh); err != nil {
 				d.log.WarnContext(ctx, "lakewrite refresh positions not saved: the next run recomputes more keys", "dataset_id", c.DatasetID, "err", err)
 			}

@@ -123,6 +123,15 @@ func (m Model) planSources(ctx context.Context, tx pgx.Tx, env *Env, pc *planCon
 		if err != nil {
 			return nil, fmt.Errorf("writestrategy: %w", err)
 		}
+		if delta.Reason == "" && sinkTo == sink.Iceberg && ds[m.Output].sink == sink.Iceberg {
+			why, err := env.outputAltered(ctx, tx, m.Output)
+			if err != nil {
+				return nil, err
+			}
+			if why != "" {
+				delta.Full(why)
+			}
+		}
 		if delta.Snapshots != nil && run.ice == nil {
 			delta.Full("the Iceberg source is read with a filter") // read before the run knew its changes
 		}

@@ -659,6 +659,18 @@ func testModelOverDataset(t *testing.T, ice bool) {
 		require.Equal(t, wantScoreRows(1, 3025), w.checksum(out).Rows, out)
 	}
 	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
+
+	// The Iceberg output's table dropped outside the Dispatcher: the next
+	// run, which would patch an empty table, scores every row.
+	_, err = reads.Facade.DropTable(context.Background(), "m_scored_ice")
+	require.NoError(t, err)
+	s := scorers["m_scored_ice"]
+	s.calls.Store(0)
+	res := w.mustWrite(s.model("m_scored_ice", "m_src"))
+	require.Equal(t, incremental.RefreshFull, res[0].Refresh.Mode)
+	require.Contains(t, res[0].Refresh.Reason, "its table does not exist")
+	require.Equal(t, int64(3025), s.calls.Load())
+	require.Equal(t, w.checksum("m_scored"), w.checksum("m_scored_ice"), "both sinks hold the same rows")
 }
 
 // A model output in shadow mode: each run (the first in full, the next

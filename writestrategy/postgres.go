@@ -46,6 +46,9 @@ func (d *Dispatcher) postgres(ctx context.Context, w *writeInfo, req Request, en
 			return err
 		}
 		if env.refresh != nil {
+			if in := intents[env.refresh.Output]; in != nil {
+				env.refresh.SetTxn(in.ID)
+			}
 			if err := env.refresh.SavePositions(actx, tx); err != nil {
 				return err
 			}

@@ -99,6 +99,38 @@ func (rr *refreshRun) fillWhole() error {
 
 func (r *refreshRun) incremental() bool { return r != nil && r.Incremental() }
 
+// outputAltered says why output, whose last run was written on Iceberg,
+// is not as that run left it: "" when it is, or when the Lakehouse cannot
+// tell (see unchangedChecker).
+func (e *Env) outputAltered(ctx context.Context, tx pgx.Tx, out string) (string, error) {
+	uc, ok := e.Lakehouse.(unchangedChecker)
+	if !ok {
+		return "", nil
+	}
+	snaps, err := e.icebergSnapshots(ctx, tx, []string{out})
+	if err != nil {
+		return "", err
+	}
+	why := "its last write recorded no Iceberg snapshot"
+	if s := snaps[out]; s != 0 {
+		if why, err = uc.Unchanged(ctx, out, s); err != nil {
+			return "", fmt.Errorf("writestrategy: read the table of output %q: %w", out, err)
+		}
+	}
+	if why == "" {
+		return "", nil
+	}
+	return "the output is not as its last run left it: " + why, nil
+}
+
+// unchangedChecker is a Lakehouse that tells whether a table still holds
+// the rows a snapshot committed (facade.Facade.Unchanged): an incremental
+// run patches the rows of its output's last run, so an output altered
+// since runs in full. A Lakehouse without it is not asked.
+type unchangedChecker interface {
+	Unchanged(ctx context.Context, datasetID string, snapshotID int64) (why string, err error)
+}
+
 // startRefresh gathers the windows of a declared output's sources in tx
 // (whose snapshot is the run's read); nil for an output without a
 // declaration or outside the write dispatch.
@@ -148,6 +180,11 @@ func (e *Env) startRefresh(ctx context.Context, tx pgx.Tx, s WriteStrategy, ds m
 	run, err := refresh.Gather(ctx, tx, changelog.New(e.Schema), e.ctlSchema(), out, dep, sinkTo, ds[out].sink, srcs)
 	if err != nil {
 		return nil, err
+	}
+	if run.Facts.Altered == "" && sinkTo == sink.Iceberg && ds[out].sink == sink.Iceberg {
+		if run.Facts.Altered, err = e.outputAltered(ctx, tx, out); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.icebergChanges(ctx, tx, run, ds); err != nil {
 		return nil, err

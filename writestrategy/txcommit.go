@@ -86,6 +86,9 @@ func (d *Dispatcher) commitInTx(ctx context.Context, w *writeInfo, req Request, 
 	lctx, lph := d.observe(ctx, w, phaseLedgerCommit, w.outs)
 	// A declared output's positions land with its snapshot.
 	if rr != nil {
+		if in := intents[rr.Output]; in != nil {
+			rr.SetTxn(in.ID)
+		}
 		if err := rr.SavePositions(lctx, tx); err != nil {
 			lph.end(0, err)
 			return rollback(err)

@@ -25,6 +25,11 @@ import (
 // ids cannot hold a control character).
 const planSource = "\x01plan"
 
+// txnSource is the refresh_positions entry holding the ledger transaction
+// id of the run that saved the positions: they hold for the output's next
+// run only while that run is the output's last committed write.
+const txnSource = "\x01txn"
+
 // Source is what a run knows of one source before reading its changes.
 type Source struct {
 	ID       string
@@ -84,6 +89,17 @@ func Gather(ctx context.Context, tx pgx.Tx, log *changelog.Log, ctl, output stri
 		return nil, err
 	}
 	r.plan = positions[planSource]
+	if previous != "" {
+		var last string
+		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT id::text FROM `+ctl+`.pipeline_build_transactions
+			WHERE dataset_id = $1 AND status = 'committed' AND write_mode <> 'maintenance'
+			ORDER BY committed_at DESC, ended_at DESC NULLS LAST LIMIT 1), '')`, output).Scan(&last); err != nil {
+			return nil, fmt.Errorf("refresh: read the output's last write: %w", err)
+		}
+		if last != positions[txnSource] {
+			r.Facts.Altered = "the output's last committed write is not a run of its declaration that saved its positions (another write of it since)"
+		}
+	}
 	for _, s := range srcs {
 		if s.Cols != nil {
 			r.Cols[s.ID] = s.Cols
@@ -312,8 +328,17 @@ func (r *Run) Decide(ctx context.Context, tx pgx.Tx, hash string) error {
 	return nil
 }
 
+// SetTxn records txn, the ledger transaction id of the run's write of
+// the output, among the positions SavePositions stores.
+func (r *Run) SetTxn(txn string) {
+	if r != nil {
+		r.Save[txnSource] = txn
+	}
+}
+
 // SavePositions stores, in tx (the transaction that commits the run), what
-// the run read of each source and its plan hash.
+// the run read of each source, its plan hash and its transaction id
+// (SetTxn).
 func (r *Run) SavePositions(ctx context.Context, tx pgx.Tx) error {
 	if r == nil {
 		return nil

@@ -1,0 +1,68 @@
+package writestrategy_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakewrite/lakewrite/incremental"
+	"github.com/lakewrite/lakewrite/writestrategy"
+)
+
+// An incremental run patches the rows its output's last run committed, so
+// an output altered since runs in full, says why, and equals a full
+// recompute; the run after it is incremental again. Altered: written by
+// another strategy in between (both sinks), its Iceberg table dropped
+// outside the Dispatcher (the next write creates it empty: a patch would
+// leave only the affected keys' rows).
+func TestRefreshOutputAltered(t *testing.T) {
+	t.Parallel()
+	for _, onIceberg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("iceberg=%v", onIceberg), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			w := newPGWorld(t, nil, nil)
+			w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount bigint)`)
+			w.exec(`INSERT INTO fact SELECT g, g % 40, g FROM generate_series(1, 1000) g`)
+			w.exec(`CREATE INDEX ON fact (cust)`)
+			_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
+			require.NoError(t, err)
+			require.NoError(t, w.d.Track(ctx, "fact", "cust"))
+			ensureOutputs(t, w.pool, "sums", "sums_ref")
+			if onIceberg {
+				w.iceberg("sums", "sums_ref")
+			}
+			steps := []writestrategy.Step{{Name: "g", SQL: `SELECT cust, sum(amount) AS total FROM source GROUP BY cust`}}
+			c := refreshCase{w: w.world, out: "sums", ref: "sums_ref",
+				declared: writestrategy.Transform{Output: "sums", Source: "fact", Steps: steps,
+					Depends: &incremental.Dependency{Key: []string{"cust"}, Sources: map[string][]string{"fact": {"cust"}}}},
+				plain: writestrategy.Transform{Output: "sums_ref", Source: "fact", Steps: steps}}
+			mode := func(want incremental.RefreshMode, reason string) {
+				t.Helper()
+				w.exec(`UPDATE fact SET amount = amount + 1 WHERE id = 5`)
+				r := c.run()
+				require.Equal(t, want, r.Mode, r.Reason)
+				require.Contains(t, r.Reason, reason)
+			}
+			mode(incremental.RefreshFull, "no committed earlier run")
+			mode(incremental.RefreshIncremental, "")
+
+			// Another strategy writes the output: a third of its groups.
+			w.mustWrite(writestrategy.Transform{Output: "sums", Source: "fact", Steps: []writestrategy.Step{{Name: "g",
+				SQL: `SELECT cust, sum(amount) AS total FROM source WHERE cust % 3 = 0 GROUP BY cust`}}})
+			mode(incremental.RefreshFull, "another write of it since")
+			mode(incremental.RefreshIncremental, "")
+			if !onIceberg {
+				return
+			}
+
+			// The table dropped outside the Dispatcher.
+			_, err = w.f.DropTable(ctx, "sums")
+			require.NoError(t, err)
+			mode(incremental.RefreshFull, "its table does not exist")
+			mode(incremental.RefreshIncremental, "")
+		})
+	}
+}
