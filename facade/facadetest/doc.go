@@ -17,6 +17,10 @@
 // the rows left in place, new rows continuing __row_index, the whole
 // table's checksum, a conflict when the table moved since Stage).
 //
+// Unchanged tells, as the Iceberg backend does, whether a dataset still
+// holds the rows of a snapshot (its head; the double commits no
+// compaction).
+//
 // Maintain (facade.Maintainer) expires the in-memory history by
 // Config.Lifecycle's KeepLast, in batches of EveryCommits, and commits
 // report MaintenanceDue by the same rule as the Iceberg backend.

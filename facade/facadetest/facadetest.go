@@ -465,6 +465,27 @@ func (l *Lakehouse) FindTxn(_ context.Context, datasetID, txnID string) (facade.
 	return facade.CommitResult{}, false, nil
 }
 
+// Unchanged reports whether the dataset still holds the rows of snapshot
+// snapshotID, as facade.Facade.Unchanged: "" when it is the head (the
+// double commits no compaction), else why not.
+func (l *Lakehouse) Unchanged(_ context.Context, datasetID string, snapshotID int64) (string, error) {
+	if facade.CheckDatasetID(datasetID) != nil {
+		return "", fmt.Errorf("%w: %q", facade.ErrInvalidDatasetID, datasetID)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.datasets[datasetID]
+	switch {
+	case d == nil || len(d.snapshots) == 0:
+		return "its table does not exist", nil
+	case d.snapshots[len(d.snapshots)-1].ID == snapshotID:
+		return "", nil
+	case slices.ContainsFunc(d.snapshots, func(s *Snapshot) bool { return s.ID == snapshotID }):
+		return fmt.Sprintf("its table has a write after snapshot %d", snapshotID), nil
+	}
+	return fmt.Sprintf("its table's retained history does not reach snapshot %d", snapshotID), nil
+}
+
 // Scan yields the snapshot's batches (valid during the yield only).
 func (l *Lakehouse) Scan(ctx context.Context, datasetID string, opts facade.ScanOptions) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {

@@ -142,6 +142,18 @@ func (l *faulty) Checksum(ctx context.Context, datasetID string, snapshotID int6
 	return l.lh.Checksum(ctx, datasetID, snapshotID)
 }
 
+// Unchanged is forwarded; a wrapped lakehouse that cannot tell reports
+// every table unchanged.
+func (l *faulty) Unchanged(ctx context.Context, datasetID string, snapshotID int64) (string, error) {
+	u, ok := l.lh.(interface {
+		Unchanged(ctx context.Context, datasetID string, snapshotID int64) (string, error)
+	})
+	if !ok {
+		return "", nil
+	}
+	return u.Unchanged(ctx, datasetID, snapshotID)
+}
+
 // Maintain forwards to the wrapped lakehouse's table lifecycle
 // (facade.Maintainer) with no fault; a wrapped lakehouse without one
 // reports errors.ErrUnsupported.

@@ -55,6 +55,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		"CommitStateUnknown":      testCommitUnknown,
 		"IdempotentAppend":        testIdempotentAppend,
 		"TxnLookup":               testTxnLookup,
+		"Unchanged":               testUnchanged,
 		"SchemaEvolution":         testSchemaEvolution,
 		"EvolutionSequence":       testEvolutionSequence,
 		"TypedErrors":             testTypedErrors,
@@ -435,6 +436,34 @@ func testTxnLookup(t *testing.T, e *Env) {
 	assert.False(t, found)
 	_, _, err = e.LH.FindTxn(context.Background(), "bad id!", "x0")
 	require.ErrorIs(t, err, facade.ErrInvalidDatasetID)
+}
+
+// unchanged is a lakehouse that tells whether a table still holds the
+// rows of a snapshot (facade.Facade.Unchanged).
+type unchanged interface {
+	Unchanged(ctx context.Context, datasetID string, snapshotID int64) (string, error)
+}
+
+func testUnchanged(t *testing.T, e *Env) {
+	u, ok := e.LH.(unchanged)
+	require.True(t, ok, "%T tells whether a table holds a snapshot's rows", e.LH)
+	ctx := context.Background()
+	why, err := u.Unchanged(ctx, target.DatasetID, 1)
+	require.NoError(t, err)
+	assert.NotEmpty(t, why, "no table")
+	bs := Batches(e.Mem, Schema(), 0, 30, 10, 30)
+	defer release(bs)
+	first := write(t, e, facade.Replace, bs, "u0")
+	second := write(t, e, facade.Append, bs[:1], "u1")
+	why, err = u.Unchanged(ctx, target.DatasetID, second.SnapshotID)
+	require.NoError(t, err)
+	assert.Empty(t, why, "the head")
+	why, err = u.Unchanged(ctx, target.DatasetID, first.SnapshotID)
+	require.NoError(t, err)
+	assert.NotEmpty(t, why, "a write after it")
+	why, err = u.Unchanged(ctx, target.DatasetID, 12345)
+	require.NoError(t, err)
+	assert.NotEmpty(t, why, "not in its history")
 }
 
 func testSchemaEvolution(t *testing.T, e *Env) {
