@@ -24,12 +24,7 @@ func TestRefreshOutputAltered(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			w := newPGWorld(t, nil, nil)
-			w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount bigint)`)
-			w.exec(`INSERT INTO fact SELECT g, g % 40, g FROM generate_series(1, 1000) g`)
-			w.exec(`CREATE INDEX ON fact (cust)`)
-			_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
-			require.NoError(t, err)
-			require.NoError(t, w.d.Track(ctx, "fact", "cust"))
+			trackedFact(t, w.world, 1000, 40)
 			ensureOutputs(t, w.pool, "sums", "sums_ref")
 			if onIceberg {
 				w.iceberg("sums", "sums_ref")
@@ -59,7 +54,7 @@ func TestRefreshOutputAltered(t *testing.T) {
 			}
 
 			// The table dropped outside the Dispatcher.
-			_, err = w.f.DropTable(ctx, "sums")
+			_, err := w.f.DropTable(ctx, "sums")
 			require.NoError(t, err)
 			mode(incremental.RefreshFull, "its table does not exist")
 			mode(incremental.RefreshIncremental, "")

@@ -46,13 +46,7 @@ func refreshHistory(t *testing.T, life facade.Lifecycle, defaults bool) {
 		cfg.Lifecycle = facade.Lifecycle{}
 	}
 	w := newPGWorld(t, cfg, nil)
-	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount bigint)`)
-	w.exec(`INSERT INTO fact SELECT g, g % 150, g FROM generate_series(1, 2000) g`)
-	w.exec(`CREATE INDEX ON fact (cust)`)
-	w.exec(`ANALYZE fact`)
-	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
-	require.NoError(t, err)
-	require.NoError(t, w.d.Track(ctx, "fact", "cust"))
+	trackedFact(t, w.world, 2000, 150)
 	ensureOutputs(t, w.pool, "sums", "sums_ref")
 	w.iceberg("sums", "sums_ref")
 	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT cust, count(*) AS n, sum(amount) AS total FROM source GROUP BY cust`}}
@@ -133,4 +127,19 @@ func refreshHistory(t *testing.T, life facade.Lifecycle, defaults bool) {
 	require.Equal(t, scan, files, "the head read from its data and delete files equals its Scan")
 	t.Logf("%d runs: %d maintenance runs, %d files compacted, %d snapshots expired; head: %d data files, %d delete files, %d manifests",
 		*refreshHistoryRuns, maintained, compacted, expired, len(tasks), deletes, len(manifests))
+}
+
+// trackedFact creates the table fact (id, cust, amount) of rows rows,
+// cust = id % groups, indexed on cust and analyzed, registered as the
+// relation "fact" and tracked for cust.
+func trackedFact(t *testing.T, w *world, rows, groups int) {
+	t.Helper()
+	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, cust bigint, amount bigint)`)
+	w.exec(`INSERT INTO fact SELECT g, g % $2, g FROM generate_series(1, $1::bigint) g`, rows, groups)
+	w.exec(`CREATE INDEX ON fact (cust)`)
+	w.exec(`ANALYZE fact`)
+	ctx := context.Background()
+	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
+	require.NoError(t, err)
+	require.NoError(t, w.d.Track(ctx, "fact", "cust"))
 }

@@ -22,15 +22,9 @@ func TestRefreshAcrossCrashRestart(t *testing.T) {
 	ctx := context.Background()
 	w, cluster := newCrashableWorld(t)
 	url := cluster.URL("postgres")
-	w.exec(`CREATE TABLE fact (id bigint PRIMARY KEY, k bigint, v bigint)`)
-	w.exec(`INSERT INTO fact SELECT g, g % 200, g FROM generate_series(1, 4000) g`)
-	w.exec(`CREATE INDEX ON fact (k)`)
-	w.exec(`ANALYZE fact`)
-	_, err := writestrategy.RegisterRelation(ctx, w.pool, nil, "fact", "fact")
-	require.NoError(t, err)
-	require.NoError(t, w.d.Track(ctx, "fact", "k"))
-	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT k, sum(v) AS total, count(*) AS n FROM source GROUP BY k`}}
-	dep := &incremental.Dependency{Key: []string{"k"}, Sources: map[string][]string{"fact": {"k"}}}
+	trackedFact(t, w, 4000, 200)
+	steps := []writestrategy.Step{{Name: "g", SQL: `SELECT cust, sum(amount) AS total, count(*) AS n FROM source GROUP BY cust`}}
+	dep := &incremental.Dependency{Key: []string{"cust"}, Sources: map[string][]string{"fact": {"cust"}}}
 	var cases []refreshCase
 	for _, arm := range []string{"ice", "pg"} {
 		out, ref := "sums_"+arm, "sums_"+arm+"_ref"
@@ -53,17 +47,17 @@ func TestRefreshAcrossCrashRestart(t *testing.T) {
 		}
 	}
 	runAll(incremental.RefreshFull, 0)
-	w.exec(`UPDATE fact SET v = v + 1 WHERE id = 1`)
+	w.exec(`UPDATE fact SET amount = amount + 1 WHERE id = 1`)
 	runAll(incremental.RefreshIncremental, 1)
 
 	// Committed before the crash: key 2. In flight at the crash: key 3.
-	w.exec(`UPDATE fact SET v = v + 10 WHERE id = 2`)
+	w.exec(`UPDATE fact SET amount = amount + 10 WHERE id = 2`)
 	inflight, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer inflight.Close(context.Background())
 	tx, err := inflight.Begin(ctx)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `UPDATE fact SET v = -1 WHERE id = 3`)
+	_, err = tx.Exec(ctx, `UPDATE fact SET amount = -1 WHERE id = 3`)
 	require.NoError(t, err)
 	require.NoError(t, cluster.CrashRestart(ctx))
 	require.Error(t, tx.Commit(ctx), "the session ended with the crash")
@@ -73,10 +67,10 @@ func TestRefreshAcrossCrashRestart(t *testing.T) {
 	w.pool.Reset()
 
 	var v int64
-	require.NoError(t, w.pool.QueryRow(ctx, `SELECT v FROM fact WHERE id = 3`).Scan(&v))
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT amount FROM fact WHERE id = 3`).Scan(&v))
 	require.EqualValues(t, 3, v, "the transaction in flight at the crash rolled back")
 	runAll(incremental.RefreshIncremental, 1)
-	w.exec(`UPDATE fact SET k = 7 WHERE id IN (4, 5)`)
+	w.exec(`UPDATE fact SET cust = 7 WHERE id IN (4, 5)`)
 	w.exec(`DELETE FROM fact WHERE id = 6`)
 	runAll(incremental.RefreshIncremental, 4)
 	runAll(incremental.RefreshIncremental, 0)
