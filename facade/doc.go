@@ -421,7 +421,11 @@
 // relative order.
 //
 // FindTxn looks for a txn id at the head snapshot, then in the retained
-// ancestry of the current branch (the ledger's recovery uses it; see ExampleFacade_FindTxn). Scan streams a snapshot
+// ancestry of the current branch (the ledger's recovery uses it; see
+// ExampleFacade_FindTxn). Unchanged tells whether a table still holds the
+// rows a snapshot committed (the head, or only compactions after it): an
+// incremental recompute, which patches the rows its last run wrote, asks
+// it before patching. Scan streams a snapshot
 // (one file task at a time, projected by ScanOptions), optionally only the
 // rows within column ranges (ScanOptions.Filter: files are skipped by
 // partition and min/max statistics, the rows returned are exact) or whose
