@@ -435,7 +435,7 @@ func (f *Facade) Unchanged(ctx context.Context, datasetID string, snapshotID int
 			if s.Summary != nil {
 				op = string(s.Summary.Operation)
 			}
-			return fmt.Sprintf("its table has a write after snapshot %d (snapshot %d, %s)", snapshotID, s.SnapshotID, op), nil
+			return fmt.Sprintf("its table's head is not snapshot %d nor compactions after it (snapshot %d is a %s: a write after it, a rollback or a table created again)", snapshotID, s.SnapshotID, op), nil
 		case s.ParentSnapshotID == nil:
 			s = nil
 		case *s.ParentSnapshotID == snapshotID:
