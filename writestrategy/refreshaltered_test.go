@@ -14,9 +14,9 @@ import (
 // An incremental run patches the rows its output's last run committed, so
 // an output altered since runs in full, says why, and equals a full
 // recompute; the run after it is incremental again. Altered: written by
-// another strategy in between (both sinks), its Iceberg table dropped
-// outside the Dispatcher (the next write creates it empty: a patch would
-// leave only the affected keys' rows).
+// another strategy in between (both sinks), its Iceberg table rolled back
+// or dropped outside the Dispatcher (the next write creates it empty: a
+// patch would leave only the affected keys' rows).
 func TestRefreshOutputAltered(t *testing.T) {
 	t.Parallel()
 	for _, onIceberg := range []bool{false, true} {
@@ -53,8 +53,19 @@ func TestRefreshOutputAltered(t *testing.T) {
 				return
 			}
 
+			// The table rolled back to the snapshot before its last run
+			// (an operator undoing a write with another engine).
+			tbl, err := w.f.LoadTable(ctx, "sums")
+			require.NoError(t, err)
+			txn := tbl.NewTransaction()
+			require.NoError(t, txn.RollbackToSnapshot(*tbl.CurrentSnapshot().ParentSnapshotID))
+			_, err = txn.Commit(ctx)
+			require.NoError(t, err)
+			mode(incremental.RefreshFull, "a rollback")
+			mode(incremental.RefreshIncremental, "")
+
 			// The table dropped outside the Dispatcher.
-			_, err := w.f.DropTable(ctx, "sums")
+			_, err = w.f.DropTable(ctx, "sums")
 			require.NoError(t, err)
 			mode(incremental.RefreshFull, "its table does not exist")
 			mode(incremental.RefreshIncremental, "")
