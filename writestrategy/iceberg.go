@@ -144,6 +144,17 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			abortFrom(i)
 			return fail(err)
 		}
+		if env.refresh != nil && env.refresh.Output == c.DatasetID {
+			// Saved before the snapshot, with the run's txn id: they hold
+			// for the next run only if this write is the output's last
+			// committed one (see refresh.Gather), so a commit that fails
+			// leaves them unused, and one that lands before a crash, then
+			// rolled forward by Recover, leaves them in use.
+			env.refresh.SetTxn(in.ID)
+			if err := d.savePositions(kctx, env.refresh); err != nil {
+				d.log.WarnContext(ctx, "lakewrite refresh positions not saved: the next run is full", "dataset_id", c.DatasetID, "err", err)
+			}
+		}
 		res, err := staged[i].Commit(kctx)
 		kph.end(res.Rows, err)
 		if err != nil {
@@ -177,12 +188,6 @@ func (d *Dispatcher) iceberg(ctx context.Context, w *writeInfo, req Request, env
 			}
 			// Left open: Recover finds the snapshot and rolls it forward.
 			return fail(fmt.Errorf("%w: snapshot %d of %q landed but the ledger commit failed: %w", ledger.ErrOutcomeUnknown, res.SnapshotID, c.DatasetID, err))
-		}
-		if env.refresh != nil && env.refresh.Output == c.DatasetID {
-			env.refresh.SetTxn(in.ID)
-			if err := d.savePositions(ctx, env.refresh); err != nil {
-				d.log.WarnContext(ctx, "lakewrite refresh positions not saved: the next run recomputes more keys", "dataset_id", c.DatasetID, "err", err)
-			}
 		}
 	}
 	d.logResults(ctx, req, results)

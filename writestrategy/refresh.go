@@ -419,9 +419,10 @@ func (rr *refreshRun) icebergPlan(ctx context.Context, tx pgx.Tx, p projection, 
 }
 
 // savePositions stores, in a transaction of its own, what the run of an
-// Iceberg output whose ledger commit is done read of its sources. A crash
-// before it leaves the previous positions: the next run recomputes a
-// superset of the keys, which is still correct.
+// Iceberg output about to commit its snapshot read of its sources, with
+// the run's txn id (SetTxn): the next run uses them when that write is the
+// output's last committed one (a snapshot that landed, its ledger commit
+// rolled forward by Recover after a crash), and runs in full otherwise.
 func (d *Dispatcher) savePositions(ctx context.Context, rr *refreshRun) error {
 	if rr == nil {
 		return nil

@@ -866,17 +866,12 @@ func (o *roracle) crashedRun(msg string) {
 	rep, err := o.w.ledger.Recover(o.ctx, "out", time.Nanosecond, o.w.d.Lookup)
 	require.NoError(o.t, err)
 	o.stats[fmt.Sprintf("crashed runs rolled forward %d", len(rep.RolledForward))]++
-	// The next run re-reads what the lost commit read: incremental or
-	// full, it holds the same rows. A full run for what the window holds
-	// (a truncate, an unmapped change, a large share) or for want of a
-	// position stays due; one for the flip may not (the roll-forward
-	// stamped the dataset with its new sink).
-	if o.full == whyFlip {
-		o.full = ""
-	}
-	if o.full == "" {
-		o.mayBeFull(whyRecovered)
-	}
+	// The crashed run's snapshot, rolled forward, is the output's last
+	// write, and its positions were saved before its commit: the next run
+	// reads only what changed after it (a full run the window called for
+	// was that run). It may still be full (a position not saved).
+	o.full = ""
+	o.mayBeFull(whyRecovered)
 	if o.rnd.IntN(2) == 0 {
 		stmts, what := o.smallChange()
 		o.apply(stmts...)
