@@ -198,14 +198,7 @@ func (e *Env) startRefresh(ctx context.Context, tx pgx.Tx, s WriteStrategy, ds m
 // restrict returns the sources of an incremental run: every mapped source
 // read for the affected keys only.
 func (rr *refreshRun) restrict(ctx context.Context, tx pgx.Tx, schema string, sources map[string]*relation) (map[string]*relation, error) {
-	// The keyed reads fetch a few rows through an index, but the planner
-	// cannot know how many keys the affected-key table holds: on a large
-	// source it plans a parallel scan and JIT-compiles it, which costs
-	// 130-180 ms on a 3-5M-row row store for no key at all (0.3 ms
-	// without); the run's remaining statements are keyed too.
-	if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('max_parallel_workers_per_gather', '0', true), pg_catalog.set_config('jit', 'off', true)`); err != nil {
-		return nil, queryError("plan the keyed reads", err)
-	}
+	// Decide has set the transaction's planner settings for keyed reads.
 	out := make(map[string]*relation, len(sources))
 	for id, r := range sources {
 		out[id] = r

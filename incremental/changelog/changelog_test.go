@@ -459,6 +459,22 @@ func TestPositions(t *testing.T) {
 	got, err = l.Positions(ctx, pool, "other")
 	require.NoError(t, err)
 	require.Empty(t, got)
+
+	// SavePositions: several in one statement, replacing what is stored.
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return l.SavePositions(ctx, tx, "out", map[string]string{"b": "ice:43", "c": "pg:7:7:", "\x01txn": "t1"})
+	}))
+	got, err = l.Positions(ctx, pool, "out")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a": "pg:5:5:", "b": "ice:43", "c": "pg:7:7:", "\x01txn": "t1"}, got)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return l.SavePositions(ctx, tx, "out", nil) }))
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return l.SavePositions(ctx, tx, "out", map[string]string{"a": "pg:9:9:", "d": ""})
+	})
+	require.ErrorIs(t, err, changelog.ErrInvalid)
+	got, err = l.Positions(ctx, pool, "out")
+	require.NoError(t, err)
+	require.Equal(t, "pg:5:5:", got["a"], "a refused call stores nothing")
 }
 
 // Writers run while windows are read: every row is in exactly one window.

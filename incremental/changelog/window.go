@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,6 +260,29 @@ func (l *Log) SavePosition(ctx context.Context, tx pgx.Tx, output, source, posit
 		ON CONFLICT (dataset_id, source_id) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at`,
 		output, source, position); err != nil {
 		return fmt.Errorf("changelog: save position of %q in %q: %w", output, source, err)
+	}
+	return nil
+}
+
+// SavePositions stores positions (by source id) as what output read of
+// each source, in tx, in one statement: as SavePosition for each.
+func (l *Log) SavePositions(ctx context.Context, tx pgx.Tx, output string, positions map[string]string) error {
+	if len(positions) == 0 {
+		return nil
+	}
+	srcs := slices.Sorted(maps.Keys(positions))
+	pos := make([]string, len(srcs))
+	for i, src := range srcs {
+		if output == "" || src == "" || positions[src] == "" {
+			return fmt.Errorf("%w: save position: output, source and position must be set", ErrInvalid)
+		}
+		pos[i] = positions[src]
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+l.positions()+` (dataset_id, source_id, position, updated_at)
+		SELECT $1, s, p, now() FROM unnest($2::text[], $3::text[]) AS u(s, p)
+		ON CONFLICT (dataset_id, source_id) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at`,
+		output, srcs, pos); err != nil {
+		return fmt.Errorf("changelog: save positions of %q: %w", output, err)
 	}
 	return nil
 }
