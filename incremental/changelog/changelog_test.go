@@ -828,6 +828,39 @@ func TestImagesAcrossEntriesAndForms(t *testing.T) {
 	}
 }
 
+// A statement of exactly the images-per-entry bound is one entry, one
+// more row makes two, and a statement of no row records nothing; every
+// image reads back once.
+func TestCaptureChunkBoundaries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	exec(t, pool, `CREATE TABLE cb (id int PRIMARY KEY, k int)`)
+	l := changelog.New("")
+	changelog.SetCaptureChunk(l, 10)
+	require.NoError(t, l.Track(ctx, pool, "cb", "cb", []string{"id", "k"}))
+	w0, _ := read(t, pool, l, "cb", "")
+	for _, q := range []string{
+		`INSERT INTO cb SELECT g, g FROM generate_series(1, 10) g`,
+		`INSERT INTO cb SELECT g, g FROM generate_series(11, 21) g`,
+		`INSERT INTO cb SELECT g, g FROM generate_series(1, 0) g`,
+		`UPDATE cb SET k = k + 1 WHERE id < 0`,
+		`UPDATE cb SET k = k + 1 WHERE id <= 10`,
+		`UPDATE cb SET k = k + 1 WHERE id > 10`,
+		`DELETE FROM cb WHERE id < 0`,
+		`DELETE FROM cb WHERE id = 1`,
+	} {
+		exec(t, pool, q)
+	}
+	rows, err := pool.Query(ctx, `SELECT op::text || array_length(vals, 2) FROM lakewrite.change_log WHERE source = 'cb' AND op IN ('n', 'o') ORDER BY xid, op DESC, array_length(vals, 2) DESC`)
+	require.NoError(t, err)
+	entries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"n10", "n10", "n1", "o10", "n10", "o10", "o1", "n10", "n1", "o1"}, entries)
+	_, got := read(t, pool, l, "cb", w0.Position)
+	require.Len(t, got, 21+10*2+11*2+1)
+}
+
 // Tracking a table again with the same columns replaces triggers of an
 // earlier version (here a function of the row-per-image form) with the
 // current ones and keeps readers' stored positions (SavePosition): the

@@ -335,29 +335,29 @@ func (l *Log) captureBody(source string, columns []string) string {
 		return `INSERT INTO ` + l.Table() + ` (source, op, vals) SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(chunkAggs, ", ") + `]
 			FROM (SELECT ` + strings.Join(vals, ", ") + `, row_number() OVER () AS lw_n FROM ` + table + ` t) s GROUP BY (s.lw_n - 1) / ` + chunk + `;`
 	}
+	// whole aggregates at most chunk + 1 rows of table and yields its
+	// entry when they are 1 to chunk: the statement's rows are counted in
+	// the same pass that aggregates them.
 	whole := func(op, table string) string {
-		return `SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(aggs, ", ") + `] FROM ` + table + ` t`
+		return `SELECT ` + src + `, '` + op + `'::"char", ARRAY[` + strings.Join(aggs, ", ") + `] FROM (SELECT * FROM ` + table + ` LIMIT ` + chunk + ` + 1) t
+			HAVING count(*) BETWEEN 1 AND ` + chunk
 	}
 	// ins records the images of tables (an UPDATE's old and new ones have
-	// as many rows, counted once), in one statement when they fit an entry
-	// each.
+	// as many rows): in one statement when they fit an entry each, else,
+	// for a statement of no row or of more than chunk rows, in chunks.
 	ins := func(ops, tables []string) string {
 		var big, small []string
 		for i := range ops {
 			big = append(big, chunked(ops[i], tables[i]))
 			small = append(small, whole(ops[i], tables[i]))
 		}
-		return `SELECT count(*) INTO n FROM ` + tables[len(tables)-1] + `;
-		IF n > ` + chunk + ` THEN
+		return `INSERT INTO ` + l.Table() + ` (source, op, vals) ` + strings.Join(small, " UNION ALL ") + `;
+		IF NOT FOUND THEN
 			` + strings.Join(big, "\n\t\t\t") + `
-		ELSIF n > 0 THEN
-			INSERT INTO ` + l.Table() + ` (source, op, vals) ` + strings.Join(small, " UNION ALL ") + `;
 		END IF;`
 	}
 	log := l.Table()
 	body := `
-DECLARE
-	n bigint;
 BEGIN
 	IF TG_OP <> 'TRUNCATE' AND (SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = TG_RELID
 			AND attname = ANY (ARRAY[` + strings.Join(names, ", ") + `]::text[]) AND attnum > 0 AND NOT attisdropped) <> ` + strconv.Itoa(len(columns)) + ` THEN
