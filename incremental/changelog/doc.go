@@ -165,8 +165,10 @@
 // # Overhead
 //
 // Per statement that writes a tracked table: one PL/pgSQL call (with its
-// pinned settings), one catalog lookup, a count and one INSERT ... SELECT
-// over the transition tables. Per row: the tracked values' text output,
+// pinned settings), one catalog lookup and one INSERT ... SELECT over the
+// transition tables, which counts the statement's rows in the pass that
+// aggregates them (a statement of no row, or of more rows than an entry
+// holds, runs a second one). Per row: the tracked values' text output,
 // appended to one array per column. Per statement of up to 100,000 rows
 // (an UPDATE: per old and per new images): one change_log tuple and one
 // index entry (and their WAL), its array compressed out of line with lz4
