@@ -252,16 +252,7 @@ func (l *Log) Window(ctx context.Context, tx pgx.Tx, source string, since Positi
 // SavePosition stores position as what output read of source, in tx (the
 // transaction that commits the output's run).
 func (l *Log) SavePosition(ctx context.Context, tx pgx.Tx, output, source, position string) error {
-	if output == "" || source == "" || position == "" {
-		return fmt.Errorf("%w: save position: output, source and position must be set", ErrInvalid)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+l.positions()+` (dataset_id, source_id, position, updated_at)
-		VALUES ($1, $2, $3, now())
-		ON CONFLICT (dataset_id, source_id) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at`,
-		output, source, position); err != nil {
-		return fmt.Errorf("changelog: save position of %q in %q: %w", output, source, err)
-	}
-	return nil
+	return l.SavePositions(ctx, tx, output, map[string]string{source: position})
 }
 
 // SavePositions stores positions (by source id) as what output read of
