@@ -227,10 +227,8 @@
 // unclustered table (a GROUP BY of about ten rows a key), 1,000 changes
 // touch most of its pages (6,080 of 9,374 for 1M rows), a read of the
 // table from shared buffers or, when they do not hold it, from the
-// operating system. A table clustered by the key (CLUSTER, or rows
-// written in key order), or an index that also covers the columns the
-// output reads (INCLUDE) on a table vacuumed often enough for index-only
-// scans, reads a few pages a key.
+// operating system. What a run reads is those pages: a table whose rows
+// of a key sit together (clustered by the key) holds them on fewer.
 //
 // Row-store writes of a registered dataset record an image per row they
 // insert or delete (a snapshot_replace's changed and removed rows, an
