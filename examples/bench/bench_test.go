@@ -309,7 +309,10 @@ func TestRefresh(t *testing.T) {
 	assert.Contains(t, text, "FLOOR shape=groupby source=iceberg rows=2000 changed=20 ")
 	assert.Contains(t, text, "FLOOR shape=groupby source=relation rows=2000 changed=20 ")
 	assert.Contains(t, text, "TRACKING insert_ratio=")
-	assert.Regexp(t, `TRACKING insert_ratio=\S+ update_ratio=\S+ rows_per_statement=1 rows=500 floor_insert_ratio=\d+\.\d+ floor_update_ratio=\d+\.\d+\n`, text)
+	for _, perRoundTrip := range []string{"1000", "1"} {
+		assert.Regexp(t, `TRACKING insert_ratio=\S+ update_ratio=\S+ rows_per_statement=1 rows=500 statements_per_round_trip=`+perRoundTrip+` floor_insert_ratio=\d+\.\d+ floor_update_ratio=\d+\.\d+\n`, text)
+	}
+	assert.Regexp(t, `TRACKING insert_ratio=\S+ update_ratio=\S+ rows_per_statement=500 rows=500 statements_per_round_trip=1000\n`, text)
 	assert.Contains(t, text, "(the least a trigger can record")
 	assert.Contains(t, text, "CROSSOVER shape=groupby source=rowstore rows=2000 share=0.5 ")
 	require.Len(t, r.Floor, 2)
@@ -324,4 +327,17 @@ func TestRefresh(t *testing.T) {
 		assert.Positive(t, l.FullMs, "%+v", l)
 		assert.Positive(t, l.PgRunMs, "%+v", l)
 	}
+}
+
+// TestAutoSharedBuffers: a quarter of the memory, within 256MB and 4GB.
+func TestAutoSharedBuffers(t *testing.T) {
+	for _, c := range []struct {
+		mem  int64
+		want string
+	}{{0, "256MB"}, {512 << 20, "256MB"}, {2 << 30, "512MB"}, {8 << 30, "2048MB"}, {24 << 30, "4096MB"}, {256 << 30, "4096MB"}} {
+		assert.Equal(t, c.want, autoSharedBuffers(c.mem), "%d bytes", c.mem)
+	}
+	assert.Nil(t, refreshConfig{}.settings())
+	assert.Equal(t, map[string]string{"shared_buffers": "1GB"}, refreshConfig{SharedBuffers: "1GB"}.settings())
+	assert.Contains(t, refreshConfig{SharedBuffers: "auto"}.settings()["shared_buffers"], "MB")
 }

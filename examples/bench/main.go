@@ -103,7 +103,7 @@ func mainCode() int {
 	flag.IntVar(&rf.Change, "refresh-change", 1000, "refresh mode: fact rows changed per run")
 	flag.IntVar(&rf.DimRows, "refresh-dim-rows", 10_000, "refresh mode: rows of the join's dimension table")
 	flag.Int64Var(&rf.ScopeIndexBytes, "refresh-scope-index", 1<<30, "refresh mode: bytes of the outputs' scope indexes the facade keeps between runs (facade.Config.ScopeIndexBytes; 0: none, every run reads the output files its keys may be in)")
-	flag.StringVar(&rf.SharedBuffers, "refresh-shared-buffers", "", "refresh mode: shared_buffers of the throwaway cluster (e.g. 1GB: a server sized to hold the fact tables; empty: the cluster's 256MB; ignored with -database-url)")
+	flag.StringVar(&rf.SharedBuffers, "refresh-shared-buffers", "auto", "refresh mode: shared_buffers of the throwaway cluster (e.g. 256MB, 4GB; auto: a quarter of the machine's memory, at most 4GB and at least 256MB, as a server is usually sized; ignored with -database-url)")
 	flag.IntVar(&rf.DimChange, "refresh-dim-change", 10, "refresh mode: dimension rows changed by the dimension run")
 	flag.BoolVar(&rf.Crossover, "refresh-crossover", false, "refresh mode: also measure the crossover: rowwise and groupby over the row store at each -refresh-shares share of changed rows, incremental forced, against a full run")
 	flag.StringVar(&rfShares, "refresh-shares", "0.001,0.01,0.05,0.1,0.2,0.5", "refresh mode: change shares of -refresh-crossover, comma-separated")

@@ -54,7 +54,9 @@ type refreshConfig struct {
 	// scope indexes kept between runs).
 	ScopeIndexBytes int64
 	// SharedBuffers, when set, is the throwaway cluster's shared_buffers
-	// (e.g. 1GB: a server sized to hold the fact tables; default 256MB).
+	// (e.g. 1GB: a server sized to hold the fact tables; empty: the
+	// cluster's 256MB); "auto" sizes it as a server is usually sized, a
+	// quarter of the machine's memory, at most 4GB (autoSharedBuffers).
 	SharedBuffers string
 	DatabaseURL   string
 	Warehouse     string
@@ -63,10 +65,22 @@ type refreshConfig struct {
 
 // settings are the throwaway cluster's extra server settings.
 func (c refreshConfig) settings() map[string]string {
-	if c.SharedBuffers == "" {
+	switch c.SharedBuffers {
+	case "":
 		return nil
+	case "auto":
+		return map[string]string{"shared_buffers": autoSharedBuffers(describeMachine().MemTotal)}
 	}
 	return map[string]string{"shared_buffers": c.SharedBuffers}
+}
+
+// autoSharedBuffers is the shared_buffers PostgreSQL's documentation
+// suggests for a dedicated server of memTotal bytes: a quarter of it, here
+// at most 4GB and at least the test clusters' 256MB (also when the memory
+// is unknown).
+func autoSharedBuffers(memTotal int64) string {
+	mb := min(memTotal>>20/4, 4096)
+	return fmt.Sprintf("%dMB", max(mb, 256))
 }
 
 // The shapes and source kinds, in the order they are printed.
@@ -123,14 +137,16 @@ type refreshFloor struct {
 // refreshTracking is the write overhead of change tracking on a table:
 // the same statements on an untracked and a tracked table.
 type refreshTracking struct {
-	RowsPerStatement int     `json:"rows_per_statement"`
-	Rows             int     `json:"rows"`
-	InsertMs         float64 `json:"untracked_insert_ms"`
-	TrackedInsertMs  float64 `json:"tracked_insert_ms"`
-	UpdateMs         float64 `json:"untracked_update_ms"`
-	TrackedUpdateMs  float64 `json:"tracked_update_ms"`
-	InsertRatio      float64 `json:"insert_ratio"`
-	UpdateRatio      float64 `json:"update_ratio"`
+	RowsPerStatement int `json:"rows_per_statement"`
+	// PerRoundTrip is the statements sent a round trip (one transaction).
+	PerRoundTrip    int     `json:"statements_per_round_trip"`
+	Rows            int     `json:"rows"`
+	InsertMs        float64 `json:"untracked_insert_ms"`
+	TrackedInsertMs float64 `json:"tracked_insert_ms"`
+	UpdateMs        float64 `json:"untracked_update_ms"`
+	TrackedUpdateMs float64 `json:"tracked_update_ms"`
+	InsertRatio     float64 `json:"insert_ratio"`
+	UpdateRatio     float64 `json:"update_ratio"`
 	// FloorInsertRatio and FloorUpdateRatio (one row a statement only):
 	// the same writes with a minimal row-level trigger that records one
 	// change-log entry per row and nothing else, over the untracked time.
@@ -887,27 +903,31 @@ func floorOf(source string, runs []floorRun, lines []refreshLine) *refreshFloor 
 // (internal/trackoverhead: the same inserts then updates of TrackRows rows
 // on an untracked and a tracked table, alternating, the fastest of
 // TrackReps) with statements of 1,000 rows, of all the rows at once and of
-// one row each (sent 1,000 statements a round trip).
+// one row each, sent 1,000 statements a round trip, and of one row each on
+// its own round trip and in its own transaction (an application writing a
+// row at a time).
 func measureTracking(ctx context.Context, env *armEnv, cfg refreshConfig, logw io.Writer) ([]refreshTracking, error) {
 	l := changelog.New(env.Ledger.Schema())
 	var out []refreshTracking
-	var done []int
-	for _, per := range []int{min(1000, cfg.TrackRows), cfg.TrackRows, 1} {
-		if slices.Contains(done, per) {
+	var done [][2]int
+	for _, c := range [][2]int{{min(1000, cfg.TrackRows), 1000}, {cfg.TrackRows, 1000}, {1, 1000}, {1, 1}} {
+		if slices.Contains(done, c) {
 			continue
 		}
-		done = append(done, per)
-		res, err := trackoverhead.Measure(ctx, env.Pool, l, trackoverhead.Options{Rows: cfg.TrackRows, RowsPerStatement: per, Reps: cfg.TrackReps, Floor: per == 1})
+		done = append(done, c)
+		per := c[0]
+		res, err := trackoverhead.Measure(ctx, env.Pool, l, trackoverhead.Options{Rows: cfg.TrackRows, RowsPerStatement: per,
+			StatementsPerRoundTrip: c[1], Reps: cfg.TrackReps, Floor: per == 1})
 		if err != nil {
 			return nil, err
 		}
-		tr := refreshTracking{RowsPerStatement: per, Rows: cfg.TrackRows,
+		tr := refreshTracking{RowsPerStatement: per, PerRoundTrip: c[1], Rows: cfg.TrackRows,
 			InsertMs: ms(res.InsertUntracked), TrackedInsertMs: ms(res.InsertTracked),
 			UpdateMs: ms(res.UpdateUntracked), TrackedUpdateMs: ms(res.UpdateTracked),
 			InsertRatio: res.InsertRatio(), UpdateRatio: res.UpdateRatio(),
 			FloorInsertRatio: res.FloorInsertRatio(), FloorUpdateRatio: res.FloorUpdateRatio()}
-		fmt.Fprintf(logw, "bench: refresh: tracking, %d rows per statement: insert %.0f / %.0f ms, update %.0f / %.0f ms\n",
-			per, tr.TrackedInsertMs, tr.InsertMs, tr.TrackedUpdateMs, tr.UpdateMs)
+		fmt.Fprintf(logw, "bench: refresh: tracking, %d rows per statement, %d statements per round trip: insert %.0f / %.0f ms, update %.0f / %.0f ms\n",
+			per, c[1], tr.TrackedInsertMs, tr.InsertMs, tr.TrackedUpdateMs, tr.UpdateMs)
 		out = append(out, tr)
 	}
 	return out, nil
@@ -981,7 +1001,8 @@ func printRefresh(w io.Writer, r *refreshReport) {
 		fmt.Fprintf(w, " scan_ms=%.1f full_scan_ms=%.1f floor_over_full=%.3f run_ms=%.1f full_ms=%.1f\n", f.ScanMs, f.FullScanMs, f.XFull, f.RunMs, f.FullMs)
 	}
 	for _, t := range r.Tracking {
-		fmt.Fprintf(w, "TRACKING insert_ratio=%.2f update_ratio=%.2f rows_per_statement=%d rows=%d", t.InsertRatio, t.UpdateRatio, t.RowsPerStatement, t.Rows)
+		fmt.Fprintf(w, "TRACKING insert_ratio=%.2f update_ratio=%.2f rows_per_statement=%d rows=%d statements_per_round_trip=%d",
+			t.InsertRatio, t.UpdateRatio, t.RowsPerStatement, t.Rows, t.PerRoundTrip)
 		if t.FloorInsertRatio > 0 {
 			fmt.Fprintf(w, " floor_insert_ratio=%.2f floor_update_ratio=%.2f", t.FloorInsertRatio, t.FloorUpdateRatio)
 		}
@@ -1019,7 +1040,7 @@ func printRefresh(w io.Writer, r *refreshReport) {
 		}
 	}
 	for _, t := range r.Tracking {
-		fmt.Fprintf(w, "target tracking, %d rows per statement: ratios <= %.1f: %s", t.RowsPerStatement, refreshTrackingTarget,
+		fmt.Fprintf(w, "target tracking, %d rows per statement, %d statements per round trip: ratios <= %.1f: %s", t.RowsPerStatement, t.PerRoundTrip, refreshTrackingTarget,
 			metStr(t.InsertRatio <= refreshTrackingTarget && t.UpdateRatio <= refreshTrackingTarget))
 		if t.FloorInsertRatio > 0 {
 			fmt.Fprintf(w, " (the least a trigger can record, one log entry per row and nothing else, costs %.2f / %.2f)",

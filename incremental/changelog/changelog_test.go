@@ -669,7 +669,9 @@ func TestTrackWithTriggerPrivilegeOnly(t *testing.T) {
 
 // BenchmarkTrackingOverhead reports what tracking costs writes: tracked /
 // untracked time of the same inserts and updates (metrics insert_ratio and
-// update_ratio), in statements of 1,000 rows and of 1 row, and what the
+// update_ratio), in statements of 1,000 rows and of 1 row (sent 1,000
+// statements a round trip, and each on its own round trip and in its own
+// transaction), and what the
 // least a trigger can do costs them (floor_insert_ratio,
 // floor_update_ratio: one log entry per row, nothing else). Run it with
 //
@@ -677,12 +679,12 @@ func TestTrackWithTriggerPrivilegeOnly(t *testing.T) {
 //
 // and -trackoverhead.rows to change the 100,000 rows.
 func BenchmarkTrackingOverhead(b *testing.B) {
-	for _, per := range []int{1000, 1} {
-		b.Run(fmt.Sprintf("rows_per_statement=%d", per), func(b *testing.B) {
+	for _, c := range []struct{ per, perRoundTrip int }{{1000, 1000}, {1, 1000}, {1, 1}} {
+		b.Run(fmt.Sprintf("rows_per_statement=%d/statements_per_round_trip=%d", c.per, c.perRoundTrip), func(b *testing.B) {
 			pool := pgtest.Pool(b)
 			for b.Loop() {
 				res, err := trackoverhead.Measure(context.Background(), pool, changelog.New(""),
-					trackoverhead.Options{Rows: *overheadRows, RowsPerStatement: per, Floor: true})
+					trackoverhead.Options{Rows: *overheadRows, RowsPerStatement: c.per, StatementsPerRoundTrip: c.perRoundTrip, Floor: true})
 				require.NoError(b, err)
 				b.ReportMetric(res.InsertRatio(), "insert_ratio")
 				b.ReportMetric(res.UpdateRatio(), "update_ratio")

@@ -177,5 +177,10 @@
 // images are built when a window is read, for the window's rows only.
 // BenchmarkTrackingOverhead
 // (and internal/trackoverhead for programs) measures tracked / untracked
-// time of the same inserts and updates.
+// time of the same inserts and updates. On a 2-core machine: statements of
+// 1,000 rows 1.2-1.5x; statements of one row each, sent on their own round
+// trip and committed on their own, 1.69x for inserts (95 us untracked, 160
+// us tracked per statement) and 2.23x for updates, where a row-level
+// trigger that only inserts each row's values into the log costs 1.19x and
+// 1.72x.
 package changelog

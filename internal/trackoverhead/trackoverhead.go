@@ -24,17 +24,23 @@ type DB interface {
 
 // Options of a measurement. Zero fields mean the defaults.
 type Options struct {
-	Schema           string   // a scratch schema, created and dropped (default "lakewrite_trackoverhead")
-	Rows             int      // rows inserted, then updated (default 100,000)
-	RowsPerStatement int      // rows each INSERT or UPDATE statement writes (default 1,000)
-	Reps             int      // repetitions; each case keeps its fastest (default 3)
-	Columns          []string // tracked columns of the table (id bigint, k int, v double precision, note text); default id, k
-	Floor            bool     // also time the minimal trigger of the floor (Result.InsertFloor)
+	Schema           string // a scratch schema, created and dropped (default "lakewrite_trackoverhead")
+	Rows             int    // rows inserted, then updated (default 100,000)
+	RowsPerStatement int    // rows each INSERT or UPDATE statement writes (default 1,000)
+	Reps             int    // repetitions; each case keeps its fastest (default 3)
+	// StatementsPerRoundTrip is how many statements are sent in one batch,
+	// which runs as one transaction (default 1,000); 1 sends each statement
+	// on its own round trip, committed on its own, as an application
+	// writing a row at a time does.
+	StatementsPerRoundTrip int
+	Columns                []string // tracked columns of the table (id bigint, k int, v double precision, note text); default id, k
+	Floor                  bool     // also time the minimal trigger of the floor (Result.InsertFloor)
 }
 
 // Result is one measurement: the fastest time of each case.
 type Result struct {
 	Rows, RowsPerStatement         int
+	StatementsPerRoundTrip         int
 	InsertUntracked, InsertTracked time.Duration
 	UpdateUntracked, UpdateTracked time.Duration
 	// InsertFloor and UpdateFloor (with Options.Floor; else 0) are the
@@ -64,8 +70,8 @@ func (r Result) FloorUpdateRatio() float64 {
 }
 
 func (r Result) String() string {
-	s := fmt.Sprintf("TRACKING insert_ratio=%.2f update_ratio=%.2f rows=%d rows_per_statement=%d",
-		r.InsertRatio(), r.UpdateRatio(), r.Rows, r.RowsPerStatement)
+	s := fmt.Sprintf("TRACKING insert_ratio=%.2f update_ratio=%.2f rows=%d rows_per_statement=%d statements_per_round_trip=%d",
+		r.InsertRatio(), r.UpdateRatio(), r.Rows, r.RowsPerStatement, r.StatementsPerRoundTrip)
 	if r.InsertFloor > 0 {
 		s += fmt.Sprintf(" floor_insert_ratio=%.2f floor_update_ratio=%.2f", r.FloorInsertRatio(), r.FloorUpdateRatio())
 	}
@@ -75,9 +81,10 @@ func (r Result) String() string {
 // Measure creates identical tables in a scratch schema, one untracked, one
 // tracked with l and, with opts.Floor, one with the minimal trigger of
 // Result.InsertFloor, and times opts.Rows inserts then opts.Rows updates
-// of each, in statements of opts.RowsPerStatement rows sent 1,000 statements a batch
-// (one transaction each), alternating the tables, opts.Reps times. It drops
-// the scratch schema and the tracking when it returns.
+// of each, in statements of opts.RowsPerStatement rows sent
+// opts.StatementsPerRoundTrip statements a batch (one transaction each),
+// alternating the tables, opts.Reps times. It drops the scratch schema and
+// the tracking when it returns.
 func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Result, err error) {
 	if opts.Schema == "" {
 		opts.Schema = "lakewrite_trackoverhead"
@@ -91,10 +98,13 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 	if opts.Reps <= 0 {
 		opts.Reps = 3
 	}
+	if opts.StatementsPerRoundTrip <= 0 {
+		opts.StatementsPerRoundTrip = 1_000
+	}
 	if len(opts.Columns) == 0 {
 		opts.Columns = []string{"id", "k"}
 	}
-	res = Result{Rows: opts.Rows, RowsPerStatement: opts.RowsPerStatement}
+	res = Result{Rows: opts.Rows, RowsPerStatement: opts.RowsPerStatement, StatementsPerRoundTrip: opts.StatementsPerRoundTrip}
 	s := pgx.Identifier{opts.Schema}.Sanitize()
 	source := "trackoverhead:" + opts.Schema
 	floorSource := "trackoverhead-floor:" + opts.Schema
@@ -127,7 +137,7 @@ func Measure(ctx context.Context, db DB, l *changelog.Log, opts Options) (res Re
 		b := &pgx.Batch{}
 		for lo := 1; lo <= opts.Rows; lo += n {
 			b.Queue(`/* `+table+` */ `+stmt, lo, min(lo+n-1, opts.Rows))
-			if b.Len() == 1000 || lo+n > opts.Rows {
+			if b.Len() == opts.StatementsPerRoundTrip || lo+n > opts.Rows {
 				if err := db.SendBatch(ctx, b).Close(); err != nil {
 					return 0, fmt.Errorf("trackoverhead: %w", err)
 				}
