@@ -671,9 +671,9 @@ func TestTrackWithTriggerPrivilegeOnly(t *testing.T) {
 // untracked time of the same inserts and updates (metrics insert_ratio and
 // update_ratio), in statements of 1,000 rows and of 1 row (sent 1,000
 // statements a round trip, and each on its own round trip and in its own
-// transaction), and what the
-// least a trigger can do costs them (floor_insert_ratio,
-// floor_update_ratio: one log entry per row, nothing else). Run it with
+// transaction), and what the least a trigger can do costs them
+// (floor_insert_ratio, floor_update_ratio: one log entry per row, nothing
+// else). Run it with
 //
 //	go test -run '^$' -bench TrackingOverhead -benchtime 1x ./incremental/changelog/
 //
